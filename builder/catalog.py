@@ -1,0 +1,49 @@
+"""What the factory knows about OS releases and AMD GPU families, read from package data files.
+
+The facts live in builder/data/*.yaml (each with its source) so they can be reviewed and updated
+without touching code.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+
+class OsRelease(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    distro: str
+    codename: str
+    python: str
+    family: Literal["apt", "dnf"]
+    base: str
+
+
+class GfxFamily(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    targets: tuple[str, ...]
+    gpus: tuple[str, ...]
+    official_since: str | None
+
+
+def _load(name: str) -> dict[str, object]:
+    text = resources.files("builder").joinpath("data", name).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict), name
+    return data
+
+
+@cache
+def os_releases() -> dict[str, OsRelease]:
+    return {name: OsRelease.model_validate(v) for name, v in _load("os.yaml").items()}
+
+
+@cache
+def gfx_families() -> dict[str, GfxFamily]:
+    return {name: GfxFamily.model_validate(v) for name, v in _load("gfx.yaml").items()}

@@ -1,0 +1,292 @@
+"""The `builder` command: one subcommand per stage, exit 0 on success, 1 when an image failed, 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from builder import baseimage, context, pipeline, wheelhouse
+from builder.dockerapi import EngineUnavailable, connect
+from builder.errors import InputError, Problem
+from builder.matrix import load_matrix
+from builder.render import CELL_FILE, WheelSource, render_cell
+from builder.spec import CellSpec
+from builder.validate import ValidationResult, validate_image
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MatrixOpt = Annotated[Path, typer.Option("--matrix", "-m", help="Matrix file (YAML).")]
+WheelhouseOpt = Annotated[Path | None, typer.Option(
+    "--wheelhouse", help="Install wheels from this directory (--no-index) instead of the cells' index URLs.",
+    exists=True, file_okay=False)]
+CellOpt = Annotated[list[str] | None, typer.Option("--cell", help="Only cells with this tag (repeatable).")]
+RegistryOpt = Annotated[str | None, typer.Option(
+    "--registry", envvar="RIF_REGISTRY",
+    help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials from RIF_REGISTRY_USER/PASSWORD.")]
+
+
+def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Bad input exits 2 with every problem listed; a missing engine exits 2 with what to start."""
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            for problem in exc.problems:
+                err.print(f"[red]error:[/red] {problem}")
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
+        except (EngineUnavailable, NotImplementedError) as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
+    return wrapper
+
+
+def select(cells: list[CellSpec], tags: list[str] | None, matrix: Path) -> list[CellSpec]:
+    if not tags:
+        return cells
+    unknown = sorted(set(tags) - {c.tag for c in cells})
+    if unknown:
+        raise InputError([Problem(matrix, None, "--cell", f"no cell has tag {t!r}") for t in unknown])
+    return [c for c in cells if c.tag in tags]
+
+
+@app.command("matrix")
+@handles_errors
+def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
+               fmt: Annotated[str, typer.Option("--format", help="table or json")] = "table") -> None:
+    """List the cells the matrix expands to (after include/exclude), with their tags."""
+    cells = load_matrix(matrix)
+    if fmt == "json":
+        rows = [{**c.model_dump(exclude={"line"}), "python": c.python, "rocm": c.rocm} for c in cells]
+        out.print_json(json.dumps(rows))
+        return
+    if fmt != "table":
+        raise InputError([Problem(matrix, None, "--format", f"unknown format {fmt!r}; use table or json")])
+    table = Table(title=f"{len(cells)} cells from {matrix}")
+    for col in ("tag", "os", "platform", "torch", "gfx", "flavor", "python", "user"):
+        table.add_column(col)
+    for c in cells:
+        table.add_row(c.tag, c.os, c.platform, c.torch, c.gfx or "-", c.flavor, c.python, c.user)
+    out.print(table)
+
+
+@app.command()
+@handles_errors
+def render(matrix: MatrixOpt = Path("matrix.yaml"),
+           out_dir: Annotated[Path, typer.Option("--out", help="Where the per-cell folders go.")] = Path("images"),
+           check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if --out has drifted.")] = False,
+           ) -> None:
+    """Render every cell's Dockerfile into images/<tag>/ (production wheel sources), or check for drift."""
+    rendered = [render_cell(c) for c in load_matrix(matrix)]
+    if check:
+        problems = context.drift(out_dir, rendered)
+        for p in problems:
+            err.print(f"[red]drift:[/red] {p}")
+        if problems:
+            err.print("run `builder render` and commit the result")
+            raise typer.Exit(EXIT_FAILED)
+        out.print(f"{len(rendered)} Dockerfiles in {out_dir} match the template and matrix")
+        return
+    written = context.write_images(out_dir, rendered)
+    out.print(f"wrote {len(written)} Dockerfiles under {out_dir}")
+
+
+@app.command()
+@handles_errors
+def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt = None, cell: CellOpt = None,
+          push: Annotated[bool, typer.Option("--push", help="Push every image that passed validation.")] = False,
+          registry: RegistryOpt = None,
+          validate: Annotated[bool, typer.Option("--validate/--no-validate",
+                                                 help="Validate images (refused with --push).")] = True,
+          gpu: Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks (on a ROCm host).")] = False,
+          report: Annotated[Path | None, typer.Option("--report", help="Write a JSON report here.")] = None,
+          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not stream build logs.")] = False,
+          ) -> None:
+    """Build every cell, validate each image, and with --push publish only those that passed."""
+    if push and not validate:
+        raise InputError([Problem(Path("(command line)"), None, "--no-validate",
+                                  "refused with --push: an unvalidated image is never pushed")])
+    if push and not registry:
+        raise InputError([Problem(Path("(command line)"), None, "--registry",
+                                  "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")])
+    cells = select(load_matrix(matrix), cell, matrix)
+    client = connect()
+    options = pipeline.Options(WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None), validate,
+                               registry if push else None, gpu)
+    reports = pipeline.run(
+        client, cells, options,
+        on_line=(lambda c, line: None) if quiet else (lambda c, line: out.print(f"[dim]{c.tag} |[/dim] {line}",
+                                                                                markup=True, soft_wrap=True)),
+        on_stage=lambda c, stage: out.print(f"[bold]==> {stage}[/bold] {c.tag}"))
+    _print_summary(reports)
+    if report:
+        report.write_text(json.dumps([_report_row(r) for r in reports], indent=2))
+    raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
+
+
+def _print_summary(reports: list[pipeline.CellReport]) -> None:
+    for r in reports:
+        if r.build and not r.build.ok:
+            err.print(f"[red]build failed[/red] {r.cell.tag}: {r.build.error}")
+            for line in r.build.log_tail[-15:]:
+                err.print(f"    {line}", markup=False)
+        if r.validation and not r.validation.ok:
+            _print_failures(r.cell.tag, r.validation)
+        if r.push and not r.push.ok:
+            err.print(f"[red]push failed[/red] {r.push.ref}: {r.push.error}")
+    table = Table(title="summary")
+    for col in ("cell", "status", "build s", "validate s", "pushed digest"):
+        table.add_column(col)
+    for r in reports:
+        table.add_row(r.cell.tag, r.status, f"{r.build.seconds:.1f}" if r.build else "-",
+                      f"{r.validation.seconds:.1f}" if r.validation else "-",
+                      f"{r.push.ref}@{r.push.digest}" if r.push and r.push.ok else "-")
+    out.print(table)
+
+
+def _print_failures(tag: str, result: ValidationResult) -> None:
+    err.print(f"[red]validation failed[/red] {tag}:")
+    for c in result.failures:
+        err.print(f"    {c.suite}/{c.name}: {c.detail}", markup=False)
+        if c.fix:
+            err.print(f"        fix: {c.fix}", markup=False)
+
+
+def _report_row(r: pipeline.CellReport) -> dict[str, Any]:
+    return {
+        "tag": r.cell.tag, "status": r.status, "content_hash": r.rendered.content_hash,
+        "image": r.build.ref if r.build else None, "image_id": r.build.image_id if r.build else None,
+        "build_seconds": r.build.seconds if r.build else None,
+        "validation": [vars(c) for c in r.validation.checks] if r.validation else None,
+        "pushed": r.push.ref if r.push and r.push.ok else None, "digest": r.push.digest if r.push else None,
+    }
+
+
+@app.command("test")
+@handles_errors
+def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to validate.")],
+             matrix: Annotated[Path | None, typer.Option("--matrix", "-m", help=(
+                 "Hold the image to its cell in this matrix (found by tag); default: the cell baked into it."))]
+             = None, wheelhouse_dir: WheelhouseOpt = None,
+             gpu: Annotated[bool, typer.Option("--gpu", help="Pass the ROCm devices and require a GPU.")] = False,
+             ) -> None:
+    """Validate an existing image: the testinfra suite, then the in-image smoke test."""
+    client = connect()
+    expect, labels = _expectations(client, image, matrix, wheelhouse_dir)
+    result = validate_image(client, image, expect, labels, gpu=gpu)
+    _print_checks(result)
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+def _expectations(client: Any, image: str, matrix: Path | None,
+                  wheelhouse_dir: Path | None) -> tuple[dict[str, Any], dict[str, str] | None]:
+    from docker.errors import ImageNotFound
+
+    try:
+        found = client.images.get(image)
+    except ImageNotFound as exc:
+        raise InputError([Problem(Path("(command line)"), None, "IMAGE", f"no local image {image!r}")]) from exc
+    if matrix is None:
+        raw = client.containers.run(image, ["cat", f"/opt/rif/{CELL_FILE}"], remove=True, entrypoint=[])
+        return json.loads(raw), None
+    tag = (found.labels or {}).get("org.rocm-image-factory.tag", "")
+    cell = select(load_matrix(matrix), [tag], matrix)[0]
+    rendered = render_cell(cell, WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None))
+    return cell.expectations(), rendered.labels
+
+
+def _print_checks(result: ValidationResult) -> None:
+    table = Table(title=f"validation of {result.ref}")
+    for col in ("suite", "check", "status", "detail"):
+        table.add_column(col)
+    colors = {"pass": "green", "fail": "red", "skip": "yellow"}
+    for c in result.checks:
+        table.add_row(c.suite, c.name, f"[{colors[c.status]}]{c.status}[/]", c.detail + (f" (fix: {c.fix})"
+                                                                                         if c.fix else ""))
+    out.print(table)
+    out.print("[green]passed[/green]" if result.ok else f"[red]{len(result.failures)} check(s) failed[/red]")
+
+
+@app.command()
+@handles_errors
+def push(images: Annotated[list[str], typer.Argument(help="Local images built by builder.")],
+         registry: RegistryOpt = None) -> None:
+    """Validate, then push existing images under their cell tag; an image that fails is not pushed."""
+    if not registry:
+        raise InputError([Problem(Path("(command line)"), None, "--registry", "needs REGISTRY/NAMESPACE")])
+    from builder.push import push_image
+
+    client = connect()
+    failed = False
+    for image in images:
+        expect, labels = _expectations(client, image, None, None)
+        result = validate_image(client, image, expect, labels)
+        if not result.ok:
+            _print_failures(image, result)
+            failed = True
+            continue
+        name = image.rsplit(":", 1)[0].rsplit("/", 1)[-1]
+        pushed = push_image(client, image, f"{registry}/{name}", expect["tag"])
+        if pushed.ok:
+            out.print(f"pushed {pushed.ref}@{pushed.digest}")
+        else:
+            err.print(f"[red]push failed[/red] {pushed.ref}: {pushed.error}")
+            failed = True
+    raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+@app.command()
+@handles_errors
+def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-12")],
+         mirror: Annotated[str | None, typer.Option(help="Package mirror; default: the host's apt sources.")] = None,
+         tag: Annotated[str | None, typer.Option(help="Image reference; default: the OS's base, e.g. debian:12.")]
+         = None) -> None:
+    """Make an OS base image with debootstrap and `docker import` (for hosts that cannot pull)."""
+    connect()
+    try:
+        ref = baseimage.build_base(os_name, mirror, tag)
+    except subprocess.CalledProcessError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_FAILED) from exc
+    out.print(f"imported {ref}")
+
+
+@app.command("wheelhouse")
+@handles_errors
+def wheelhouse_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
+                   dest: Annotated[Path, typer.Option("--dest", help="Directory to fill.")] = Path("wheelhouse"),
+                   cell: CellOpt = None,
+                   index_url: Annotated[str | None, typer.Option(help="One index for every cell.")] = None,
+                   use_pip_config: Annotated[bool, typer.Option(
+                       "--use-pip-config", help="Use the host pip's configured indexes, not the cells'.")] = False,
+                   ) -> None:
+    """Download every wheel the cells install into a directory, with the host's pip."""
+    cells = select(load_matrix(matrix), cell, matrix)
+    try:
+        wheelhouse.fill(cells, dest, index_url, use_pip_config)
+    except subprocess.CalledProcessError as exc:
+        err.print(f"[red]error:[/red] pip download failed ({exc.returncode})")
+        raise typer.Exit(EXIT_FAILED) from exc
+    out.print(f"{len(list(dest.glob('*.whl')))} wheels in {dest}")
+
+
+def main() -> None:
+    os.environ.setdefault("DOCKER_BUILDKIT", "0")
+    sys.exit(app())

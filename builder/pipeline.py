@@ -1,0 +1,90 @@
+"""The whole run for a list of cells: render -> context -> build -> validate -> push, one cell at a time.
+
+A failure in one cell is recorded and the next cell goes on; a cell is pushed only after its own
+validation passed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+
+from builder.build import BuildResult, build_image
+from builder.context import write_context
+from builder.push import PushResult, push_image
+from builder.render import RenderedCell, WheelSource, render_cell
+from builder.spec import CellSpec
+from builder.validate import ValidationResult, validate_image
+
+LOCAL_NAMESPACE = "rocm-image-factory"
+
+
+@dataclass(frozen=True)
+class Options:
+    source: WheelSource = WheelSource()
+    validate: bool = True
+    registry: str | None = None  # push target namespace, e.g. 127.0.0.1:5000/rocm; None: do not push
+    gpu: bool = False
+
+
+@dataclass
+class CellReport:
+    rendered: RenderedCell
+    build: BuildResult | None = None
+    validation: ValidationResult | None = None
+    push: PushResult | None = None
+
+    @property
+    def cell(self) -> CellSpec:
+        return self.rendered.cell
+
+    @property
+    def failed(self) -> bool:
+        return bool((self.build and not self.build.ok) or (self.validation and not self.validation.ok)
+                    or (self.push and not self.push.ok))
+
+    @property
+    def status(self) -> str:
+        if self.build is None or not self.build.ok:
+            return "failed: build"
+        if self.validation is not None and not self.validation.ok:
+            return "failed: validation"
+        if self.push is not None:
+            return "pushed" if self.push.ok else "failed: push"
+        return "validated" if self.validation is not None else "built (not validated)"
+
+
+def local_ref(cell: CellSpec) -> str:
+    return f"{LOCAL_NAMESPACE}/{cell.image}:{cell.tag}"
+
+
+def run(client: docker.DockerClient, cells: list[CellSpec], options: Options,
+        on_line: Callable[[CellSpec, str], None] = lambda cell, line: None,
+        on_stage: Callable[[CellSpec, str], None] = lambda cell, stage: None) -> list[CellReport]:
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="rif-context-") as tmp:
+        for cell in cells:
+            reports.append(run_cell(client, cell, options, Path(tmp) / cell.tag, on_line, on_stage))
+    return reports
+
+
+def run_cell(client: docker.DockerClient, cell: CellSpec, options: Options, context_dir: Path,
+             on_line: Callable[[CellSpec, str], None],
+             on_stage: Callable[[CellSpec, str], None]) -> CellReport:
+    report = CellReport(render_cell(cell, options.source))
+    on_stage(cell, "build")
+    context = write_context(report.rendered, context_dir)
+    report.build = build_image(client, report.rendered, context, local_ref(cell), lambda line: on_line(cell, line))
+    if not report.build.ok or not options.validate:
+        return report
+    on_stage(cell, "validate")
+    report.validation = validate_image(client, report.build.ref, cell.expectations(), report.rendered.labels,
+                                       gpu=options.gpu)
+    if report.validation.ok and options.registry:
+        on_stage(cell, "push")
+        report.push = push_image(client, report.build.ref, f"{options.registry}/{cell.image}", cell.tag)
+    return report

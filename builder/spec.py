@@ -1,0 +1,81 @@
+"""CellSpec: the one record that flows through every stage, from matrix file to published image."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from builder import catalog
+
+Flavor = Literal["runtime", "devel"]
+
+
+class CellSpec(BaseModel):
+    """One image to build: fully resolved, so later stages never go back to the matrix file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image: str
+    os: str
+    platform: str
+    torch: str
+    torchvision: str | None = None
+    torchaudio: str | None = None
+    gfx: str | None = None
+    flavor: Flavor
+    user: str = "root"
+    index_url: str
+    tag: str
+    expect_torch: str | None = None
+    source_url: str
+    line: int | None = None
+
+    @property
+    def rocm(self) -> str | None:
+        """ROCm version of a rocm platform ('rocm7.2' -> '7.2'); None for cpu."""
+        return self.platform.removeprefix("rocm") if self.platform.startswith("rocm") else None
+
+    @property
+    def os_release(self) -> catalog.OsRelease:
+        return catalog.os_releases()[self.os]
+
+    @property
+    def python(self) -> str:
+        return self.os_release.python
+
+    @property
+    def gfx_targets(self) -> tuple[str, ...]:
+        return catalog.gfx_families()[self.gfx].targets if self.gfx else ()
+
+    def expectations(self) -> dict[str, Any]:
+        """What validation and the in-image smoke test hold the image to (baked in as cell.json)."""
+        rocm = self.rocm
+        return {
+            "tag": self.tag,
+            "platform": self.platform,
+            "os": self.os,
+            "flavor": self.flavor,
+            "python": self.python,
+            "user": self.user,
+            "torch": self.expect_torch or self.torch,
+            "torchvision": self.torchvision,
+            "torchaudio": self.torchaudio,
+            # torch.version.hip is "7.2.12345-abc" on ROCm wheels: the smoke test compares major.minor.
+            "hip": ".".join(rocm.split(".")[:2]) if rocm else None,
+            "gfx_family": self.gfx,
+            "gfx_targets": list(self.gfx_targets),
+        }
+
+
+def readable_tag(platform: str, os: str, python: str, torch: str, gfx: str | None, flavor: str) -> str:
+    """Stable tag in the spirit of AMD's rocm7.2_ubuntu24.04_py3.12_pytorch_release_2.9.1.
+
+    platform_osversion_pyX.Y_torchX.Y.Z[_gfxfamily]_flavor, e.g.
+    rocm7.2_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_runtime or cpu_debian12_py3.11_torch2.13.0_devel.
+    """
+    parts = [platform, os.replace("-", ""), f"py{python}", f"torch{torch}"]
+    if gfx:
+        parts.append(gfx)
+    parts.append(flavor)
+    return "_".join(parts)

@@ -1,0 +1,137 @@
+"""Stage 4: built image -> validated image. Nothing reaches a registry without passing both parts:
+
+(a) the pytest-testinfra suite (builder/validation) against a running container of the image, then
+(b) the in-image smoke test, run the way a user runs it: `docker run IMAGE torch-smoke --json`.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from builder.validation import SUITE_DIR
+
+SMOKE_TIMEOUT_S = 900
+ROCM_DEVICES = ["/dev/kfd", "/dev/dri"]
+
+
+@dataclass(frozen=True)
+class Check:
+    suite: str
+    name: str
+    status: str  # pass | fail | skip
+    detail: str = ""
+    fix: str = ""
+
+
+@dataclass
+class ValidationResult:
+    ref: str
+    checks: list[Check] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and not any(c.status == "fail" for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "fail"]
+
+
+def validate_image(client: docker.DockerClient, ref: str, expect: dict[str, Any],
+                   labels: dict[str, str] | None, gpu: bool = False) -> ValidationResult:
+    """Run both suites; labels=None holds the labels to the expectations baked into the image."""
+    start = time.monotonic()
+    result = ValidationResult(ref)
+    result.checks += run_testinfra(client, ref, expect, labels)
+    result.checks += run_smoke(client, ref, gpu)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def run_testinfra(client: docker.DockerClient, ref: str, expect: dict[str, Any],
+                  labels: dict[str, str] | None) -> list[Check]:
+    container = client.containers.run(ref, ["sleep", "infinity"], detach=True, entrypoint=[])
+    try:
+        with tempfile.TemporaryDirectory(prefix="rif-testinfra-") as tmp:
+            spec = Path(tmp) / "expect.json"
+            spec.write_text(json.dumps({"expect": expect, "labels": labels}))
+            junit = Path(tmp) / "junit.xml"
+            (Path(tmp) / "pytest.ini").write_text("[pytest]\n")
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(Path(tmp) / "pytest.ini"),
+                 "--rootdir", tmp, str(SUITE_DIR / "test_image.py"), f"--hosts=docker://{container.id}",
+                 f"--rif-image={ref}", f"--rif-expect={spec}", f"--junitxml={junit}"],
+                capture_output=True, text=True, check=False)
+            if not junit.exists():
+                return [Check("testinfra", "suite", "fail", f"pytest did not run: {proc.stderr[-2000:]}")]
+            return parse_junit(junit.read_text())
+    finally:
+        container.remove(force=True)
+
+
+def parse_junit(xml_text: str) -> list[Check]:
+    checks = []
+    for case in ET.fromstring(xml_text).iter("testcase"):
+        name = case.get("name", "?").split("[", 1)[0].removeprefix("test_")
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if failure is not None:
+            message = (failure.get("message") or failure.text or "failed").strip().splitlines()[0]
+            checks.append(Check("testinfra", name, "fail", message[:500]))
+        elif case.find("skipped") is not None:
+            checks.append(Check("testinfra", name, "skip"))
+        else:
+            checks.append(Check("testinfra", name, "pass"))
+    return checks
+
+
+def gpu_run_options() -> dict[str, Any]:
+    """The flags a ROCm host needs; the render group by the host's number, which images cannot know."""
+    groups = ["video"]
+    try:
+        groups.append(str(grp.getgrnam("render").gr_gid))
+    except KeyError:
+        pass
+    return {"devices": [f"{d}:{d}:rwm" for d in ROCM_DEVICES], "group_add": groups,
+            "security_opt": ["seccomp=unconfined"], "ipc_mode": "host"}
+
+
+def run_smoke(client: docker.DockerClient, ref: str, gpu: bool) -> list[Check]:
+    command = ["torch-smoke", "--json", *(["--require-gpu"] if gpu else [])]
+    options = gpu_run_options() if gpu else {}
+    container = client.containers.run(ref, command, detach=True, **options)
+    try:
+        try:
+            code = int(container.wait(timeout=SMOKE_TIMEOUT_S)["StatusCode"])
+        except Exception:  # noqa: BLE001 - a timeout of any transport is a failed smoke test
+            return [Check("smoke", "run", "fail", f"torch-smoke did not finish within {SMOKE_TIMEOUT_S} s")]
+        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    return parse_smoke(out, err, code)
+
+
+def parse_smoke(stdout: str, stderr: str, code: int) -> list[Check]:
+    try:
+        report = json.loads(stdout)
+    except json.JSONDecodeError:
+        return [Check("smoke", "run", "fail", f"torch-smoke exited {code} without a report: {stderr[-500:]}")]
+    checks = [Check("smoke", r["name"], r["status"], r.get("detail", ""), r.get("fix", ""))
+              for r in report["results"]]
+    if code != 0 and not any(c.status == "fail" for c in checks):
+        checks.append(Check("smoke", "exit", "fail", f"torch-smoke exited {code}"))
+    return checks
