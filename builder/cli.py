@@ -80,7 +80,8 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     if fmt != "table":
         raise InputError([Problem(matrix, None, "--format", f"unknown format {fmt!r}; use table or json")])
     table = Table(title=f"{len(cells)} cells from {matrix}")
-    for col in ("tag", "os", "platform", "torch", "gfx", "flavor", "python", "user"):
+    table.add_column("tag", no_wrap=True)
+    for col in ("os", "platform", "torch", "gfx", "flavor", "python", "user"):
         table.add_column(col)
     for c in cells:
         table.add_row(c.tag, c.os, c.platform, c.torch, c.gfx or "-", c.flavor, c.python, c.user)
@@ -152,7 +153,8 @@ def _print_summary(reports: list[pipeline.CellReport]) -> None:
         if r.push and not r.push.ok:
             err.print(f"[red]push failed[/red] {r.push.ref}: {r.push.error}")
     table = Table(title="summary")
-    for col in ("cell", "status", "build s", "validate s", "pushed digest"):
+    table.add_column("cell", no_wrap=True)
+    for col in ("status", "build s", "validate s", "pushed digest"):
         table.add_column(col)
     for r in reports:
         table.add_row(r.cell.tag, r.status, f"{r.build.seconds:.1f}" if r.build else "-",
@@ -192,6 +194,8 @@ def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to valid
     expect, labels = _expectations(client, image, matrix, wheelhouse_dir)
     result = validate_image(client, image, expect, labels, gpu=gpu)
     _print_checks(result)
+    if not result.ok:
+        _print_failures(image, result)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_FAILED)
 
 

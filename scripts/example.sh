@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job on the built-in example: make the offline inputs (a debootstrapped Debian 12 base and
+# a wheelhouse with CPU torch), then build, validate and push every cell of examples/local.yaml to
+# the local registry. Images stay in the local engine and the registry afterwards.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+source scripts/setup.sh
+docker image inspect debian:12 >/dev/null 2>&1 || builder base debian-12
+builder wheelhouse --matrix examples/local.yaml --dest .rif/wheelhouse --use-pip-config
+builder build --matrix examples/local.yaml --wheelhouse .rif/wheelhouse \
+  --push --registry "$RIF_TEST_REGISTRY/rocm" "$@"
+echo "registry catalog: $(python3 -c "import urllib.request; print(urllib.request.urlopen('http://$RIF_TEST_REGISTRY/v2/_catalog').read().decode())")"

@@ -1,0 +1,84 @@
+"""End to end on the real engine and registry: build, validate, push; a broken cell never reaches the registry."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+
+from builder.registry import RegistryClient
+from builder.render import HASH_LABEL
+from tests.conftest import DATA, builder_cli
+
+pytestmark = pytest.mark.docker
+
+GOOD = ["cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian12_py3.11_torch2.13.0_devel"]
+BROKEN = "cpu_debian12_py3.11_torch2.13.0_broken"
+
+
+@pytest.fixture(scope="module")
+def e2e_run(docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, registry: str,
+            tmp_path_factory: pytest.TempPathFactory) -> tuple[object, list[dict[str, object]], str]:
+    namespace = f"{registry}/e2e{uuid.uuid4().hex[:10]}"
+    report = tmp_path_factory.mktemp("e2e") / "report.json"
+    proc = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--wheelhouse", str(wheelhouse),
+                       "--push", "--registry", namespace, "--report", str(report), "--quiet")
+    return proc, json.loads(report.read_text()), namespace
+
+
+def test_build_exits_1_because_one_cell_failed(e2e_run: tuple) -> None:  # type: ignore[type-arg]
+    proc, rows, _ = e2e_run
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    status = {r["tag"]: r["status"] for r in rows}
+    assert status == {GOOD[0]: "pushed", GOOD[1]: "pushed", BROKEN: "failed: validation"}
+
+
+def test_broken_cell_fails_on_the_torch_version(e2e_run: tuple) -> None:  # type: ignore[type-arg]
+    proc, rows, _ = e2e_run
+    broken = next(r for r in rows if r["tag"] == BROKEN)
+    failed = {c["name"] for c in broken["validation"] if c["status"] == "fail"}
+    assert failed == {"torch_is_the_expected_version", "torch_version"}
+    assert "2.12.0" in proc.stderr and BROKEN in proc.stderr
+
+
+def test_registry_has_good_cells_with_their_digests_and_not_the_broken_one(e2e_run: tuple) -> None:  # type: ignore[type-arg]
+    _, rows, namespace = e2e_run
+    address, ns = namespace.split("/", 1)
+    client = RegistryClient(address)
+    assert sorted(client.tags(f"{ns}/pytorch")) == sorted(GOOD)
+    for row in rows:
+        if row["tag"] in GOOD:
+            assert client.digest(f"{ns}/pytorch", str(row["tag"])) == row["digest"]
+            labels = client.config_labels(f"{ns}/pytorch", str(row["tag"]))
+            assert labels[HASH_LABEL] == row["content_hash"]
+    assert client.digest(f"{ns}/pytorch", BROKEN) is None
+
+
+def test_images_import_torch(e2e_run: tuple, docker_client: docker.DockerClient) -> None:  # type: ignore[type-arg]
+    _, rows, _ = e2e_run
+    for row in rows:
+        out = docker_client.containers.run(str(row["image"]), ["python", "-c", "import torch; print(torch.__version__)"],
+                                           remove=True)
+        assert out.decode().strip() == "2.13.0+cpu"
+
+
+def test_builder_test_passes_a_good_image_and_fails_the_broken_one(e2e_run: tuple) -> None:  # type: ignore[type-arg]
+    _, rows, _ = e2e_run
+    image = {r["tag"]: str(r["image"]) for r in rows}
+    good = builder_cli("test", image[GOOD[0]])
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = builder_cli("test", image[BROKEN])
+    assert bad.returncode == 1
+    assert "torch 2.13.0+cpu is installed, the image promises 2.12.0" in bad.stderr
+
+
+def test_builder_push_refuses_an_image_that_fails_validation(e2e_run: tuple, namespace: str) -> None:  # type: ignore[type-arg]
+    _, rows, _ = e2e_run
+    image = {r["tag"]: str(r["image"]) for r in rows}
+    proc = builder_cli("push", image[BROKEN], image[GOOD[1]], "--registry", namespace)
+    assert proc.returncode == 1
+    address, ns = namespace.split("/", 1)
+    assert RegistryClient(address).tags(f"{ns}/pytorch") == [GOOD[1]]
