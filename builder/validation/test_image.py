@@ -15,7 +15,7 @@ def _public(version: str) -> str:
 
 def test_python_is_the_expected_version(host: Any, expect: dict[str, Any]) -> None:
     out = host.check_output("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
-    assert out == expect["python"]
+    assert out == expect["python"], f"python {out} in the image, the cell expects {expect['python']}"
 
 
 def test_venv_is_first_on_path(host: Any) -> None:
@@ -25,7 +25,8 @@ def test_venv_is_first_on_path(host: Any) -> None:
 
 
 def test_torch_is_the_expected_version(host: Any, expect: dict[str, Any]) -> None:
-    assert _public(host.check_output(VERSION_OF.format("torch"))) == expect["torch"]
+    installed = host.check_output(VERSION_OF.format("torch"))
+    assert _public(installed) == expect["torch"], f"torch {installed} is installed, the cell expects {expect['torch']}"
 
 
 def test_companions_are_the_expected_versions(host: Any, expect: dict[str, Any]) -> None:
@@ -33,7 +34,8 @@ def test_companions_are_the_expected_versions(host: Any, expect: dict[str, Any])
         result = host.run(VERSION_OF.format(package))
         if expect.get(package):
             assert result.rc == 0, f"{package} is missing"
-            assert _public(result.stdout.strip()) == expect[package]
+            installed = result.stdout.strip()
+            assert _public(installed) == expect[package], f"{package} {installed} installed, cell expects {expect[package]}"
         else:
             assert result.rc != 0, f"{package} is installed but the cell does not promise it"
 
