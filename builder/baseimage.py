@@ -47,7 +47,7 @@ def _apt_sources(apt_dir: Path) -> list[tuple[str, list[str]]]:
 def _deb822(text: str) -> list[tuple[str, list[str]]]:
     found = []
     for stanza in re.split(r"\n\s*\n", text):
-        fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, flags=re.M))
+        fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, flags=re.MULTILINE))
         if "deb" not in fields.get("Types", "").split():
             continue
         for uri in fields.get("URIs", "").split():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
@@ -25,7 +25,7 @@ LOCAL_NAMESPACE = "rocm-image-factory"
 
 @dataclass(frozen=True)
 class Options:
-    source: WheelSource = WheelSource()
+    source: WheelSource = field(default_factory=WheelSource)
     validate: bool = True
     registry: str | None = None  # push target namespace, e.g. 127.0.0.1:5000/rocm; None: do not push
     gpu: bool = False

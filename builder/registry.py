@@ -10,12 +10,10 @@ import json
 import urllib.error
 import urllib.request
 
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-])
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
+    "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json"
+)
 
 
 class RegistryClient:
@@ -50,7 +48,8 @@ class RegistryClient:
         try:
             req = self._request("HEAD", f"{repository}/manifests/{tag}", MANIFEST_TYPES)
             with urllib.request.urlopen(req, timeout=30) as resp:
-                return resp.headers.get("Docker-Content-Digest")
+                digest = resp.headers.get("Docker-Content-Digest")
+                return str(digest) if digest else None
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None

@@ -74,6 +74,10 @@ def _torch_shorthand(value: Any) -> Any:
 TorchField = Annotated[TorchRelease, BeforeValidator(_torch_shorthand)]
 
 
+def _runtime_only() -> list[Flavor]:
+    return ["runtime"]
+
+
 class Axes(_Strict):
     """The cartesian product; gfx applies to rocm platforms only (cpu cells have no gfx family)."""
 
@@ -81,7 +85,7 @@ class Axes(_Strict):
     platform: list[PlatformStr] = Field(min_length=1)
     torch: list[TorchField] = Field(min_length=1)
     gfx: list[GfxStr] = Field(default_factory=list)
-    flavor: list[Flavor] = Field(default_factory=lambda: ["runtime"], min_length=1)
+    flavor: list[Flavor] = Field(default_factory=_runtime_only, min_length=1)
 
 
 class Expect(_Strict):

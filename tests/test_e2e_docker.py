@@ -60,8 +60,8 @@ def test_registry_has_good_cells_with_their_digests_and_not_the_broken_one(e2e_r
 def test_images_import_torch(e2e_run: tuple, docker_client: docker.DockerClient) -> None:  # type: ignore[type-arg]
     _, rows, _ = e2e_run
     for row in rows:
-        out = docker_client.containers.run(str(row["image"]), ["python", "-c", "import torch; print(torch.__version__)"],
-                                           remove=True)
+        code = "import torch; print(torch.__version__)"
+        out = docker_client.containers.run(str(row["image"]), ["python", "-c", code], remove=True)
         assert out.decode().strip() == "2.13.0+cpu"
 
 

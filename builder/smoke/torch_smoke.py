@@ -15,8 +15,9 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 CELL_FILE = os.environ.get("RIF_CELL_FILE", "/opt/rif/cell.json")
 CHECK_TIMEOUT_S = float(os.environ.get("RIF_CHECK_TIMEOUT", "120"))
@@ -58,7 +59,7 @@ class Smoke:
     def check_import(self) -> str:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            import torch  # noqa: PLC0415
+            import torch
         self.torch = torch
         bad = [str(w.message) for w in caught if "numpy" in str(w.message).lower()]
         if bad:
@@ -72,13 +73,13 @@ class Smoke:
     def check_torchvision_version(self) -> str:
         if not self.expect.get("torchvision"):
             raise Skip("this image has no torchvision")
-        import torchvision  # noqa: PLC0415
+        import torchvision
         return self._version("torchvision", torchvision.__version__)
 
     def check_torchaudio_version(self) -> str:
         if not self.expect.get("torchaudio"):
             raise Skip("this image has no torchaudio")
-        import torchaudio  # noqa: PLC0415
+        import torchaudio
         return self._version("torchaudio", torchaudio.__version__)
 
     def check_hip_version(self) -> str:
@@ -122,7 +123,7 @@ class Smoke:
 
     def check_numpy(self) -> str:
         torch = self._torch()
-        import numpy  # noqa: PLC0415
+        import numpy
         arr = numpy.arange(6, dtype=numpy.float32).reshape(2, 3)
         t = torch.from_numpy(arr)
         back = (t * 2).numpy()
@@ -175,7 +176,7 @@ def run_check(name: str, fn: Callable[[], str], timeout: float) -> Result:
             box.append(Result(name, "skip", str(exc)))
         except Fail as exc:
             box.append(Result(name, "fail", str(exc), exc.fix))
-        except Exception as exc:  # noqa: BLE001 - any error is a failed check, reported, not a crash
+        except Exception as exc:
             box.append(Result(name, "fail", f"{type(exc).__name__}: {exc}"))
         box[-1].seconds = round(time.monotonic() - start, 3)
 

@@ -35,7 +35,8 @@ def test_companions_are_the_expected_versions(host: Any, expect: dict[str, Any])
         if expect.get(package):
             assert result.rc == 0, f"{package} is missing"
             installed = result.stdout.strip()
-            assert _public(installed) == expect[package], f"{package} {installed} installed, cell expects {expect[package]}"
+            want = expect[package]
+            assert _public(installed) == want, f"{package} {installed} is installed, the cell expects {want}"
         else:
             assert result.rc != 0, f"{package} is installed but the cell does not promise it"
 

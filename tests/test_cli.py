@@ -1,0 +1,69 @@
+"""The CLI's contract: every subcommand documented, exit 2 on bad input before anything is built or pushed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA, builder_cli
+
+COMMANDS = ["matrix", "render", "build", "test", "push", "base", "wheelhouse"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_subcommand_explains_itself(command: str) -> None:
+    proc = builder_cli(command, "--help")
+    assert proc.returncode == 0
+    assert "Usage:" in proc.stdout and len(proc.stdout) > 200
+
+
+def test_bad_matrix_exits_2_naming_file_line_and_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n  flavour: [runtime]\n")
+    for command in (["matrix"], ["render", "--out", str(tmp_path / "out")], ["build"], ["wheelhouse"]):
+        proc = builder_cli(*command, "--matrix", str(bad))
+        assert proc.returncode == 2, command
+        assert f"{bad}:5: matrix.flavour: unknown key" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_without_validation_is_refused() -> None:
+    proc = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--push", "--registry", "127.0.0.1:1/x",
+                       "--no-validate")
+    assert proc.returncode == 2
+    assert "--no-validate" in proc.stderr and "never pushed" in proc.stderr
+
+
+def test_push_needs_a_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RIF_REGISTRY", raising=False)
+    proc = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--push")
+    assert proc.returncode == 2 and "--registry" in proc.stderr
+
+
+def test_unknown_cell_filter_is_bad_input() -> None:
+    proc = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--cell", "nope")
+    assert proc.returncode == 2 and "no cell has tag 'nope'" in proc.stderr
+
+
+def test_matrix_json_lists_resolved_cells() -> None:
+    proc = builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [r["tag"] for r in rows] == ["cpu_debian12_py3.11_torch2.13.0_runtime",
+                                        "cpu_debian12_py3.11_torch2.13.0_devel",
+                                        "cpu_debian12_py3.11_torch2.13.0_broken"]
+    assert rows[0]["python"] == "3.11" and rows[0]["rocm"] is None
+    assert rows[2]["expect_torch"] == "2.12.0"
+
+
+def test_unknown_format_is_bad_input() -> None:
+    proc = builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), "--format", "xml")
+    assert proc.returncode == 2 and "unknown format" in proc.stderr
+
+
+def test_base_refuses_unknown_and_dnf_os() -> None:
+    assert builder_cli("base", "plan9").returncode == 2
+    proc = builder_cli("base", "rocky-9")
+    assert proc.returncode == 2 and "apt distros only" in proc.stderr
