@@ -48,7 +48,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.13.0 (CPU, debian-12, runtime)" 
       org.rocm-image-factory.os="debian-12" \
       org.rocm-image-factory.flavor="runtime" \
       org.rocm-image-factory.user="root" \
-      org.rocm-image-factory.content-hash="sha256:a5b0b52907813ab60e4c3a3cccfad0d30a4c865f93197bf91bcb5949d56ad35d"
+      org.rocm-image-factory.content-hash="sha256:90b0992f0890fbeee9bad3666eec90fd4e297ef9fb398fc31dadf5deb723655f"
 USER root
 WORKDIR /root
 CMD ["bash"]

@@ -49,7 +49,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.9.1 (ROCm 7.2, ubuntu-24.04, dev
       org.rocm-image-factory.os="ubuntu-24.04" \
       org.rocm-image-factory.flavor="devel" \
       org.rocm-image-factory.user="ml" \
-      org.rocm-image-factory.content-hash="sha256:4ab1940db857cc468bf497f618de3a0711cda3e7bcac9e022d3090d8176cb725"
+      org.rocm-image-factory.content-hash="sha256:7ef748d3681468dd105d1d4d16a30c23b05fa32087cb8111b34725cbd2677303"
 USER ml
 WORKDIR /home/ml
 CMD ["bash"]
