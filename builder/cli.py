@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from builder import baseimage, context, pipeline, wheelhouse
-from builder.dockerapi import EngineUnavailable, connect
+from builder.dockerapi import EngineUnavailable, connect, run_captured
 from builder.errors import InputError, Problem
 from builder.matrix import load_matrix
 from builder.render import CELL_FILE, WheelSource, render_cell
@@ -208,7 +208,10 @@ def _expectations(client: Any, image: str, matrix: Path | None,
     except ImageNotFound as exc:
         raise InputError([Problem(Path("(command line)"), None, "IMAGE", f"no local image {image!r}")]) from exc
     if matrix is None:
-        raw = client.containers.run(image, ["cat", f"/opt/rif/{CELL_FILE}"], remove=True, entrypoint=[])
+        code, raw, stderr = run_captured(client, image, ["cat", f"/opt/rif/{CELL_FILE}"], entrypoint=[])
+        if code != 0:
+            raise InputError([Problem(Path("(command line)"), None, "IMAGE",
+                                      f"{image} was not built by rocm-image-factory: {stderr.strip()}")])
         return json.loads(raw), None
     tag = (found.labels or {}).get("org.rocm-image-factory.tag", "")
     cell = select(load_matrix(matrix), [tag], matrix)[0]

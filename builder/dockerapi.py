@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import docker
 from docker.errors import DockerException
 
@@ -18,3 +20,24 @@ def connect() -> docker.DockerClient:
     except DockerException as exc:
         raise EngineUnavailable(f"cannot reach the Docker engine ({exc}); is dockerd running?") from exc
     return client
+
+
+def run_captured(client: docker.DockerClient, image: str, command: list[str], timeout: float = 600,
+                 **options: Any) -> tuple[int, str, str]:
+    """Run a container to completion and return (exit code, stdout, stderr).
+
+    containers.run() streams logs while the container runs and, against dockerd 20.10, sometimes returns
+    nothing for a container that exits at once; waiting first and reading the logs after never loses output.
+    Raises TimeoutError when the container outlives timeout (it is killed and removed).
+    """
+    container = client.containers.run(image, command, detach=True, **options)
+    try:
+        try:
+            code = int(container.wait(timeout=timeout)["StatusCode"])
+        except Exception as exc:  # requests' ReadTimeout or ConnectionError: either way it did not finish
+            raise TimeoutError(f"{image} {' '.join(command)} did not finish within {timeout:g} s") from exc
+        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    return code, out, err

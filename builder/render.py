@@ -7,8 +7,10 @@ hash would build the same image.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -154,11 +156,34 @@ def _render(cell: CellSpec, source: WheelSource, content_hash: str) -> str:
 
 @cache
 def wheelhouse_digest(wheelhouse: Path) -> str:
-    """sha256 over every wheel's name and bytes: a changed wheel changes the content hash."""
+    """sha256 over every wheel's name and sha256: a changed wheel changes the content hash."""
+    cache_file = _digest_cache_file()
+    try:
+        known: dict[str, str] = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        known = {}
     digest = hashlib.sha256()
     for wheel in sorted(wheelhouse.glob("*.whl")):
-        digest.update(wheel.name.encode() + b"\0")
-        with wheel.open("rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
+        st = wheel.stat()
+        key = f"{wheel.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        if key not in known:
+            known[key] = _file_sha256(wheel)
+        digest.update(wheel.name.encode() + b"\0" + known[key].encode())
+    with contextlib.suppress(OSError):
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        cache_file.write_text(json.dumps(known))
+    return digest.hexdigest()
+
+
+def _digest_cache_file() -> Path:
+    """Per-wheel digests keyed by path, size and mtime: a 1 GB torch wheel is hashed once, not every run."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "rocm-image-factory" / "wheel-sha256.json"
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
     return digest.hexdigest()

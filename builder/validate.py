@@ -20,6 +20,7 @@ from typing import Any
 
 import docker
 
+from builder.dockerapi import run_captured
 from builder.validation import SUITE_DIR
 
 SMOKE_TIMEOUT_S = 900
@@ -111,16 +112,10 @@ def gpu_run_options() -> dict[str, Any]:
 def run_smoke(client: docker.DockerClient, ref: str, gpu: bool) -> list[Check]:
     command = ["torch-smoke", "--json", *(["--require-gpu"] if gpu else [])]
     options = gpu_run_options() if gpu else {}
-    container = client.containers.run(ref, command, detach=True, **options)
     try:
-        try:
-            code = int(container.wait(timeout=SMOKE_TIMEOUT_S)["StatusCode"])
-        except Exception:
-            return [Check("smoke", "run", "fail", f"torch-smoke did not finish within {SMOKE_TIMEOUT_S} s")]
-        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
-        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
-    finally:
-        container.remove(force=True)
+        code, out, err = run_captured(client, ref, command, timeout=SMOKE_TIMEOUT_S, **options)
+    except TimeoutError as exc:
+        return [Check("smoke", "run", "fail", str(exc))]
     return parse_smoke(out, err, code)
 
 
