@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import Version
 from pydantic import ValidationError
 
 from builder.errors import InputError, Problem
@@ -50,6 +51,8 @@ def load_matrix(file: Path) -> list[CellSpec]:
     problems += _unused_excludes(located, model)
     drafts += [_from_include(inc, ("include", i)) for i, inc in enumerate(model.include)]
     problems += _gfx_problems(located, model, drafts)
+    if not drafts and not problems:
+        problems.append(located.problem(("matrix",), "the matrix expands to no cells (every cell is excluded)"))
     if problems:
         raise InputError(problems)
     cells = [_finish(d, model, located) for d in drafts]
@@ -67,7 +70,9 @@ def _validate(located: LocatedYaml) -> MatrixFile:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            path = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            # Drop pydantic's markers for validators and dict keys: they are not part of the YAML path.
+            path = tuple(p for p in err["loc"]
+                         if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]")))
             problems.append(located.problem(path, _message(err)))
         raise InputError(problems) from exc
 
@@ -78,7 +83,7 @@ def _message(err: object) -> str:
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "string_pattern_mismatch":
-        return f"{err.get('input')!r} is not allowed here ({msg.lower()})"
+        return f"{err.get('input')!r} is not allowed here: it {msg.removeprefix('String ')}"
     return msg.removeprefix("Value error, ")
 
 
@@ -86,11 +91,11 @@ def _duplicate_axis_values(located: LocatedYaml, model: MatrixFile) -> list[Prob
     problems = []
     axes = model.matrix
     for name, values in (("os", axes.os), ("platform", axes.platform), ("gfx", axes.gfx),
-                         ("flavor", axes.flavor), ("torch", [t.version for t in axes.torch])):
-        seen: set[str] = set()
+                         ("flavor", axes.flavor), ("torch", [Version(t.version) for t in axes.torch])):
+        seen: set[object] = set()
         for i, value in enumerate(values):
             if value in seen:
-                problems.append(located.problem(("matrix", name, i), f"duplicate value {value!r}"))
+                problems.append(located.problem(("matrix", name, i), f"duplicate value {str(value)!r}"))
             seen.add(value)
     return problems
 

@@ -52,6 +52,8 @@ def load_located(file: Path) -> LocatedYaml:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError([Problem(file, None, "(file)", f"cannot read: {exc.strerror}")]) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError([Problem(file, None, "(file)", f"not UTF-8 text (byte {exc.start})")]) from exc
     try:
         node = yaml.compose(text, Loader=yaml.BaseLoader)
     except yaml.YAMLError as exc:
@@ -83,10 +85,10 @@ def _walk(node: yaml.Node, path: PathKey, out: LocatedYaml, problems: list[Probl
     if isinstance(node, yaml.SequenceNode):
         return [_walk(item, (*path, i), out, problems) for i, item in enumerate(node.value)]
     value = node.value
-    if value in ("", "~", "null", "Null", "NULL") and node.tag != "tag:yaml.org,2002:str" and not _quoted(node):
+    # BaseLoader keeps every scalar a string; only plain (unquoted) null spellings mean "no value".
+    if isinstance(node, yaml.ScalarNode) and node.style is None and value in NULLS:
         return None
     return value
 
 
-def _quoted(node: yaml.Node) -> bool:
-    return isinstance(node, yaml.ScalarNode) and node.style in ("'", '"')
+NULLS = ("", "~", "null", "Null", "NULL")

@@ -402,24 +402,18 @@ def test_all_duplicate_yaml_keys_are_reported_together(tmp_path: Path) -> None:
     ]
 
 
-# --- bugs (xfail strict: each documents a defect in builder/, see the reason) ----------------------------
+# --- regressions: nulls, encodings, pattern messages, normalised duplicates, empty results -------------
 
-@pytest.mark.xfail(strict=True, reason="yamlsrc._walk: BaseLoader tags every plain scalar as str, so the "
-                   "null branch is dead: `null`, `~` and empty values load as the strings 'null', '~', ''")
 def test_plain_nulls_load_as_none(tmp_path: Path) -> None:
     located = load_located(write(tmp_path, "a: null\nb: ~\nc:\nd: 'null'\ne: \"\"\n"))
     assert located.data == {"a": None, "b": None, "c": None, "d": "null", "e": ""}
 
 
-@pytest.mark.xfail(strict=True, reason="consequence of the null bug: `gfx: null` on a cpu include is "
-                   "rejected as \"unknown gfx family 'null'\" instead of meaning no gfx family")
 def test_include_with_explicit_null_gfx_on_cpu(tmp_path: Path) -> None:
     cells = load(tmp_path, inc("os: debian-12, platform: cpu, torch: '2.12.0', gfx: null"))
     assert cells[-1].gfx is None
 
 
-@pytest.mark.xfail(strict=True, reason="yamlsrc.load_located catches only OSError: a non-UTF-8 file raises "
-                   "a raw UnicodeDecodeError instead of an InputError")
 def test_non_utf8_file_is_an_input_error(tmp_path: Path) -> None:
     file = tmp_path / "matrix.yaml"
     file.write_bytes(BASE.encode() + "image: caf\xe9\n".encode("latin-1"))
@@ -427,12 +421,27 @@ def test_non_utf8_file_is_an_input_error(tmp_path: Path) -> None:
     assert problem.key == "(file)"
 
 
-@pytest.mark.xfail(strict=True, reason="matrix._message lower-cases pydantic's whole message, regex "
-                   "included: the tag pattern ^[A-Za-z0-9_]... is shown as ^[a-za-z0-9_]..., which is "
-                   "not what is enforced")
 def test_pattern_message_quotes_the_real_pattern(tmp_path: Path) -> None:
     [problem] = problems_of(write(tmp_path, inc("os: debian-12, platform: cpu, torch: '2.1', tag: 'a;b'")))
     assert schema.TAG_RE in problem.message
+
+
+def test_same_torch_release_spelled_twice_is_a_duplicate(tmp_path: Path) -> None:
+    file = write(tmp_path, "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: [2.10, 2.10.0]\n")
+    [problem] = problems_of(file)
+    assert (problem.line, problem.key) == (4, "matrix.torch[1]") and "duplicate value '2.10.0'" in problem.message
+
+
+def test_bad_index_urls_key_names_the_key_without_pydantic_markers(tmp_path: Path) -> None:
+    file = write(tmp_path, BASE + "index_urls:\n  rocm-bad: https://x/y\n")
+    [problem] = problems_of(file)
+    assert problem.key == "index_urls.rocm-bad"
+
+
+def test_matrix_that_excludes_every_cell_is_an_error(tmp_path: Path) -> None:
+    file = write(tmp_path, BASE + "exclude:\n  - {platform: cpu}\n")
+    [problem] = problems_of(file)
+    assert problem.key == "matrix" and "no cells" in problem.message
 
 
 # --- LocatedYaml -----------------------------------------------------------------------------------------
