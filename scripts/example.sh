@@ -6,7 +6,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 source scripts/setup.sh
-docker image inspect debian:12 >/dev/null 2>&1 || builder base debian-12
+# Pull the base where a registry is reachable; otherwise make it from the host's Debian mirror.
+docker image inspect debian:12 >/dev/null 2>&1 || docker pull -q debian:12 2>/dev/null || builder base debian-12
 builder wheelhouse --matrix examples/local.yaml --dest .rif/wheelhouse --use-pip-config
 builder build --matrix examples/local.yaml --wheelhouse .rif/wheelhouse \
   --push --registry "$RIF_TEST_REGISTRY/rocm" "$@"

@@ -47,7 +47,10 @@ def base_image(docker_client: docker.DockerClient) -> str:
     try:
         docker_client.images.get("debian:12")
     except docker.errors.ImageNotFound:
-        builder_cli("base", "debian-12", check=True)
+        try:
+            docker_client.images.pull("debian", "12")
+        except docker.errors.APIError:  # no registry reachable: make it from the host's Debian mirror
+            builder_cli("base", "debian-12", check=True)
     return "debian:12"
 
 
