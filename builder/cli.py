@@ -13,6 +13,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from builder import baseimage, context, pipeline, wheelhouse
@@ -50,10 +51,10 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except InputError as exc:
             for problem in exc.problems:
-                err.print(f"[red]error:[/red] {problem}")
+                err.print(f"[red]error:[/red] {escape(str(problem))}")
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except (EngineUnavailable, NotImplementedError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_BAD_INPUT) from exc
     return wrapper
 
@@ -99,7 +100,7 @@ def render(matrix: MatrixOpt = Path("matrix.yaml"),
     if check:
         problems = context.drift(out_dir, rendered)
         for p in problems:
-            err.print(f"[red]drift:[/red] {p}")
+            err.print(f"[red]drift:[/red] {escape(p)}")
         if problems:
             err.print("run `builder render` and commit the result")
             raise typer.Exit(EXIT_FAILED)
@@ -133,7 +134,7 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
                                registry if push else None, gpu)
     reports = pipeline.run(
         client, cells, options,
-        on_line=(lambda c, line: None) if quiet else (lambda c, line: out.print(f"[dim]{c.tag} |[/dim] {line}",
+        on_line=(lambda c, line: None) if quiet else (lambda c, line: out.print(f"[dim]{c.tag} |[/dim] {escape(line)}",
                                                                                 markup=True, soft_wrap=True)),
         on_stage=lambda c, stage: out.print(f"[bold]==> {stage}[/bold] {c.tag}"))
     _print_summary(reports)
@@ -145,13 +146,13 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
 def _print_summary(reports: list[pipeline.CellReport]) -> None:
     for r in reports:
         if r.build and not r.build.ok:
-            err.print(f"[red]build failed[/red] {r.cell.tag}: {r.build.error}")
+            err.print(f"[red]build failed[/red] {r.cell.tag}: {escape(str(r.build.error))}")
             for line in r.build.log_tail[-15:]:
                 err.print(f"    {line}", markup=False)
         if r.validation and not r.validation.ok:
             _print_failures(r.cell.tag, r.validation)
         if r.push and not r.push.ok:
-            err.print(f"[red]push failed[/red] {r.push.ref}: {r.push.error}")
+            err.print(f"[red]push failed[/red] {r.push.ref}: {escape(str(r.push.error))}")
     table = Table(title="summary")
     table.add_column("cell", no_wrap=True)
     for col in ("status", "build s", "validate s", "pushed digest"):
@@ -225,8 +226,8 @@ def _print_checks(result: ValidationResult) -> None:
         table.add_column(col)
     colors = {"pass": "green", "fail": "red", "skip": "yellow"}
     for c in result.checks:
-        table.add_row(c.suite, c.name, f"[{colors[c.status]}]{c.status}[/]", c.detail + (f" (fix: {c.fix})"
-                                                                                         if c.fix else ""))
+        detail = c.detail + (f" (fix: {c.fix})" if c.fix else "")
+        table.add_row(c.suite, c.name, f"[{colors[c.status]}]{c.status}[/]", escape(detail))
     out.print(table)
     out.print("[green]passed[/green]" if result.ok else f"[red]{len(result.failures)} check(s) failed[/red]")
 
@@ -254,7 +255,7 @@ def push(images: Annotated[list[str], typer.Argument(help="Local images built by
         if pushed.ok:
             out.print(f"pushed {pushed.ref}@{pushed.digest}")
         else:
-            err.print(f"[red]push failed[/red] {pushed.ref}: {pushed.error}")
+            err.print(f"[red]push failed[/red] {pushed.ref}: {escape(str(pushed.error))}")
             failed = True
     raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
 
@@ -270,7 +271,7 @@ def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-
     try:
         ref = baseimage.build_base(os_name, mirror, tag)
     except subprocess.CalledProcessError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_FAILED) from exc
     out.print(f"imported {ref}")
 

@@ -67,3 +67,12 @@ def test_base_refuses_unknown_and_dnf_os() -> None:
     assert builder_cli("base", "plan9").returncode == 2
     proc = builder_cli("base", "rocky-9")
     assert proc.returncode == 2 and "apt distros only" in proc.stderr
+
+
+def test_error_text_with_brackets_is_printed_verbatim(tmp_path: Path) -> None:
+    """Problems quote regexes like [a-z_]; the console must not eat them as markup."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("user: 'root;id'\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n")
+    proc = builder_cli("matrix", "--matrix", str(bad))
+    assert proc.returncode == 2
+    assert "'root;id' is not allowed here: it should match pattern '^[a-z_][a-z0-9_-]{0,31}$'" in proc.stderr
