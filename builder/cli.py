@@ -155,13 +155,15 @@ def _print_summary(reports: list[pipeline.CellReport]) -> None:
             err.print(f"[red]push failed[/red] {r.push.ref}: {escape(str(r.push.error))}")
     table = Table(title="summary")
     table.add_column("cell", no_wrap=True)
-    for col in ("status", "build s", "validate s", "pushed digest"):
-        table.add_column(col)
+    for col in ("status", "build s", "validate s"):
+        table.add_column(col, no_wrap=True)
     for r in reports:
         table.add_row(r.cell.tag, r.status, f"{r.build.seconds:.1f}" if r.build else "-",
-                      f"{r.validation.seconds:.1f}" if r.validation else "-",
-                      f"{r.push.ref}@{r.push.digest}" if r.push and r.push.ok else "-")
+                      f"{r.validation.seconds:.1f}" if r.validation else "-")
     out.print(table)
+    for r in reports:
+        if r.push and r.push.ok:
+            out.print(f"pushed {r.push.ref}@{r.push.digest}", soft_wrap=True)
 
 
 def _print_failures(tag: str, result: ValidationResult) -> None:

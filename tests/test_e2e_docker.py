@@ -82,3 +82,27 @@ def test_builder_push_refuses_an_image_that_fails_validation(e2e_run: tuple, nam
     assert proc.returncode == 1
     address, ns = namespace.split("/", 1)
     assert RegistryClient(address).tags(f"{ns}/pytorch") == [GOOD[1]]
+
+
+def test_failed_build_is_reported_with_its_log_and_later_cells_still_build(
+        docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
+    # The failing cell comes first: the wheelhouse has no torch 2.12.0, so pip fails inside its build.
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.12.0', '2.13.0']\n")
+    nowheel = "cpu_debian12_py3.11_torch2.12.0_runtime"
+    report = tmp_path / "r.json"
+    proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--report", str(report),
+                       "--quiet")
+    assert proc.returncode == 1
+    rows = [(r["tag"], r["status"]) for r in json.loads(report.read_text())]
+    assert rows == [(nowheel, "failed: build"), (GOOD[0], "validated")]
+    assert f"build failed {nowheel}" in proc.stderr
+    assert "torch==2.12.0" in proc.stderr  # pip's own words, from the tail of the build log
+
+
+def test_push_error_inside_the_stream_is_a_failure(e2e_run: tuple) -> None:  # type: ignore[type-arg]
+    _, rows, _ = e2e_run
+    image = next(str(r["image"]) for r in rows if r["tag"] == GOOD[0])
+    proc = builder_cli("push", image, "--registry", "127.0.0.1:9/nowhere")  # nothing listens on port 9
+    assert proc.returncode == 1
+    assert "push failed 127.0.0.1:9/nowhere/pytorch" in proc.stderr
