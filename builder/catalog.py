@@ -22,6 +22,7 @@ class OsRelease(BaseModel):
     python: str
     family: Literal["apt", "dnf"]
     base: str
+    rocm_since: str
 
 
 class GfxFamily(BaseModel):
@@ -47,3 +48,40 @@ def os_releases() -> dict[str, OsRelease]:
 @cache
 def gfx_families() -> dict[str, GfxFamily]:
     return {name: GfxFamily.model_validate(v) for name, v in _load("gfx.yaml").items()}
+
+
+class PytorchWheels(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rocm: tuple[str, ...]
+    gfx: tuple[str, ...]
+
+
+class TheRockWheels(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rocm: tuple[str, ...]
+
+
+class TorchMinor(BaseModel):
+    """One torch minor release line: its companions, Pythons and wheels per channel."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    torchvision: str
+    torchaudio: str
+    python: tuple[str, ...]
+    pytorch: PytorchWheels
+    therock: TheRockWheels | None = None
+
+
+class Compat(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    torch: dict[str, TorchMinor]
+    indexes: dict[str, str]
+
+
+@cache
+def compat() -> Compat:
+    return Compat.model_validate(_load("compat.yaml"))

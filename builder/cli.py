@@ -19,7 +19,8 @@ from rich.table import Table
 from builder import baseimage, context, pipeline, wheelhouse
 from builder.dockerapi import EngineUnavailable, connect, run_captured
 from builder.errors import InputError, Problem
-from builder.matrix import load_matrix
+from builder.matrix import Expansion, expand_matrix, load_matrix
+from builder.plan import plan_images
 from builder.render import CELL_FILE, WheelSource, render_cell
 from builder.spec import CellSpec
 from builder.validate import ValidationResult, validate_image
@@ -27,7 +28,8 @@ from builder.validate import ValidationResult, validate_image
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-out = Console(highlight=False)
+# Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 P = ParamSpec("P")
@@ -71,22 +73,67 @@ def select(cells: list[CellSpec], tags: list[str] | None, matrix: Path) -> list[
 @app.command("matrix")
 @handles_errors
 def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
-               fmt: Annotated[str, typer.Option("--format", help="table or json")] = "table") -> None:
-    """List the cells the matrix expands to (after include/exclude), with their tags."""
-    cells = load_matrix(matrix)
+               fmt: Annotated[str, typer.Option("--format", help="table, json or github")] = "table",
+               explain: Annotated[bool, typer.Option(
+                   "--explain", help="Also list every dropped cell with the rule that dropped it.")] = False,
+               ) -> None:
+    """List the cells the matrix expands to (after include/exclude and the compatibility rules)."""
+    expansion = expand_matrix(matrix)
     if fmt == "json":
-        rows = [{**c.model_dump(exclude={"line"}), "python": c.python, "rocm": c.rocm} for c in cells]
-        out.print_json(json.dumps(rows))
-        return
-    if fmt != "table":
-        raise InputError([Problem(matrix, None, "--format", f"unknown format {fmt!r}; use table or json")])
-    table = Table(title=f"{len(cells)} cells from {matrix}")
+        out.print_json(json.dumps(_json_rows(expansion, explain)))
+    elif fmt == "github":
+        # One line, for `echo "cells=$(builder matrix --format github)" >> $GITHUB_OUTPUT` and fromJSON().
+        print(json.dumps({"include": [_github_row(c) for c in expansion.cells]}, separators=(",", ":")))
+    elif fmt == "table":
+        _print_cells(expansion, matrix)
+        if explain:
+            _print_dropped(expansion)
+    else:
+        raise InputError([Problem(matrix, None, "--format", f"unknown format {fmt!r}; use table, json or github")])
+
+
+def _cell_row(c: CellSpec) -> dict[str, Any]:
+    return {**c.model_dump(exclude={"line", "explicit_tag"}), "python": c.python, "rocm": c.rocm,
+            "image_tag": c.content_cell().tag}
+
+
+def _json_rows(expansion: Expansion, explain: bool) -> dict[str, Any] | list[dict[str, Any]]:
+    cells = [_cell_row(c) for c in expansion.cells]
+    if not explain:
+        return cells
+    return {"cells": cells,
+            "dropped": [{**_cell_row(d.cell), "rule": d.rule, "reason": d.reason} for d in expansion.dropped],
+            "overridden": [{"tag": d.cell.tag, "rule": d.rule, "reason": d.reason} for d in expansion.overridden]}
+
+
+def _github_row(c: CellSpec) -> dict[str, str]:
+    return {"tag": c.tag, "os": c.os, "platform": c.platform, "torch": c.torch, "gfx": c.gfx or "",
+            "flavor": c.flavor, "channel": c.channel}
+
+
+def _print_cells(expansion: Expansion, matrix: Path) -> None:
+    images = len(plan_images(expansion.cells))
+    table = Table(title=f"{len(expansion.cells)} cells ({images} images) from {matrix}")
     table.add_column("tag", no_wrap=True)
-    for col in ("os", "platform", "torch", "gfx", "flavor", "python", "user"):
+    for col in ("channel", "torch", "companions", "user"):
         table.add_column(col)
-    for c in cells:
-        table.add_row(c.tag, c.os, c.platform, c.torch, c.gfx or "-", c.flavor, c.python, c.user)
+    for c in expansion.cells:
+        companions = f"{c.torchvision or '-'} / {c.torchaudio or '-'}"
+        table.add_row(c.tag, c.channel, c.torch, companions, c.user)
     out.print(table)
+    for d in expansion.overridden:
+        out.print(f"[yellow]override[/yellow] {d.cell.tag}: {escape(d.reason)}")
+
+
+def _print_dropped(expansion: Expansion) -> None:
+    reasons: dict[str, list[str]] = {}
+    for d in expansion.dropped:
+        reasons.setdefault(d.cell.tag + f" ({d.cell.channel})", []).append(f"{d.rule}: {d.reason}")
+    out.print(f"\n{len(reasons)} cells of the product dropped (by the matrix's excludes or the compatibility rules):")
+    for tag, why in reasons.items():
+        out.print(f"  [red]{tag}[/red]", soft_wrap=True)
+        for line in why:
+            out.print(f"      {escape(line)}", soft_wrap=True)
 
 
 @app.command()
@@ -96,7 +143,7 @@ def render(matrix: MatrixOpt = Path("matrix.yaml"),
            check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if --out has drifted.")] = False,
            ) -> None:
     """Render every cell's Dockerfile into images/<tag>/ (production wheel sources), or check for drift."""
-    rendered = [render_cell(c) for c in load_matrix(matrix)]
+    rendered = [render_cell(plan.content) for plan in plan_images(load_matrix(matrix))]
     if check:
         problems = context.drift(out_dir, rendered)
         for p in problems:
@@ -143,7 +190,7 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
     raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
 
 
-def _print_summary(reports: list[pipeline.CellReport]) -> None:
+def _print_summary(reports: list[pipeline.ImageReport]) -> None:
     for r in reports:
         if r.build and not r.build.ok:
             err.print(f"[red]build failed[/red] {r.cell.tag}: {escape(str(r.build.error))}")
@@ -151,19 +198,21 @@ def _print_summary(reports: list[pipeline.CellReport]) -> None:
                 err.print(f"    {line}", markup=False)
         if r.validation and not r.validation.ok:
             _print_failures(r.cell.tag, r.validation)
-        if r.push and not r.push.ok:
-            err.print(f"[red]push failed[/red] {r.push.ref}: {escape(str(r.push.error))}")
+        for p in r.pushes:
+            if not p.ok:
+                err.print(f"[red]push failed[/red] {p.ref}: {escape(str(p.error))}")
     table = Table(title="summary")
-    table.add_column("cell", no_wrap=True)
-    for col in ("status", "build s", "validate s"):
+    table.add_column("image", no_wrap=True)
+    for col in ("tags", "status", "build s", "validate s"):
         table.add_column(col, no_wrap=True)
     for r in reports:
-        table.add_row(r.cell.tag, r.status, f"{r.build.seconds:.1f}" if r.build else "-",
+        table.add_row(r.cell.tag, str(len(r.plan.tags)), r.status, f"{r.build.seconds:.1f}" if r.build else "-",
                       f"{r.validation.seconds:.1f}" if r.validation else "-")
     out.print(table)
     for r in reports:
-        if r.push and r.push.ok:
-            out.print(f"pushed {r.push.ref}@{r.push.digest}", soft_wrap=True)
+        for p in r.pushes:
+            if p.ok:
+                out.print(f"pushed {p.ref}@{p.digest}", soft_wrap=True)
 
 
 def _print_failures(tag: str, result: ValidationResult) -> None:
@@ -174,13 +223,14 @@ def _print_failures(tag: str, result: ValidationResult) -> None:
             err.print(f"        fix: {c.fix}", markup=False)
 
 
-def _report_row(r: pipeline.CellReport) -> dict[str, Any]:
+def _report_row(r: pipeline.ImageReport) -> dict[str, Any]:
+    digests = {p.digest for p in r.pushes if p.ok}
     return {
-        "tag": r.cell.tag, "status": r.status, "content_hash": r.rendered.content_hash,
+        "tag": r.cell.tag, "tags": r.plan.tags, "status": r.status, "content_hash": r.rendered.content_hash,
         "image": r.build.ref if r.build else None, "image_id": r.build.image_id if r.build else None,
         "build_seconds": r.build.seconds if r.build else None,
         "validation": [vars(c) for c in r.validation.checks] if r.validation else None,
-        "pushed": r.push.ref if r.push and r.push.ok else None, "digest": r.push.digest if r.push else None,
+        "pushed": [p.ref for p in r.pushes if p.ok], "digest": digests.pop() if len(digests) == 1 else None,
     }
 
 
@@ -217,7 +267,10 @@ def _expectations(client: Any, image: str, matrix: Path | None,
                                       f"{image} was not built by rocm-image-factory: {stderr.strip()}")])
         return json.loads(raw), None
     tag = (found.labels or {}).get("org.rocm-image-factory.tag", "")
-    cell = select(load_matrix(matrix), [tag], matrix)[0]
+    plans = {plan.content.tag: plan.content for plan in plan_images(load_matrix(matrix))}
+    if tag not in plans:
+        raise InputError([Problem(matrix, None, "IMAGE", f"{image} (tag {tag!r}) is no image of this matrix")])
+    cell = plans[tag]
     rendered = render_cell(cell, WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None))
     return cell.expectations(), rendered.labels
 

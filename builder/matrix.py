@@ -1,26 +1,26 @@
-"""Stage 1: matrix file -> validated CellSpecs.
+"""Stage 1: matrix file -> validated CellSpecs, and the cells the compatibility rules dropped (with why).
 
-Expansion follows GitHub Actions' mental model: the cartesian product of the axes, minus every
-`exclude` that matches, plus every `include` as an extra complete cell. Problems are collected and
-reported together, each with file, line and key; nothing downstream ever sees an invalid matrix.
+Expansion follows GitHub Actions' mental model: the cartesian product of the axes, minus every `exclude`
+that matches, plus every `include` as an extra complete cell. Product cells that cannot work are dropped
+with the rule's reason; an explicit include that cannot work is an error unless it carries an override.
+Problems are collected and reported together, each with file, line and key.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
 from pydantic import ValidationError
 
+from builder import catalog, compat
 from builder.errors import InputError, Problem
 from builder.schema import Exclude, Include, MatrixFile, TorchRelease
 from builder.spec import CellSpec, readable_tag
 from builder.yamlsrc import LocatedYaml, PathKey, load_located
-
-PYTORCH_INDEX = "https://download.pytorch.org/whl/{platform}"  # [shared/rocm-facts.md section 3]
 
 
 @dataclass(frozen=True)
@@ -32,34 +32,75 @@ class _Draft:
     torch: TorchRelease
     gfx: str | None
     flavor: str
+    channel: str
     path: PathKey
     user: str | None = None
     tag: str | None = None
     expect_torch: str | None = None
+    override: str | None = None
+
+
+@dataclass(frozen=True)
+class Dropped:
+    cell: CellSpec
+    rule: str
+    reason: str
+
+
+@dataclass
+class Expansion:
+    cells: list[CellSpec] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+    overridden: list[Dropped] = field(default_factory=list)
 
 
 def load_matrix(file: Path) -> list[CellSpec]:
-    """Parse, validate and expand a matrix file, or raise InputError listing every problem."""
+    """The cells to build; raises InputError listing every problem."""
+    return expand_matrix(file).cells
+
+
+def expand_matrix(file: Path) -> Expansion:
+    """Parse, validate, expand and prune a matrix file."""
     located = load_located(file)
     model = _validate(located)
     problems = _duplicate_axis_values(located, model)
-    drafts: list[_Draft] = []
-    for draft in _product(model):
-        if _excluded(draft, model.exclude):
-            continue
-        drafts.append(draft)
-    problems += _unused_excludes(located, model)
-    drafts += [_from_include(inc, ("include", i)) for i, inc in enumerate(model.include)]
-    problems += _gfx_problems(located, model, drafts)
-    if not drafts and not problems:
-        problems.append(located.problem(("matrix",), "the matrix expands to no cells (every cell is excluded)"))
+    product = list(_product(model))
+    kept: list[_Draft] = []
+    excluded: list[tuple[_Draft, int]] = []
+    for draft in product:
+        hit = next((i for i, ex in enumerate(model.exclude) if _matches(draft, ex)), None)
+        if hit is None:
+            kept.append(draft)
+        else:
+            excluded.append((draft, hit))
+    problems += _unused_excludes(located, model, product)
+    kept += [_from_include(inc, ("include", i)) for i, inc in enumerate(model.include)]
+    problems += _gfx_problems(located, model, kept)
     if problems:
         raise InputError(problems)
-    cells = [_finish(d, model, located) for d in drafts]
-    problems = _duplicate_tags(located, cells, drafts)
+    result = Expansion()
+    for draft, hit in excluded:
+        result.dropped.append(Dropped(_finish(draft, model, located), f"exclude[{hit}]",
+                                      f"excluded by the matrix (line {located.line_of(('exclude', hit))})"))
+    for draft in kept:
+        cell = _finish(draft, model, located)
+        broken = compat.violations(cell)
+        if not broken:
+            result.cells.append(cell)
+        elif draft.path[0] != "include":
+            result.dropped += [Dropped(cell, rule, reason) for rule, reason in broken]
+        elif draft.override:
+            result.cells.append(cell)
+            result.overridden += [Dropped(cell, rule, reason) for rule, reason in broken]
+        else:
+            problems += [located.problem(draft.path, f"{reason} (rule {rule}; add override: {{reason: ...}} "
+                                                     "to build it anyway)") for rule, reason in broken]
+    if not result.cells and not problems:
+        problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"))
+    problems += _duplicate_tags(located, result.cells)
     if problems:
         raise InputError(problems)
-    return cells
+    return result
 
 
 def _validate(located: LocatedYaml) -> MatrixFile:
@@ -91,7 +132,8 @@ def _duplicate_axis_values(located: LocatedYaml, model: MatrixFile) -> list[Prob
     problems = []
     axes = model.matrix
     for name, values in (("os", axes.os), ("platform", axes.platform), ("gfx", axes.gfx),
-                         ("flavor", axes.flavor), ("torch", [Version(t.version) for t in axes.torch])):
+                         ("flavor", axes.flavor), ("channel", axes.channel),
+                         ("torch", [Version(t.version) for t in axes.torch])):
         seen: set[object] = set()
         for i, value in enumerate(values):
             if value in seen:
@@ -102,36 +144,33 @@ def _duplicate_axis_values(located: LocatedYaml, model: MatrixFile) -> list[Prob
 
 def _product(model: MatrixFile) -> Iterable[_Draft]:
     axes = model.matrix
-    for os_name, platform, torch, flavor in itertools.product(axes.os, axes.platform, axes.torch, axes.flavor):
+    for os_name, platform, torch, flavor, channel in itertools.product(
+            axes.os, axes.platform, axes.torch, axes.flavor, axes.channel):
         # A cpu cell has no gfx family: the gfx axis applies to rocm platforms only.
         gfx_values: list[str | None] = list(axes.gfx) if platform != "cpu" else [None]
         for gfx in gfx_values:
-            yield _Draft(os_name, platform, torch, gfx, flavor, ("matrix",))
-
-
-def _excluded(draft: _Draft, excludes: list[Exclude]) -> bool:
-    return any(_matches(draft, ex) for ex in excludes)
+            yield _Draft(os_name, platform, torch, gfx, flavor, channel, ("matrix",))
 
 
 def _matches(draft: _Draft, ex: Exclude) -> bool:
-    wanted = {"os": ex.os, "platform": ex.platform, "torch": ex.torch, "gfx": ex.gfx, "flavor": ex.flavor}
-    actual = {"os": draft.os, "platform": draft.platform, "torch": draft.torch.version,
-              "gfx": draft.gfx, "flavor": draft.flavor}
-    return all(v is None or actual[k] == v for k, v in wanted.items())
+    actual = {"os": draft.os, "platform": draft.platform, "torch": Version(draft.torch.version),
+              "gfx": draft.gfx, "flavor": draft.flavor, "channel": draft.channel}
+    wanted = {"os": ex.os, "platform": ex.platform, "gfx": ex.gfx, "flavor": ex.flavor, "channel": ex.channel,
+              "torch": [Version(t) for t in ex.torch] if ex.torch else None}
+    return all(values is None or actual[key] in values for key, values in wanted.items())
 
 
-def _unused_excludes(located: LocatedYaml, model: MatrixFile) -> list[Problem]:
+def _unused_excludes(located: LocatedYaml, model: MatrixFile, product: list[_Draft]) -> list[Problem]:
     """An exclude that matches nothing is almost always a typo in a value: say so instead of ignoring it."""
-    problems = []
-    for i, ex in enumerate(model.exclude):
-        if not any(_matches(d, ex) for d in _product(model)):
-            problems.append(located.problem(("exclude", i), "matches no cell of the matrix"))
-    return problems
+    return [located.problem(("exclude", i), "matches no cell of the matrix")
+            for i, ex in enumerate(model.exclude) if not any(_matches(d, ex) for d in product)]
 
 
 def _from_include(inc: Include, path: PathKey) -> _Draft:
     expect = inc.expect.torch if inc.expect else None
-    return _Draft(inc.os, inc.platform, inc.torch, inc.gfx, inc.flavor, path, inc.user, inc.tag, expect)
+    override = inc.override.reason if inc.override else None
+    return _Draft(inc.os, inc.platform, inc.torch, inc.gfx, inc.flavor, inc.channel, path, inc.user, inc.tag,
+                  expect, override)
 
 
 def _gfx_problems(located: LocatedYaml, model: MatrixFile, drafts: list[_Draft]) -> list[Problem]:
@@ -149,38 +188,45 @@ def _gfx_problems(located: LocatedYaml, model: MatrixFile, drafts: list[_Draft])
     return problems
 
 
-def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
-    from builder import catalog
+def _index_url(model: MatrixFile, channel: str, platform: str) -> str:
+    indexes = catalog.compat().indexes
+    if channel == "therock":
+        return model.index_urls.get("therock", indexes["therock"])
+    return model.index_urls.get(platform, indexes["pytorch"].format(platform=platform))
 
+
+def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
     python = catalog.os_releases()[d.os].python
     tag = d.tag or readable_tag(d.platform, d.os, python, d.torch.version, d.gfx, d.flavor)
+    torchvision, torchaudio = d.torch.companions()
     return CellSpec(
         image=model.image,
         os=d.os,
         platform=d.platform,
         torch=d.torch.version,
-        torchvision=d.torch.torchvision,
-        torchaudio=d.torch.torchaudio,
+        torchvision=torchvision,
+        torchaudio=torchaudio,
         gfx=d.gfx,
         flavor=d.flavor,  # type: ignore[arg-type]
+        channel=d.channel,  # type: ignore[arg-type]
         user=d.user or model.user,
-        index_url=model.index_urls.get(d.platform, PYTORCH_INDEX.format(platform=d.platform)),
+        index_url=_index_url(model, d.channel, d.platform),
         tag=tag,
+        explicit_tag=d.tag is not None,
         expect_torch=d.expect_torch,
         source_url=model.source_url,
         line=located.line_of(d.path),
     )
 
 
-def _duplicate_tags(located: LocatedYaml, cells: list[CellSpec], drafts: list[_Draft]) -> list[Problem]:
+def _duplicate_tags(located: LocatedYaml, cells: list[CellSpec]) -> list[Problem]:
     """Tags are a cell's identity in the registry: two cells with one tag would overwrite each other."""
     problems = []
     first: dict[str, CellSpec] = {}
-    for cell, draft in zip(cells, drafts, strict=True):
+    for cell in cells:
         if cell.tag in first:
-            other = first[cell.tag]
-            problems.append(located.problem(draft.path, f"duplicate cell {cell.tag!r} (same as the cell "
-                                                        f"from line {other.line})"))
+            problems.append(Problem(located.file, cell.line, cell.tag,
+                                    f"duplicate cell (same tag as the cell from line {first[cell.tag].line})"))
         else:
             first[cell.tag] = cell
     return problems

@@ -1,7 +1,7 @@
-"""The whole run for a list of cells: render -> context -> build -> validate -> push, one cell at a time.
+"""The whole run: plan images -> render -> context -> build -> validate -> push, one image at a time.
 
-A failure in one cell is recorded and the next cell goes on; a cell is pushed only after its own
-validation passed.
+A failure in one image is recorded and the next goes on; an image is pushed, under the tag of every
+cell it serves, only after its own validation passed.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import docker
 
 from builder.build import BuildResult, build_image
 from builder.context import write_context
+from builder.plan import ImagePlan, plan_images
 from builder.push import PushResult, push_image
 from builder.render import RenderedCell, WheelSource, render_cell
 from builder.spec import CellSpec
@@ -32,20 +33,21 @@ class Options:
 
 
 @dataclass
-class CellReport:
+class ImageReport:
+    plan: ImagePlan
     rendered: RenderedCell
     build: BuildResult | None = None
     validation: ValidationResult | None = None
-    push: PushResult | None = None
+    pushes: list[PushResult] = field(default_factory=list)
 
     @property
     def cell(self) -> CellSpec:
-        return self.rendered.cell
+        return self.plan.content
 
     @property
     def failed(self) -> bool:
         return bool((self.build and not self.build.ok) or (self.validation and not self.validation.ok)
-                    or (self.push and not self.push.ok))
+                    or any(not p.ok for p in self.pushes))
 
     @property
     def status(self) -> str:
@@ -53,8 +55,8 @@ class CellReport:
             return "failed: build"
         if self.validation is not None and not self.validation.ok:
             return "failed: validation"
-        if self.push is not None:
-            return "pushed" if self.push.ok else "failed: push"
+        if self.pushes:
+            return "pushed" if all(p.ok for p in self.pushes) else "failed: push"
         return "validated" if self.validation is not None else "built (not validated)"
 
 
@@ -64,18 +66,19 @@ def local_ref(cell: CellSpec) -> str:
 
 def run(client: docker.DockerClient, cells: list[CellSpec], options: Options,
         on_line: Callable[[CellSpec, str], None] = lambda cell, line: None,
-        on_stage: Callable[[CellSpec, str], None] = lambda cell, stage: None) -> list[CellReport]:
+        on_stage: Callable[[CellSpec, str], None] = lambda cell, stage: None) -> list[ImageReport]:
     reports = []
     with tempfile.TemporaryDirectory(prefix="rif-context-") as tmp:
-        for cell in cells:
-            reports.append(run_cell(client, cell, options, Path(tmp) / cell.tag, on_line, on_stage))
+        for plan in plan_images(cells):
+            reports.append(run_image(client, plan, options, Path(tmp) / plan.content.tag, on_line, on_stage))
     return reports
 
 
-def run_cell(client: docker.DockerClient, cell: CellSpec, options: Options, context_dir: Path,
-             on_line: Callable[[CellSpec, str], None],
-             on_stage: Callable[[CellSpec, str], None]) -> CellReport:
-    report = CellReport(render_cell(cell, options.source))
+def run_image(client: docker.DockerClient, plan: ImagePlan, options: Options, context_dir: Path,
+              on_line: Callable[[CellSpec, str], None],
+              on_stage: Callable[[CellSpec, str], None]) -> ImageReport:
+    cell = plan.content
+    report = ImageReport(plan, render_cell(cell, options.source))
     on_stage(cell, "build")
     context = write_context(report.rendered, context_dir)
     report.build = build_image(client, report.rendered, context, local_ref(cell), lambda line: on_line(cell, line))
@@ -86,5 +89,6 @@ def run_cell(client: docker.DockerClient, cell: CellSpec, options: Options, cont
                                        gpu=options.gpu)
     if report.validation.ok and options.registry:
         on_stage(cell, "push")
-        report.push = push_image(client, report.build.ref, f"{options.registry}/{cell.image}", cell.tag)
+        repository = f"{options.registry}/{cell.image}"
+        report.pushes = [push_image(client, report.build.ref, repository, tag) for tag in plan.tags]
     return report

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -68,6 +69,7 @@ def _template() -> jinja2.Template:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.filters["shquote"] = shlex.quote
     return env.get_template("Dockerfile.j2")
 
 
@@ -86,6 +88,7 @@ def image_labels(cell: CellSpec, content_hash: str) -> dict[str, str]:
     own = {
         "tag": cell.tag,
         "platform": cell.platform,
+        "channel": cell.channel,
         "rocm": cell.rocm or "none",
         "torch": cell.torch,
         "torchvision": cell.torchvision or "none",
@@ -104,9 +107,13 @@ def image_labels(cell: CellSpec, content_hash: str) -> dict[str, str]:
 
 
 def requirements(cell: CellSpec) -> list[str]:
-    reqs = [f"torch=={cell.torch}"]
+    """pip requirements; on TheRock's index, per-device extras pull only this family's kernels."""
+    extras = ""
+    if cell.channel == "therock" and cell.gfx_targets:
+        extras = "[" + ",".join(f"device-{t}" for t in cell.gfx_targets) + "]"
+    reqs = [f"torch{extras}=={cell.torch}"]
     if cell.torchvision:
-        reqs.append(f"torchvision=={cell.torchvision}")
+        reqs.append(f"torchvision{extras}=={cell.torchvision}")
     if cell.torchaudio:
         reqs.append(f"torchaudio=={cell.torchaudio}")
     return [*reqs, "numpy"]

@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from builder import catalog
-from builder.spec import Flavor
+from builder.spec import ALL_TARGETS, Channel, Flavor
 
 VERSION_RE = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
 PLATFORM_RE = r"^(cpu|rocm[0-9]+\.[0-9]+(\.[0-9]+)?)$"
@@ -39,8 +39,8 @@ def _known_os(value: str) -> str:
 
 def _known_gfx(value: str) -> str:
     known = catalog.gfx_families()
-    if value not in known:
-        raise ValueError(f"unknown gfx family {value!r}; known: {', '.join(sorted(known))}")
+    if value not in known and value != ALL_TARGETS:
+        raise ValueError(f"unknown gfx family {value!r}; known: {ALL_TARGETS}, {', '.join(sorted(known))}")
     return value
 
 
@@ -52,6 +52,7 @@ UserStr = Annotated[str, StringConstraints(pattern=USER_RE)]
 ImageStr = Annotated[str, StringConstraints(pattern=IMAGE_RE, max_length=200)]
 TagStr = Annotated[str, StringConstraints(pattern=TAG_RE)]
 UrlStr = Annotated[str, StringConstraints(pattern=URL_RE, max_length=500)]
+IndexKey = Annotated[str, StringConstraints(pattern=r"^(therock|cpu|rocm[0-9]+\.[0-9]+(\.[0-9]+)?)$")]
 
 
 class _Strict(BaseModel):
@@ -59,11 +60,18 @@ class _Strict(BaseModel):
 
 
 class TorchRelease(_Strict):
-    """A torch version with the companion packages that go with it in this matrix."""
+    """A torch version with its companions: omitted means the paired release, null means not installed."""
 
     version: VersionStr
     torchvision: VersionStr | None = None
     torchaudio: VersionStr | None = None
+
+    def companions(self) -> tuple[str | None, str | None]:
+        from builder.compat import default_companions
+
+        vision, audio = default_companions(self.version)
+        return (self.torchvision if "torchvision" in self.model_fields_set else vision,
+                self.torchaudio if "torchaudio" in self.model_fields_set else audio)
 
 
 def _torch_shorthand(value: Any) -> Any:
@@ -78,6 +86,10 @@ def _runtime_only() -> list[Flavor]:
     return ["runtime"]
 
 
+def _pytorch_only() -> list[Channel]:
+    return ["pytorch"]
+
+
 class Axes(_Strict):
     """The cartesian product; gfx applies to rocm platforms only (cpu cells have no gfx family)."""
 
@@ -86,12 +98,19 @@ class Axes(_Strict):
     torch: list[TorchField] = Field(min_length=1)
     gfx: list[GfxStr] = Field(default_factory=list)
     flavor: list[Flavor] = Field(default_factory=_runtime_only, min_length=1)
+    channel: list[Channel] = Field(default_factory=_pytorch_only, min_length=1)
 
 
 class Expect(_Strict):
     """Overrides of what validation expects; lets a matrix prove its own gate catches a wrong image."""
 
     torch: VersionStr | None = None
+
+
+class Override(_Strict):
+    """Builds an include that breaks a compatibility rule; the reason is kept for reviewers."""
+
+    reason: Annotated[str, StringConstraints(min_length=10, max_length=500)]
 
 
 class Include(_Strict):
@@ -102,27 +121,35 @@ class Include(_Strict):
     torch: TorchField
     gfx: GfxStr | None = None
     flavor: Flavor = "runtime"
+    channel: Channel = "pytorch"
     user: UserStr | None = None
     tag: TagStr | None = None
     expect: Expect | None = None
+    override: Override | None = None
+
+
+def _one_or_many(value: Any) -> Any:
+    return value if isinstance(value, list) or value is None else [value]
 
 
 class Exclude(_Strict):
-    """Removes every product cell that matches all the keys given."""
+    """Removes every product cell that matches all the keys given; a list matches any of its values."""
 
-    os: OsStr | None = None
-    platform: PlatformStr | None = None
-    torch: VersionStr | None = None
-    gfx: GfxStr | None = None
-    flavor: Flavor | None = None
+    os: Annotated[list[OsStr] | None, BeforeValidator(_one_or_many)] = None
+    platform: Annotated[list[PlatformStr] | None, BeforeValidator(_one_or_many)] = None
+    torch: Annotated[list[VersionStr] | None, BeforeValidator(_one_or_many)] = None
+    gfx: Annotated[list[GfxStr] | None, BeforeValidator(_one_or_many)] = None
+    flavor: Annotated[list[Flavor] | None, BeforeValidator(_one_or_many)] = None
+    channel: Annotated[list[Channel] | None, BeforeValidator(_one_or_many)] = None
 
 
 class MatrixFile(_Strict):
     image: ImageStr = "pytorch"
     user: UserStr = "root"
     source_url: UrlStr = "https://github.com/rocm-image-factory/rocm-image-factory"
-    # Per-platform wheel index overrides; defaults are pytorch.org's whl/<platform> indexes.
-    index_urls: dict[PlatformStr, UrlStr] = Field(default_factory=dict)
+    # Wheel index overrides: per platform for the pytorch channel (default pytorch.org's whl/<platform>),
+    # and `therock` for TheRock's multi-arch index.
+    index_urls: dict[IndexKey, UrlStr] = Field(default_factory=dict)
     matrix: Axes
     include: list[Include] = Field(default_factory=list)
     exclude: list[Exclude] = Field(default_factory=list)

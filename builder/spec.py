@@ -9,6 +9,12 @@ from pydantic import BaseModel, ConfigDict
 from builder import catalog
 
 Flavor = Literal["runtime", "devel"]
+Channel = Literal["pytorch", "therock", "local"]
+ALL_TARGETS = "all"  # the gfx "family" of an image that carries every target its wheels were built for
+
+
+def torch_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
 class CellSpec(BaseModel):
@@ -24,9 +30,11 @@ class CellSpec(BaseModel):
     torchaudio: str | None = None
     gfx: str | None = None
     flavor: Flavor
+    channel: Channel = "pytorch"
     user: str = "root"
     index_url: str
     tag: str
+    explicit_tag: bool = False
     expect_torch: str | None = None
     source_url: str
     line: int | None = None
@@ -46,7 +54,25 @@ class CellSpec(BaseModel):
 
     @property
     def gfx_targets(self) -> tuple[str, ...]:
-        return catalog.gfx_families()[self.gfx].targets if self.gfx else ()
+        """The targets the image must carry kernels for; 'all' means every target of its wheels."""
+        if self.gfx is None:
+            return ()
+        if self.gfx == ALL_TARGETS:
+            minor = catalog.compat().torch.get(torch_minor(self.torch))
+            return minor.pytorch.gfx if minor else ()
+        return catalog.gfx_families()[self.gfx].targets
+
+    def content_cell(self) -> CellSpec:
+        """The cell whose image this cell's tag points at.
+
+        pytorch.org wheels carry every gfx target, so a pytorch-channel cell for one family is the same
+        image as the all-targets cell: it is built once and this cell's tag becomes one more tag of it.
+        """
+        if self.channel != "pytorch" or self.gfx in (None, ALL_TARGETS):
+            return self
+        tag = self.tag if self.explicit_tag else readable_tag(
+            self.platform, self.os, self.python, self.torch, ALL_TARGETS, self.flavor)
+        return self.model_copy(update={"gfx": ALL_TARGETS, "tag": tag, "line": None})
 
     def expectations(self) -> dict[str, Any]:
         """What validation and the in-image smoke test hold the image to (baked in as cell.json)."""
@@ -54,6 +80,7 @@ class CellSpec(BaseModel):
         return {
             "tag": self.tag,
             "platform": self.platform,
+            "channel": self.channel,
             "os": self.os,
             "flavor": self.flavor,
             "python": self.python,

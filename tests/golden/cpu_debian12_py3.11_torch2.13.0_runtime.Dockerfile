@@ -38,6 +38,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.13.0 (CPU, debian-12, runtime)" 
       org.opencontainers.image.vendor="rocm-image-factory" \
       org.rocm-image-factory.tag="cpu_debian12_py3.11_torch2.13.0_runtime" \
       org.rocm-image-factory.platform="cpu" \
+      org.rocm-image-factory.channel="pytorch" \
       org.rocm-image-factory.rocm="none" \
       org.rocm-image-factory.torch="2.13.0" \
       org.rocm-image-factory.torchvision="none" \
@@ -48,7 +49,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.13.0 (CPU, debian-12, runtime)" 
       org.rocm-image-factory.os="debian-12" \
       org.rocm-image-factory.flavor="runtime" \
       org.rocm-image-factory.user="root" \
-      org.rocm-image-factory.content-hash="sha256:90b0992f0890fbeee9bad3666eec90fd4e297ef9fb398fc31dadf5deb723655f"
+      org.rocm-image-factory.content-hash="sha256:5d9808853819d3d489820aaad3aa8afba3f7e33ef02a77715c84deefa823a496"
 USER root
 WORKDIR /root
 CMD ["bash"]

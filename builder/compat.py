@@ -1,0 +1,146 @@
+"""The rules that say which cells can work, each with the plain-words reason a maintainer reads.
+
+Data comes from builder/data/{compat,os,gfx}.yaml (sources there); this module only applies it.
+A rule returns None when the cell passes, or the reason it cannot work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from packaging.version import Version
+
+from builder import catalog
+from builder.spec import ALL_TARGETS, CellSpec, torch_minor
+
+Rule = Callable[[CellSpec], "str | None"]
+
+
+def _minor(cell: CellSpec) -> catalog.TorchMinor | None:
+    return catalog.compat().torch.get(torch_minor(cell.torch))
+
+
+def _v(version: str) -> Version:
+    return Version(version)
+
+
+def known_torch(cell: CellSpec) -> str | None:
+    if _minor(cell) is None:
+        known = ", ".join(sorted(catalog.compat().torch, key=_v))
+        return f"no compatibility data for torch {torch_minor(cell.torch)} (known: {known})"
+    return None
+
+
+def python_wheels(cell: CellSpec) -> str | None:
+    minor = _minor(cell)
+    if minor and cell.python not in minor.python:
+        return (f"torch {torch_minor(cell.torch)} has no wheels for Python {cell.python} ({cell.os}'s Python); "
+                f"it has {', '.join(minor.python)}")
+    return None
+
+
+def channel_has_wheels(cell: CellSpec) -> str | None:
+    minor, rocm = _minor(cell), cell.rocm
+    if minor is None or cell.channel == "local":
+        return None
+    if cell.channel == "therock":
+        if rocm is None:
+            return "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel"
+        have = minor.therock.rocm if minor.therock else ()
+        where = "TheRock's multi-arch index"
+    else:
+        if rocm is None:
+            return None
+        have = minor.pytorch.rocm
+        where = "the pytorch.org index"
+    if rocm not in have:
+        has = f"it has {', '.join(have)}" if have else "it has none"
+        return f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on {where}; {has}"
+    return None
+
+
+def os_supports_rocm(cell: CellSpec) -> str | None:
+    rocm = cell.rocm
+    since = cell.os_release.rocm_since
+    if rocm is not None and _v(rocm) < _v(since):
+        return f"ROCm {rocm} does not support {cell.os} (ROCm supports it from {since})"
+    return None
+
+
+def gfx_channel(cell: CellSpec) -> str | None:
+    if cell.gfx == ALL_TARGETS and cell.channel == "therock":
+        return ("TheRock's all-targets wheels (device-all) make an 18.6 GB layer (ROCm-docker#166): "
+                "use the pytorch channel for an all-targets image")
+    return None
+
+
+def gfx_in_wheels(cell: CellSpec) -> str | None:
+    """pytorch.org wheels carry a fixed target list; a family with a target outside it gets no kernels."""
+    minor = _minor(cell)
+    if minor is None or cell.channel != "pytorch" or cell.gfx in (None, ALL_TARGETS):
+        return None
+    missing = [t for t in cell.gfx_targets if t not in minor.pytorch.gfx]
+    if missing:
+        return (f"{', '.join(missing)} of {cell.gfx} {'is' if len(missing) == 1 else 'are'} not compiled into "
+                f"torch {torch_minor(cell.torch)}'s pytorch.org wheels (hipErrorNoBinaryForGpu): "
+                "use the therock channel for this family")
+    return None
+
+
+def gfx_supported_by_rocm(cell: CellSpec) -> str | None:
+    rocm = cell.rocm
+    if rocm is None or cell.gfx in (None, ALL_TARGETS):
+        return None
+    family = catalog.gfx_families()[cell.gfx]
+    if family.official_since and _v(rocm) < _v(family.official_since):
+        return f"{cell.gfx} ({', '.join(family.gpus)}) needs ROCm {family.official_since} or newer"
+    return None
+
+
+def companions_pair(cell: CellSpec) -> str | None:
+    minor = _minor(cell)
+    if minor is None:
+        return None
+    for name, version, want in (("torchvision", cell.torchvision, minor.torchvision),
+                                ("torchaudio", cell.torchaudio, minor.torchaudio)):
+        if version is not None and torch_minor(version) != want:
+            return f"{name} {version} does not pair with torch {torch_minor(cell.torch)} (it pairs with {want}.x)"
+    return None
+
+
+RULES: list[tuple[str, Rule]] = [
+    ("known-torch", known_torch),
+    ("python-wheels", python_wheels),
+    ("channel-wheels", channel_has_wheels),
+    ("os-support", os_supports_rocm),
+    ("gfx-channel", gfx_channel),
+    ("gfx-in-wheels", gfx_in_wheels),
+    ("gfx-rocm", gfx_supported_by_rocm),
+    ("companions", companions_pair),
+]
+
+
+def violations(cell: CellSpec) -> list[tuple[str, str]]:
+    """Every (rule, reason) the cell breaks; [] when it can work."""
+    found = []
+    for name, rule in RULES:
+        reason = rule(cell)
+        if reason:
+            found.append((name, reason))
+    return found
+
+
+def companion_version(torch: str, companion_minor: str, follows_torch: bool) -> str:
+    """torchvision moves with every torch patch (2.9.1 -> 0.24.1); a companion left behind stays at .0."""
+    patch = torch.split(".")[2] if torch.count(".") == 2 else "0"
+    return f"{companion_minor}.{patch if follows_torch else '0'}"
+
+
+def default_companions(torch: str) -> tuple[str | None, str | None]:
+    """The torchvision and torchaudio versions that pair with a torch release, or None when unknown."""
+    minor = catalog.compat().torch.get(torch_minor(torch))
+    if minor is None:
+        return None, None
+    vision = companion_version(torch, minor.torchvision, follows_torch=True)
+    audio = companion_version(torch, minor.torchaudio, follows_torch=minor.torchaudio == torch_minor(torch))
+    return vision, audio
