@@ -76,3 +76,44 @@ def test_error_text_with_brackets_is_printed_verbatim(tmp_path: Path) -> None:
     proc = builder_cli("matrix", "--matrix", str(bad))
     assert proc.returncode == 2
     assert "'root;id' is not allowed here: it should match pattern '^[a-z_][a-z0-9_-]{0,31}$'" in proc.stderr
+
+
+def test_github_format_is_one_line_of_strategy_matrix_json() -> None:
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n") == 1
+    data = json.loads(proc.stdout)
+    assert set(data) == {"include"} and len(data["include"]) == 258
+    assert set(data["include"][0]) == {"tag", "os", "platform", "torch", "gfx", "flavor", "channel"}
+
+
+def test_explain_lists_every_dropped_cell_with_its_reason(tmp_path: Path) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2, rocm6.4]\n  torch: ['2.13.0']\n"
+                 "  gfx: [all]\nexclude:\n  - {platform: rocm7.2}\n")
+    proc = builder_cli("matrix", "--matrix", str(m), "--explain")
+    assert proc.returncode == 2  # everything dropped: nothing to build is an error, with the reason
+    assert "no cells that can be built" in proc.stderr
+    m.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2, rocm6.4]\n  torch: ['2.13.0']\n"
+                 "  gfx: [all]\n  flavor: [runtime, devel]\nexclude:\n  - {flavor: devel}\n")
+    proc = builder_cli("matrix", "--matrix", str(m), "--explain")
+    assert proc.returncode == 0, proc.stderr
+    assert "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_runtime" in proc.stdout
+    assert ("channel-wheels: torch 2.13 has no wheels for ROCm 6.4 on the pytorch.org index; it has 7.1, 7.2"
+            in proc.stdout)
+    assert "exclude[0]: excluded by the matrix (line 8)" in proc.stdout
+    data = json.loads(builder_cli("matrix", "--matrix", str(m), "--explain", "--format", "json").stdout)
+    assert [c["tag"] for c in data["cells"]] == ["rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_runtime"]
+    assert {(d["tag"], d["rule"]) for d in data["dropped"]} == {
+        ("rocm6.4_ubuntu24.04_py3.12_torch2.13.0_all_runtime", "channel-wheels"),
+        ("rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_devel", "exclude[0]"),
+        ("rocm6.4_ubuntu24.04_py3.12_torch2.13.0_all_devel", "exclude[0]")}
+
+
+def test_render_writes_one_dockerfile_per_image_not_per_tag(tmp_path: Path) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n"
+                 "  gfx: [all, gfx94X-dcgpu, gfx120X-all]\n")
+    proc = builder_cli("render", "--matrix", str(m), "--out", str(tmp_path / "images"))
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in (tmp_path / "images").iterdir()] == ["rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_runtime"]

@@ -88,7 +88,9 @@ def test_failed_build_is_reported_with_its_log_and_later_cells_still_build(
         docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
     # The failing cell comes first: the wheelhouse has no torch 2.12.0, so pip fails inside its build.
     matrix = tmp_path / "m.yaml"
-    matrix.write_text("image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.12.0', '2.13.0']\n")
+    matrix.write_text("image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch:\n"
+                      "    - {version: '2.12.0', torchvision: null, torchaudio: null}\n"
+                      "    - {version: '2.13.0', torchvision: null, torchaudio: null}\n")
     nowheel = "cpu_debian12_py3.11_torch2.12.0_runtime"
     report = tmp_path / "r.json"
     proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--report", str(report),
@@ -106,3 +108,22 @@ def test_push_error_inside_the_stream_is_a_failure(e2e_run: tuple) -> None:  # t
     proc = builder_cli("push", image, "--registry", "127.0.0.1:9/nowhere")  # nothing listens on port 9
     assert proc.returncode == 1
     assert "push failed 127.0.0.1:9/nowhere/pytorch" in proc.stderr
+
+
+def test_cells_with_the_same_content_are_built_once_and_tagged_for_each(
+        docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
+    """pytorch.org wheels carry every gfx target: per-family pytorch cells are one image, built once."""
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("matrix:\n  os: [debian-12]\n  platform: [rocm7.2]\n"
+                      "  torch:\n    - {version: '2.13.0', torchvision: null, torchaudio: null}\n"
+                      "  gfx: [gfx94X-dcgpu, gfx120X-all, all]\n")
+    report = tmp_path / "r.json"
+    # CPU wheels stand in for ROCm ones here: --no-validate, since torch.version.hip would rightly fail.
+    proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--no-validate",
+                       "--report", str(report), "--quiet")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [row] = json.loads(report.read_text())
+    assert row["tag"] == "rocm7.2_debian12_py3.11_torch2.13.0_all_runtime"
+    assert row["tags"] == ["rocm7.2_debian12_py3.11_torch2.13.0_gfx94X-dcgpu_runtime",
+                           "rocm7.2_debian12_py3.11_torch2.13.0_gfx120X-all_runtime", row["tag"]]
+    assert proc.stdout.count("==> build") == 1
