@@ -197,7 +197,7 @@ def _index_url(model: MatrixFile, channel: str, platform: str) -> str:
 
 def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
     python = catalog.os_releases()[d.os].python
-    tag = d.tag or readable_tag(d.platform, d.os, python, d.torch.version, d.gfx, d.flavor)
+    tag = d.tag or readable_tag(d.platform, d.os, python, d.torch.version, d.gfx, d.flavor, d.channel)
     torchvision, torchaudio = d.torch.companions()
     return CellSpec(
         image=model.image,

@@ -71,7 +71,7 @@ class CellSpec(BaseModel):
         if self.channel != "pytorch" or self.gfx in (None, ALL_TARGETS):
             return self
         tag = self.tag if self.explicit_tag else readable_tag(
-            self.platform, self.os, self.python, self.torch, ALL_TARGETS, self.flavor)
+            self.platform, self.os, self.python, self.torch, ALL_TARGETS, self.flavor, self.channel)
         return self.model_copy(update={"gfx": ALL_TARGETS, "tag": tag, "line": None})
 
     def expectations(self) -> dict[str, Any]:
@@ -95,14 +95,18 @@ class CellSpec(BaseModel):
         }
 
 
-def readable_tag(platform: str, os: str, python: str, torch: str, gfx: str | None, flavor: str) -> str:
+def readable_tag(platform: str, os: str, python: str, torch: str, gfx: str | None, flavor: str,
+                 channel: str = "pytorch") -> str:
     """Stable tag in the spirit of AMD's rocm7.2_ubuntu24.04_py3.12_pytorch_release_2.9.1.
 
-    platform_osversion_pyX.Y_torchX.Y.Z[_gfxfamily]_flavor, e.g.
-    rocm7.2_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_runtime or cpu_debian12_py3.11_torch2.13.0_devel.
+    platform_osversion_pyX.Y_torchX.Y.Z[_gfxfamily][_channel]_flavor, the channel named unless it is
+    pytorch.org's, e.g. rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_runtime,
+    rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx94X-dcgpu_therock_runtime or cpu_debian12_py3.11_torch2.13.0_devel.
     """
     parts = [platform, os.replace("-", ""), f"py{python}", f"torch{torch}"]
     if gfx:
         parts.append(gfx)
+    if channel != "pytorch":
+        parts.append(channel)
     parts.append(flavor)
     return "_".join(parts)
