@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from builder import baseimage, context, pipeline, wheelhouse
 from builder.dockerapi import EngineUnavailable, connect, run_captured
 from builder.errors import InputError, Problem
 from builder.matrix import Expansion, expand_matrix, load_matrix
-from builder.plan import plan_images
+from builder.plan import ImagePlan, plan_images
 from builder.render import CELL_FILE, WheelSource, render_cell
 from builder.spec import CellSpec
 from builder.validate import ValidationResult, validate_image
@@ -61,13 +62,26 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def select(cells: list[CellSpec], tags: list[str] | None, matrix: Path) -> list[CellSpec]:
+def select(cells: list[CellSpec], tags: list[str] | None, matrix: Path, match: str | None = None) -> list[CellSpec]:
+    """Cells named by tag (a cell's own tag or the tag of the image it belongs to) and/or matching a regex."""
+    if match is not None:
+        try:
+            pattern = re.compile(match)
+        except re.error as exc:
+            raise InputError([Problem(Path("(command line)"), None, "--match", f"bad regex: {exc}")]) from exc
+        cells = [c for c in cells if pattern.search(c.tag)]
     if not tags:
         return cells
-    unknown = sorted(set(tags) - {c.tag for c in cells})
+    known = {c.tag for c in cells} | {c.content_cell().tag for c in cells}
+    unknown = sorted(set(tags) - known)
     if unknown:
         raise InputError([Problem(matrix, None, "--cell", f"no cell has tag {t!r}") for t in unknown])
-    return [c for c in cells if c.tag in tags]
+    return [c for c in cells if c.tag in tags or c.content_cell().tag in tags]
+
+
+GITHUB_MAX_JOBS = 256  # GitHub Actions' limit on the jobs of one strategy.matrix
+
+MatchOpt = Annotated[str | None, typer.Option("--match", help="Only cells whose tag matches this regex.")]
 
 
 @app.command("matrix")
@@ -76,20 +90,37 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
                fmt: Annotated[str, typer.Option("--format", help="table, json or github")] = "table",
                explain: Annotated[bool, typer.Option(
                    "--explain", help="Also list every dropped cell with the rule that dropped it.")] = False,
+               match: MatchOpt = None,
+               shard: Annotated[str | None, typer.Option(
+                   "--shard", help="K/N: only the K-th of N interleaved slices of the images (for github).")] = None,
                ) -> None:
     """List the cells the matrix expands to (after include/exclude and the compatibility rules)."""
     expansion = expand_matrix(matrix)
+    expansion.cells = select(expansion.cells, None, matrix, match)
     if fmt == "json":
         out.print_json(json.dumps(_json_rows(expansion, explain)))
     elif fmt == "github":
+        plans = _shard(plan_images(expansion.cells), shard)
+        if len(plans) > GITHUB_MAX_JOBS:
+            raise InputError([Problem(matrix, None, "--format github", f"{len(plans)} images exceed GitHub's "
+                                      f"{GITHUB_MAX_JOBS} jobs per matrix: split them with --shard K/N")])
         # One line, for `echo "cells=$(builder matrix --format github)" >> $GITHUB_OUTPUT` and fromJSON().
-        print(json.dumps({"include": [_github_row(c) for c in expansion.cells]}, separators=(",", ":")))
+        print(json.dumps({"include": [_github_row(p) for p in plans]}, separators=(",", ":")))
     elif fmt == "table":
         _print_cells(expansion, matrix)
         if explain:
             _print_dropped(expansion)
     else:
         raise InputError([Problem(matrix, None, "--format", f"unknown format {fmt!r}; use table, json or github")])
+
+
+def _shard(plans: list[ImagePlan], shard: str | None) -> list[ImagePlan]:
+    if shard is None:
+        return plans
+    k, sep, n = shard.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise InputError([Problem(Path("(command line)"), None, "--shard", f"{shard!r} is not K/N with 1 <= K <= N")])
+    return plans[int(k) - 1::int(n)]
 
 
 def _cell_row(c: CellSpec) -> dict[str, Any]:
@@ -106,9 +137,11 @@ def _json_rows(expansion: Expansion, explain: bool) -> dict[str, Any] | list[dic
             "overridden": [{"tag": d.cell.tag, "rule": d.rule, "reason": d.reason} for d in expansion.overridden]}
 
 
-def _github_row(c: CellSpec) -> dict[str, str]:
-    return {"tag": c.tag, "os": c.os, "platform": c.platform, "torch": c.torch, "gfx": c.gfx or "",
-            "flavor": c.flavor, "channel": c.channel}
+def _github_row(plan: ImagePlan) -> dict[str, str]:
+    """One job per image: `tag` selects it (builder publish --cell TAG), `tags` are all it is pushed as."""
+    c = plan.content
+    return {"tag": c.tag, "tags": " ".join(plan.tags), "os": c.os, "platform": c.platform, "torch": c.torch,
+            "gfx": c.gfx or "", "flavor": c.flavor, "channel": c.channel}
 
 
 def _print_cells(expansion: Expansion, matrix: Path) -> None:
@@ -279,7 +312,7 @@ def _print_checks(result: ValidationResult) -> None:
     table = Table(title=f"validation of {result.ref}")
     for col in ("suite", "check", "status", "detail"):
         table.add_column(col)
-    colors = {"pass": "green", "fail": "red", "skip": "yellow"}
+    colors = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "magenta", "info": "cyan"}
     for c in result.checks:
         detail = c.detail + (f" (fix: {c.fix})" if c.fix else "")
         table.add_row(c.suite, c.name, f"[{colors[c.status]}]{c.status}[/]", escape(detail))

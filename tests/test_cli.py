@@ -78,13 +78,27 @@ def test_error_text_with_brackets_is_printed_verbatim(tmp_path: Path) -> None:
     assert "'root;id' is not allowed here: it should match pattern '^[a-z_][a-z0-9_-]{0,31}$'" in proc.stderr
 
 
-def test_github_format_is_one_line_of_strategy_matrix_json() -> None:
-    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("\n") == 1
-    data = json.loads(proc.stdout)
-    assert set(data) == {"include"} and len(data["include"]) == 258
-    assert set(data["include"][0]) == {"tag", "os", "platform", "torch", "gfx", "flavor", "channel"}
+def test_github_format_is_one_line_of_strategy_matrix_json_in_shards_under_256_jobs() -> None:
+    whole = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github")
+    assert whole.returncode == 2 and "exceed GitHub's 256 jobs" in whole.stderr
+    jobs = []
+    for shard in ("1/2", "2/2"):
+        proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--shard", shard)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.count("\n") == 1
+        data = json.loads(proc.stdout)
+        assert set(data) == {"include"}
+        jobs += data["include"]
+    assert len(jobs) == 258 and len({j["tag"] for j in jobs}) == 258
+    assert set(jobs[0]) == {"tag", "tags", "os", "platform", "torch", "gfx", "flavor", "channel"}
+    assert builder_cli("matrix", "--format", "github", "--shard", "3/2").returncode == 2
+
+
+def test_match_selects_cells_by_regex() -> None:
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "json", "--match", "^cpu_.*_runtime$")
+    assert [c["tag"] for c in json.loads(proc.stdout)] == [
+        "cpu_ubuntu24.04_py3.12_torch2.13.0_runtime", "cpu_ubuntu22.04_py3.10_torch2.13.0_runtime",
+        "cpu_debian12_py3.11_torch2.13.0_runtime"]
 
 
 def test_explain_lists_every_dropped_cell_with_its_reason(tmp_path: Path) -> None:
