@@ -24,7 +24,7 @@ from builder.dockerapi import run_captured
 from builder.validation import SUITE_DIR
 
 SMOKE_TIMEOUT_S = 900
-ROCM_DEVICES = ["/dev/kfd", "/dev/dri"]
+ROCM_DEVICES = ["kfd", "dri"]  # under /dev
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def validate_image(client: docker.DockerClient, ref: str, expect: dict[str, Any]
     start = time.monotonic()
     result = ValidationResult(ref)
     result.checks += run_testinfra(client, ref, expect, labels)
-    result.checks += run_smoke(client, ref, gpu)
+    result.checks += run_smoke(client, ref, gpu, str(expect.get("platform", "")))
     result.seconds = time.monotonic() - start
     return result
 
@@ -100,18 +100,33 @@ def parse_junit(xml_text: str) -> list[Check]:
     return checks
 
 
-def gpu_run_options() -> dict[str, Any]:
-    """The flags a ROCm host needs; the render group by the host's number, which images cannot know."""
-    groups = ["video"]
+def gpu_run_options(platform: str = "rocm", dev: Path = Path("/dev")) -> dict[str, Any]:
+    """The docker run options that give a container the host's GPUs.
+
+    ROCm: /dev/kfd and /dev/dri (those that exist: a missing one would stop the container from starting,
+    and torch-smoke's diagnostics explain a missing device better), and the groups that own them by the
+    host's numeric GID: the render group's number differs between host and image, so a name would not do.
+    CUDA: every GPU through the NVIDIA runtime.
+    """
+    if platform.startswith("cuda"):
+        return {"device_requests": [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])],
+                "ipc_mode": "host"}
+    devices = [f"{dev / name}:/dev/{name}:rwm" for name in ROCM_DEVICES if (dev / name).exists()]
+    gids: set[int] = set()
     with contextlib.suppress(KeyError):
-        groups.append(str(grp.getgrnam("render").gr_gid))
-    return {"devices": [f"{d}:{d}:rwm" for d in ROCM_DEVICES], "group_add": groups,
+        gids.add(grp.getgrnam("render").gr_gid)
+    for path in [dev / "kfd", *sorted((dev / "dri").glob("*"))]:
+        with contextlib.suppress(OSError):
+            gids.add(path.stat().st_gid)
+    gids.discard(0)
+    return {"devices": devices,
+            "group_add": ["video", *map(str, sorted(gids))],
             "security_opt": ["seccomp=unconfined"], "ipc_mode": "host"}
 
 
-def run_smoke(client: docker.DockerClient, ref: str, gpu: bool) -> list[Check]:
+def run_smoke(client: docker.DockerClient, ref: str, gpu: bool, platform: str = "rocm") -> list[Check]:
     command = ["torch-smoke", "--json", *(["--require-gpu"] if gpu else [])]
-    options = gpu_run_options() if gpu else {}
+    options = gpu_run_options(platform) if gpu else {}
     try:
         code, out, err = run_captured(client, ref, command, timeout=SMOKE_TIMEOUT_S, **options)
     except TimeoutError as exc:
@@ -127,5 +142,10 @@ def parse_smoke(stdout: str, stderr: str, code: int) -> list[Check]:
     checks = [Check("smoke", r["name"], r["status"], r.get("detail", ""), r.get("fix", ""))
               for r in report["results"]]
     if code != 0 and not any(c.status == "fail" for c in checks):
-        checks.append(Check("smoke", "exit", "fail", f"torch-smoke exited {code}"))
+        gpu = next((c for c in checks if c.name == "gpu"), None)
+        if code == 3:
+            checks.append(Check("smoke", "exit", "fail", "torch-smoke exited 3: a GPU was required and none is "
+                                "visible" + (f" ({gpu.detail})" if gpu else ""), gpu.fix if gpu else ""))
+        else:
+            checks.append(Check("smoke", "exit", "fail", f"torch-smoke exited {code}"))
     return checks
