@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -265,6 +266,55 @@ def _report_row(r: pipeline.ImageReport) -> dict[str, Any]:
         "validation": [vars(c) for c in r.validation.checks] if r.validation else None,
         "pushed": [p.ref for p in r.pushes if p.ok], "digest": digests.pop() if len(digests) == 1 else None,
     }
+
+
+@app.command()
+@handles_errors
+def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = None, cell: CellOpt = None,
+            match: MatchOpt = None, wheelhouse_dir: WheelhouseOpt = None,
+            dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be built, pushed and "
+                                                  "re-tagged; touch nothing.")] = False,
+            record: Annotated[Path, typer.Option("--record", help="Where the JSON run record goes.")]
+            = Path("publish-record.json"),
+            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not stream build logs.")] = False,
+            ) -> None:
+    """Publish what changed: build, validate, push under an immutable tag, then move the cells' tags."""
+    from builder.publish import Publisher, write_record
+
+    if not registry:
+        raise InputError([Problem(Path("(command line)"), None, "--registry",
+                                  "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")])
+    expansion = expand_matrix(matrix)
+    cells = select(expansion.cells, cell, matrix, match)
+    publisher = Publisher(
+        connect(), registry, WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None), dry_run,
+        on_stage=lambda tag, stage: out.print(f"[bold]==> {escape(stage)}[/bold] {tag}"),
+        on_line=(lambda tag, line: None) if quiet else (
+            lambda tag, line: out.print(f"[dim]{tag} |[/dim] {escape(line)}", soft_wrap=True)))
+    with tempfile.TemporaryDirectory(prefix="rif-publish-") as tmp:
+        records = publisher.publish(cells, expansion.cells, expansion.default_os, Path(tmp))
+    write_record(record, registry, records)
+    _print_publish_summary(records, registry, dry_run)
+    out.print(f"run record: {record}")
+    raise typer.Exit(EXIT_FAILED if any(r.state == "failed" for r in records) else EXIT_OK)
+
+
+def _print_publish_summary(records: list[Any], registry: str, dry_run: bool) -> None:
+    table = Table(title=f"{'dry run: ' if dry_run else ''}publish to {registry}")
+    table.add_column("image", no_wrap=True)
+    for col in ("state", "immutable tag", "digest", "moved tags"):
+        table.add_column(col)
+    colors = {"built": "green", "skipped": "cyan", "failed": "red", "would-build": "yellow", "would-skip": "cyan"}
+    for r in records:
+        why = f" ({escape(r.failure)})" if r.failure else ""
+        table.add_row(r.image, f"[{colors.get(r.state, 'white')}]{r.state}[/]{why}", r.immutable_tag,
+                      r.digest or "-", " ".join(r.moved) or "-")
+    out.print(table)
+    for r in records:
+        for check in r.failed_checks:
+            err.print(f"[red]failed[/red] {r.image}: {escape(check)}")
+    counts = {s: sum(r.state == s for r in records) for s in ("built", "skipped", "failed")}
+    out.print(f"{counts['built']} built, {counts['skipped']} unchanged, {counts['failed']} failed")
 
 
 @app.command("test")

@@ -49,6 +49,7 @@ class Dropped:
 
 @dataclass
 class Expansion:
+    default_os: str = ""  # the first os of the matrix: where `latest` points
     cells: list[CellSpec] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
     overridden: list[Dropped] = field(default_factory=list)
@@ -78,7 +79,7 @@ def expand_matrix(file: Path) -> Expansion:
     problems += _gfx_problems(located, model, kept)
     if problems:
         raise InputError(problems)
-    result = Expansion()
+    result = Expansion(default_os=model.matrix.os[0])
     for draft, hit in excluded:
         result.dropped.append(Dropped(_finish(draft, model, located), f"exclude[{hit}]",
                                       f"excluded by the matrix (line {located.line_of(('exclude', hit))})"))
