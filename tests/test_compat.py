@@ -1,0 +1,438 @@
+"""The compatibility rules and their data, held to shared/rocm-facts.md.
+
+Cells are built the way a maintainer builds them: a small matrix file expanded by builder.matrix, so every
+case goes through the schema, the companion defaults, the index choice and compat.violations together.
+Section numbers below are those of rocm-facts.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from builder import catalog, compat
+from builder.matrix import expand_matrix
+from builder.spec import ALL_TARGETS, CellSpec
+
+PYTORCH = "https://download.pytorch.org/whl/"
+THEROCK = "https://repo.amd.com/rocm/whl-multi-arch/"
+GFX_RE = re.compile(r"^gfx[0-9]{2,3}[0-9a-f]$")  # gfx900, gfx90a, gfx942, gfx1030, gfx1151
+KNOWN = "2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13"
+FIX_CHANNEL = "(hipErrorNoBinaryForGpu): use the therock channel for this family"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One cell of a matrix: torch is a version or a {version, torchvision, torchaudio} mapping."""
+
+    os: str
+    platform: str
+    torch: str | dict[str, Any]
+    gfx: str | None = None
+    channel: str = "pytorch"
+
+
+@dataclass
+class Outcome:
+    cells: list[CellSpec]
+    dropped: list[tuple[str, str]]
+
+    @property
+    def rules(self) -> list[str]:
+        return [rule for rule, _ in self.dropped]
+
+
+def by_version(text: str) -> Version:
+    return Version(text)
+
+
+def expand(tmp_path: Path, case: Case) -> Outcome:
+    """Expand a one-cell product, with a cpu include as anchor so that a dropped cell is no empty matrix."""
+    gfx = f"  gfx: [{case.gfx}]\n" if case.gfx else ""
+    file = tmp_path / "matrix.yaml"
+    file.write_text(f"matrix:\n  os: [{case.os}]\n  platform: [{case.platform}]\n  torch: [{json.dumps(case.torch)}]\n"
+                    f"{gfx}  channel: [{case.channel}]\n"
+                    "include:\n  - {os: debian-12, platform: cpu, torch: '2.13.0', tag: anchor}\n", encoding="utf-8")
+    expansion = expand_matrix(file)
+    assert expansion.overridden == []
+    assert all(d.cell.line == 1 for d in expansion.dropped)
+    return Outcome([c for c in expansion.cells if c.tag != "anchor"],
+                   [(d.rule, d.reason) for d in expansion.dropped])
+
+
+# --- known-good combinations: kept, with the right companions and index ---------------------------------------
+
+GOOD: list[tuple[str, Case, tuple[str | None, str | None, str]]] = [
+    # AMD's ROCm 7.2 compatibility matrix lists PyTorch 2.9.1, 2.8.0, 2.7.1 (section 2), from AMD's index.
+    ("therock-rocm7.2-torch2.9.1-mi300", Case("ubuntu-24.04", "rocm7.2", "2.9.1", "gfx94X-dcgpu", "therock"),
+     ("0.24.1", "2.9.1", THEROCK)),
+    ("therock-rocm7.2-torch2.8.0-mi350", Case("ubuntu-24.04", "rocm7.2", "2.8.0", "gfx950-dcgpu", "therock"),
+     ("0.23.0", "2.8.0", THEROCK)),
+    ("therock-rocm7.2-torch2.7.1-rdna4", Case("ubuntu-22.04", "rocm7.2", "2.7.1", "gfx120X-all", "therock"),
+     ("0.22.1", "2.7.1", THEROCK)),
+    # TheRock builds every family, including targets pytorch.org's wheels leave out (gfx1103, section 2).
+    ("therock-rocm7.2-torch2.13.0-rdna3", Case("ubuntu-24.04", "rocm7.2", "2.13.0", "gfx110X-all", "therock"),
+     ("0.28.0", "2.11.0", THEROCK)),
+    ("therock-rocm7.1-torch2.11.0-strix-halo", Case("debian-13", "rocm7.1", "2.11.0", "gfx1151", "therock"),
+     ("0.26.0", "2.11.0", THEROCK)),
+    ("pytorch-rocm7.2-torch2.13.0-all", Case("ubuntu-24.04", "rocm7.2", "2.13.0", ALL_TARGETS),
+     ("0.28.0", "2.11.0", f"{PYTORCH}rocm7.2")),
+    ("pytorch-rocm7.1-torch2.12.1-mi350", Case("debian-12", "rocm7.1", "2.12.1", "gfx950-dcgpu"),
+     ("0.27.1", "2.11.0", f"{PYTORCH}rocm7.1")),
+    ("pytorch-rocm7.0-torch2.10.0-strix-halo", Case("ubuntu-24.04", "rocm7.0", "2.10.0", "gfx1151"),
+     ("0.25.0", "2.10.0", f"{PYTORCH}rocm7.0")),
+    ("pytorch-rocm6.4-torch2.8.0-mi300", Case("ubuntu-22.04", "rocm6.4", "2.8.0", "gfx94X-dcgpu"),
+     ("0.23.0", "2.8.0", f"{PYTORCH}rocm6.4")),
+    ("pytorch-rocm6.4-torch2.8.0-all", Case("ubuntu-22.04", "rocm6.4", "2.8.0", ALL_TARGETS),
+     ("0.23.0", "2.8.0", f"{PYTORCH}rocm6.4")),
+    ("pytorch-rocm6.4-torch2.9.1-all", Case("ubuntu-24.04", "rocm6.4", "2.9.1", ALL_TARGETS),
+     ("0.24.1", "2.9.1", f"{PYTORCH}rocm6.4")),
+    ("pytorch-rocm6.3-torch2.7.1-debian12", Case("debian-12", "rocm6.3", "2.7.1", "gfx90X-dcgpu"),
+     ("0.22.1", "2.7.1", f"{PYTORCH}rocm6.3")),
+    ("pytorch-rocm6.2.4-torch2.6.0", Case("ubuntu-22.04", "rocm6.2.4", "2.6.0", "gfx90X-dcgpu"),
+     ("0.21.0", "2.6.0", f"{PYTORCH}rocm6.2.4")),
+    ("pytorch-rocm6.2.4-torch2.6.0-noble", Case("ubuntu-24.04", "rocm6.2.4", "2.6.0", "gfx94X-dcgpu"),
+     ("0.21.0", "2.6.0", f"{PYTORCH}rocm6.2.4")),
+    ("pytorch-rocm6.2-torch2.5.1-noble", Case("ubuntu-24.04", "rocm6.2", "2.5.1", "gfx94X-dcgpu"),
+     ("0.20.1", "2.5.1", f"{PYTORCH}rocm6.2")),
+    ("cpu-debian12-torch2.13.0", Case("debian-12", "cpu", "2.13.0"), ("0.28.0", "2.11.0", f"{PYTORCH}cpu")),
+    ("cpu-rocky9-torch2.8.0", Case("rocky-9", "cpu", "2.8.0"), ("0.23.0", "2.8.0", f"{PYTORCH}cpu")),
+    ("cpu-jammy-torch2.0.1", Case("ubuntu-22.04", "cpu", {"version": "2.0.1", "torchvision": "0.15.2",
+                                                          "torchaudio": "2.0.2"}),
+     ("0.15.2", "2.0.2", f"{PYTORCH}cpu")),
+    # A local wheelhouse is not held to pytorch.org's target lists.
+    ("local-rocm7.2-torch2.13.0-rdna3", Case("ubuntu-24.04", "rocm7.2", "2.13.0", "gfx110X-all", "local"),
+     ("0.28.0", "2.11.0", f"{PYTORCH}rocm7.2")),
+    # Companions given in full, or not installed, pass the companions rule.
+    ("explicit-companions", Case("debian-12", "cpu", {"version": "2.13.0", "torchvision": "0.28.0",
+                                                      "torchaudio": "2.11.0"}), ("0.28.0", "2.11.0", f"{PYTORCH}cpu")),
+    ("no-companions", Case("debian-12", "cpu", {"version": "2.12.1", "torchvision": None, "torchaudio": None}),
+     (None, None, f"{PYTORCH}cpu")),
+]
+
+
+@pytest.mark.parametrize(("case", "expected"), [pytest.param(c, e, id=i) for i, c, e in GOOD])
+def test_known_good_combinations_are_kept(tmp_path: Path, case: Case,
+                                          expected: tuple[str | None, str | None, str]) -> None:
+    outcome = expand(tmp_path, case)
+    assert outcome.dropped == []
+    [cell] = outcome.cells
+    assert (cell.os, cell.platform, cell.gfx, cell.channel) == (case.os, case.platform, case.gfx, case.channel)
+    assert (cell.torchvision, cell.torchaudio, cell.index_url) == expected
+    assert compat.violations(cell) == []
+
+
+# --- known-bad combinations: dropped by the right rules, with the reasons a maintainer reads ----------------
+
+BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
+    # section 1: torch -> ROCm indexes
+    ("torch2.13-on-rocm6.4", Case("ubuntu-22.04", "rocm6.4", "2.13.0", ALL_TARGETS),
+     [("channel-wheels", "torch 2.13 has no wheels for ROCm 6.4 on the pytorch.org index; it has 7.1, 7.2")]),
+    ("torch2.9-on-rocm7.2", Case("ubuntu-24.04", "rocm7.2", "2.9.1", "gfx94X-dcgpu"),
+     [("channel-wheels", "torch 2.9 has no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4")]),
+    ("torch2.5-on-rocm6.2.4", Case("ubuntu-22.04", "rocm6.2.4", "2.5.1", "gfx94X-dcgpu"),
+     [("channel-wheels", "torch 2.5 has no wheels for ROCm 6.2.4 on the pytorch.org index; it has 6.1, 6.2")]),
+    ("rocm-version-spelled-with-patch", Case("ubuntu-24.04", "rocm7.2.0", "2.13.0", ALL_TARGETS),
+     [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.2.0 on the pytorch.org index; it has 7.1, 7.2")]),
+    ("therock-torch2.13-on-rocm7.0", Case("ubuntu-24.04", "rocm7.0", "2.13.0", "gfx94X-dcgpu", "therock"),
+     [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.0 on TheRock's multi-arch index; it has 7.1, 7.2")]),
+    ("therock-torch2.10-nowhere", Case("ubuntu-24.04", "rocm7.1", "2.10.0", "gfx94X-dcgpu", "therock"),
+     [("channel-wheels", "torch 2.10 has no wheels for ROCm 7.1 on TheRock's multi-arch index; it has none")]),
+    ("therock-cpu", Case("debian-12", "cpu", "2.13.0", None, "therock"),
+     [("channel-wheels", "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel")]),
+    # section 1: Python; images use the OS's Python (section 4)
+    ("torch2.0-on-noble", Case("ubuntu-24.04", "cpu", "2.0.1"),
+     [("python-wheels", "torch 2.0 has no wheels for Python 3.12 (ubuntu-24.04's Python); it has 3.8, 3.9, 3.10, "
+                        "3.11")]),
+    ("torch2.13-on-rocky9", Case("rocky-9", "cpu", "2.13.0"),
+     [("python-wheels", "torch 2.13 has no wheels for Python 3.9 (rocky-9's Python); it has 3.10, 3.11, 3.12, "
+                        "3.13, 3.14")]),
+    ("torch2.5-on-trixie", Case("debian-13", "cpu", "2.5.1"),
+     [("python-wheels", "torch 2.5 has no wheels for Python 3.13 (debian-13's Python); it has 3.9, 3.10, 3.11, "
+                        "3.12")]),
+    # section 2: OS releases in ROCm's official matrix
+    ("rocm6.1-on-noble", Case("ubuntu-24.04", "rocm6.1", "2.5.1", "gfx94X-dcgpu"),
+     [("os-support", "ROCm 6.1 does not support ubuntu-24.04 (ROCm supports it from 6.2)")]),
+    ("rocm6.3-on-rocky9", Case("rocky-9", "rocm6.3", "2.8.0", "gfx94X-dcgpu"),
+     [("os-support", "ROCm 6.3 does not support rocky-9 (ROCm supports it from 7.0)")]),
+    ("rocm6.2-on-debian12", Case("debian-12", "rocm6.2", "2.5.1", "gfx94X-dcgpu"),
+     [("os-support", "ROCm 6.2 does not support debian-12 (ROCm supports it from 6.3)")]),
+    ("rocm7.0-on-trixie", Case("debian-13", "rocm7.0", "2.10.0", "gfx94X-dcgpu"),
+     [("os-support", "ROCm 7.0 does not support debian-13 (ROCm supports it from 7.1)")]),
+    # section 2: first ROCm with the family (local wheels, so only this rule speaks)
+    ("mi350-on-rocm6.4", Case("ubuntu-22.04", "rocm6.4", "2.8.0", "gfx950-dcgpu", "local"),
+     [("gfx-rocm", "gfx950-dcgpu (MI350X, MI355X) needs ROCm 7.0 or newer")]),
+    ("rdna4-on-rocm6.3", Case("debian-12", "rocm6.3", "2.7.1", "gfx120X-all"),
+     [("gfx-rocm", "gfx120X-all (RX 9060, RX 9070, RX 9070 XT, AI PRO R9700) needs ROCm 6.4 or newer")]),
+    ("mi100-on-rocm5.4.2", Case("ubuntu-22.04", "rocm5.4.2", "2.0.1", "gfx90X-dcgpu"),
+     [("gfx-rocm", "gfx90X-dcgpu (MI50, Radeon VII, MI100, MI210, MI250) needs ROCm 6.0 or newer")]),
+    # section 1: gfx targets compiled into pytorch.org's wheels
+    ("rdna3-on-pytorch-wheels", Case("ubuntu-24.04", "rocm7.2", "2.13.0", "gfx110X-all"),
+     [("gfx-in-wheels", f"gfx1103 of gfx110X-all is not compiled into torch 2.13's pytorch.org wheels {FIX_CHANNEL}")]),
+    ("rdna1-on-pytorch-wheels", Case("ubuntu-24.04", "rocm7.2", "2.13.0", "gfx101X-dgpu"),
+     [("gfx-in-wheels", "gfx1010, gfx1011, gfx1012 of gfx101X-dgpu are not compiled into torch 2.13's pytorch.org "
+                        f"wheels {FIX_CHANNEL}")]),
+    ("strix-halo-on-torch2.9-wheels", Case("ubuntu-24.04", "rocm6.4", "2.9.1", "gfx1151"),
+     [("gfx-in-wheels", f"gfx1151 of gfx1151 is not compiled into torch 2.9's pytorch.org wheels {FIX_CHANNEL}")]),
+    ("mi350-on-torch2.9-wheels", Case("ubuntu-24.04", "rocm6.4", "2.9.1", "gfx950-dcgpu"),
+     [("gfx-in-wheels", f"gfx950 of gfx950-dcgpu is not compiled into torch 2.9's pytorch.org wheels {FIX_CHANNEL}"),
+      ("gfx-rocm", "gfx950-dcgpu (MI350X, MI355X) needs ROCm 7.0 or newer")]),
+    ("mi350-on-rocm6.4-pytorch", Case("ubuntu-22.04", "rocm6.4", "2.8.0", "gfx950-dcgpu"),
+     [("gfx-in-wheels", f"gfx950 of gfx950-dcgpu is not compiled into torch 2.8's pytorch.org wheels {FIX_CHANNEL}"),
+      ("gfx-rocm", "gfx950-dcgpu (MI350X, MI355X) needs ROCm 7.0 or newer")]),
+    # section 3: TheRock's device-all wheels
+    ("therock-all-targets", Case("ubuntu-24.04", "rocm7.2", "2.13.0", ALL_TARGETS, "therock"),
+     [("gfx-channel", "TheRock's all-targets wheels (device-all) make an 18.6 GB layer (ROCm-docker#166): use the "
+                      "pytorch channel for an all-targets image")]),
+    # no data at all
+    ("unknown-torch-1.13", Case("debian-12", "cpu", "1.13.1"),
+     [("known-torch", f"no compatibility data for torch 1.13 (known: {KNOWN})")]),
+    ("unknown-torch-2.14", Case("ubuntu-24.04", "rocm7.2", "2.14.0", "gfx94X-dcgpu", "therock"),
+     [("known-torch", f"no compatibility data for torch 2.14 (known: {KNOWN})")]),
+    # section 1: companions
+    ("torchvision-of-another-torch", Case("debian-12", "cpu", {"version": "2.13.0", "torchvision": "0.24.1"}),
+     [("companions", "torchvision 0.24.1 does not pair with torch 2.13 (it pairs with 0.28.x)")]),
+    ("torchaudio-moved-with-torch", Case("debian-12", "cpu", {"version": "2.12.1", "torchaudio": "2.12.0"}),
+     [("companions", "torchaudio 2.12.0 does not pair with torch 2.12 (it pairs with 2.11.x)")]),
+    # every broken rule is listed, in the order of compat.RULES
+    ("everything-wrong", Case("debian-13", "rocm7.0", {"version": "2.0.1", "torchvision": "0.16.0"}, "gfx110X-all"),
+     [("python-wheels", "torch 2.0 has no wheels for Python 3.13 (debian-13's Python); it has 3.8, 3.9, 3.10, 3.11"),
+      ("channel-wheels", "torch 2.0 has no wheels for ROCm 7.0 on the pytorch.org index; it has 5.4.2"),
+      ("os-support", "ROCm 7.0 does not support debian-13 (ROCm supports it from 7.1)"),
+      ("gfx-in-wheels", "gfx1100, gfx1101, gfx1102, gfx1103 of gfx110X-all are not compiled into torch 2.0's "
+                        f"pytorch.org wheels {FIX_CHANNEL}"),
+      ("companions", "torchvision 0.16.0 does not pair with torch 2.0 (it pairs with 0.15.x)")]),
+]
+
+
+@pytest.mark.parametrize(("case", "expected"), [pytest.param(c, e, id=i) for i, c, e in BAD])
+def test_known_bad_combinations_are_dropped_with_rule_and_reason(tmp_path: Path, case: Case,
+                                                                 expected: list[tuple[str, str]]) -> None:
+    outcome = expand(tmp_path, case)
+    assert outcome.cells == []
+    assert outcome.dropped == expected
+
+
+def test_every_rule_is_exercised_by_a_bad_case() -> None:
+    names = [name for name, _ in compat.RULES]
+    assert len(set(names)) == len(names)
+    assert {rule for _, _, broken in BAD for rule, _ in broken} == set(names)
+
+
+# --- where the rules and rocm-facts.md disagree (expected failures; builder/ left as it is) ---------------------
+
+@pytest.mark.xfail(strict=True, reason="python_wheels checks every channel against pytorch.org's Python list; "
+                                       "TheRock's wheels are Python 3.10-3.14 (facts section 3), so rocky-9's 3.9 "
+                                       "passes for torch 2.7/2.8 on the therock channel")
+def test_therock_has_no_python_3_9_wheels(tmp_path: Path) -> None:
+    outcome = expand(tmp_path, Case("rocky-9", "rocm7.2", "2.8.0", "gfx94X-dcgpu", "therock"))
+    assert outcome.cells == []
+    assert "python-wheels" in outcome.rules
+
+
+@pytest.mark.xfail(strict=True, reason="compat.yaml lists gfx942 for every torch 2.3 wheel, but facts section 1 "
+                                       "says gfx942 is only in the wheels for ROCm >= 6.0 (2.3 also has rocm5.7)")
+def test_torch_2_3_wheels_for_rocm_5_7_lack_gfx942(tmp_path: Path) -> None:
+    outcome = expand(tmp_path, Case("ubuntu-22.04", "rocm5.7", "2.3.1", "gfx94X-dcgpu"))
+    assert "gfx-in-wheels" in outcome.rules
+
+
+@pytest.mark.xfail(strict=True, reason="CellSpec.gfx_targets of an `all` cell takes compat.yaml's per-minor list, "
+                                       "so torch 2.3 on ROCm 5.7 promises gfx942 (facts section 1: ROCm >= 6.0 only) "
+                                       "and validation would hold the image to a target it cannot have")
+def test_all_targets_of_torch_2_3_on_rocm_5_7_exclude_gfx942(tmp_path: Path) -> None:
+    outcome = expand(tmp_path, Case("ubuntu-22.04", "rocm5.7", "2.3.1", ALL_TARGETS))
+    [cell] = outcome.cells
+    assert "gfx942" not in cell.gfx_targets
+
+
+@pytest.mark.xfail(strict=True, reason="gfx.yaml has gfx120X-all official since 6.4; facts section 2 says "
+                                       "6.4.1-6.4.3, so ROCm 6.4.0 passes gfx-rocm")
+def test_rdna4_is_not_supported_by_rocm_6_4_0(tmp_path: Path) -> None:
+    outcome = expand(tmp_path, Case("ubuntu-24.04", "rocm6.4.0", "2.8.0", "gfx120X-all", "local"))
+    assert outcome.cells == []
+    assert "gfx-rocm" in outcome.rules
+
+
+# --- companion defaults ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("torch", "expected"), [
+    ("2.9.1", ("0.24.1", "2.9.1")),
+    ("2.13.0", ("0.28.0", "2.11.0")),
+    ("2.12.1", ("0.27.1", "2.11.0")),
+    ("2.11.0", ("0.26.0", "2.11.0")),
+    ("2.10", ("0.25.0", "2.10.0")),
+    ("2.8.0", ("0.23.0", "2.8.0")),
+    ("2.6.0", ("0.21.0", "2.6.0")),
+    ("2.5.1", ("0.20.1", "2.5.1")),
+    ("1.13.1", (None, None)),
+    ("2.14.0", (None, None)),
+    ("3.0", (None, None)),
+])
+def test_default_companions(torch: str, expected: tuple[str | None, str | None]) -> None:
+    assert compat.default_companions(torch) == expected
+
+
+MINORS: list[str] = sorted(catalog.compat().torch, key=by_version)
+
+
+@pytest.mark.xfail(strict=True, reason="default_companions gives torch 2.0.x's companions its patch number, but the "
+                                       "2.0 line is off by one (pytorch.org: torch 2.0.0 + torchvision 0.15.1 + "
+                                       "torchaudio 2.0.1, torch 2.0.1 + 0.15.2 + 2.0.2); torchvision pins its torch, "
+                                       "so the defaults do not install (not in rocm-facts.md, which says 0.15.x)")
+@pytest.mark.parametrize(("torch", "expected"), [("2.0.0", ("0.15.1", "2.0.1")), ("2.0.1", ("0.15.2", "2.0.2"))])
+def test_default_companions_of_torch_2_0(torch: str, expected: tuple[str, str]) -> None:
+    assert compat.default_companions(torch) == expected
+
+
+@pytest.mark.parametrize("minor", MINORS)
+def test_default_companions_pass_the_companions_rule(tmp_path: Path, minor: str) -> None:
+    """Whatever a torch entry defaults to must never be dropped by the rule that checks companions."""
+    vision, audio = compat.default_companions(f"{minor}.1")
+    data = catalog.compat().torch[minor]
+    assert (vision, audio) == (f"{data.torchvision}.1", f"{data.torchaudio}.{'1' if data.torchaudio == minor else '0'}")
+    outcome = expand(tmp_path, Case("ubuntu-22.04", "cpu", f"{minor}.1"))
+    assert "companions" not in outcome.rules
+    assert [(c.torchvision, c.torchaudio) for c in outcome.cells] in ([(vision, audio)], [])
+
+
+# --- the data files, against rocm-facts.md ------------------------------------------------------------------
+
+# Section 1: torch -> (torchvision, torchaudio, ROCm indexes with wheels, Python first-last).
+# 2.0's "5.3 (unsure)" index is left out of the data on purpose.
+FACTS_TORCH: dict[str, tuple[str, str, tuple[str, ...], str, str]] = {
+    "2.0": ("0.15", "2.0", ("5.4.2",), "3.8", "3.11"),
+    "2.1": ("0.16", "2.1", ("5.5", "5.6"), "3.8", "3.11"),
+    "2.2": ("0.17", "2.2", ("5.6", "5.7"), "3.8", "3.12"),
+    "2.3": ("0.18", "2.3", ("5.7", "6.0"), "3.8", "3.12"),
+    "2.4": ("0.19", "2.4", ("6.0", "6.1"), "3.8", "3.12"),
+    "2.5": ("0.20", "2.5", ("6.1", "6.2"), "3.9", "3.12"),
+    "2.6": ("0.21", "2.6", ("6.1", "6.2.4"), "3.9", "3.13"),
+    "2.7": ("0.22", "2.7", ("6.2.4", "6.3"), "3.9", "3.13"),
+    "2.8": ("0.23", "2.8", ("6.3", "6.4"), "3.9", "3.13"),
+    "2.9": ("0.24", "2.9", ("6.3", "6.4"), "3.10", "3.14"),
+    "2.10": ("0.25", "2.10", ("7.0", "7.1"), "3.10", "3.14"),
+    "2.11": ("0.26", "2.11", ("7.1", "7.2"), "3.10", "3.14"),
+    "2.12": ("0.27", "2.11", ("7.1", "7.2"), "3.10", "3.14"),
+    "2.13": ("0.28", "2.11", ("7.1", "7.2"), "3.10", "3.14"),
+}
+
+# Section 1: PYTORCH_ROCM_ARCH, cumulative; 2.11-2.13 are assumed unchanged since 2.10.
+_BASE = {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx1030"}
+_2_1 = _BASE | {"gfx1100"}
+_2_3 = _2_1 | {"gfx942"}
+_2_6 = _2_3 | {"gfx1101"}
+_2_7 = _2_6 | {"gfx1102", "gfx1200", "gfx1201"}
+_2_10 = _2_7 | {"gfx950", "gfx1150", "gfx1151"}
+FACTS_WHEEL_GFX = {"2.0": _BASE, "2.1": _2_1, "2.2": _2_1, "2.3": _2_3, "2.4": _2_3, "2.5": _2_3, "2.6": _2_6,
+                   "2.7": _2_7, "2.8": _2_7, "2.9": _2_7, "2.10": _2_10, "2.11": _2_10, "2.12": _2_10, "2.13": _2_10}
+
+# Section 2: family -> targets, first ROCm in the official matrix (for a mixed family: its first target's).
+FACTS_GFX: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "gfx94X-dcgpu": (("gfx942",), "6.0"),
+    "gfx950-dcgpu": (("gfx950",), "7.0"),
+    "gfx90X-dcgpu": (("gfx906", "gfx908", "gfx90a"), "6.0"),
+    "gfx101X-dgpu": (("gfx1010", "gfx1011", "gfx1012"), None),
+    "gfx103X-all": (tuple(f"gfx103{i}" for i in range(7)), "6.0"),
+    "gfx110X-all": (("gfx1100", "gfx1101", "gfx1102", "gfx1103"), "6.0"),
+    "gfx1151": (("gfx1151",), None),
+    "gfx1150": (("gfx1150",), None),
+    "gfx1152": (("gfx1152",), None),
+    "gfx1153": (("gfx1153",), None),
+    "gfx120X-all": (("gfx1200", "gfx1201"), "6.4"),  # facts: 6.4.1-6.4.3, see the xfail above
+}
+
+# Sections 2 and 4: OS -> (Python it ships, first ROCm that lists it). Debian 13: "7.0.2/7.1", 7.1 kept.
+FACTS_OS = {"ubuntu-24.04": ("3.12", "6.2"), "ubuntu-22.04": ("3.10", None), "debian-12": ("3.11", "6.3"),
+            "debian-13": ("3.13", "7.1"), "rocky-9": ("3.9", "7.0")}
+
+
+def _python_range(first: str, last: str) -> tuple[str, ...]:
+    lo, hi = (int(v.split(".")[1]) for v in (first, last))
+    return tuple(f"3.{n}" for n in range(lo, hi + 1))
+
+
+def test_every_torch_minor_has_pythons_and_rocm_indexes() -> None:
+    data = catalog.compat().torch
+    assert data, "compat.yaml lists no torch"
+    for minor, entry in data.items():
+        assert re.fullmatch(r"[0-9]+\.[0-9]+", minor), minor
+        assert entry.python and entry.pytorch.rocm and entry.pytorch.gfx, minor
+        assert all(re.fullmatch(r"3\.[0-9]+", p) for p in entry.python), minor
+        assert list(entry.python) == sorted(entry.python, key=by_version), minor
+        assert all(re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", r) for r in entry.pytorch.rocm), minor
+        assert entry.therock is None or entry.therock.rocm, minor
+        assert len(set(entry.pytorch.gfx)) == len(entry.pytorch.gfx), minor
+
+
+@pytest.mark.parametrize("minor", list(FACTS_TORCH))
+def test_torch_data_matches_the_facts(minor: str) -> None:
+    vision, audio, rocm, first, last = FACTS_TORCH[minor]
+    entry = catalog.compat().torch[minor]
+    assert (entry.torchvision, entry.torchaudio) == (vision, audio)
+    assert entry.pytorch.rocm == rocm
+    assert entry.python == _python_range(first, last)
+    assert set(entry.pytorch.gfx) == FACTS_WHEEL_GFX[minor]
+
+
+def test_every_torch_minor_of_the_data_is_in_the_facts() -> None:
+    assert set(catalog.compat().torch) == set(FACTS_TORCH)
+
+
+def test_therock_rocm_versions() -> None:
+    """Section 2: ROCm 7.2 lists PyTorch 2.9.1, 2.8.0, 2.7.1; sections 1/3: TheRock ships 2.11-2.13 (unsure)."""
+    therock = {m: e.therock.rocm for m, e in catalog.compat().torch.items() if e.therock}
+    assert therock == {"2.7": ("7.2",), "2.8": ("7.2",), "2.9": ("7.2",), "2.11": ("7.1", "7.2"),
+                       "2.12": ("7.1", "7.2"), "2.13": ("7.1", "7.2")}
+
+
+def test_wheel_indexes() -> None:
+    assert catalog.compat().indexes == {"pytorch": PYTORCH + "{platform}", "therock": THEROCK}
+
+
+def test_every_wheel_target_is_a_gfx_target_of_a_family() -> None:
+    """Every target the wheels carry is spelled like gfx.yaml's, and all but gfx900 (no TheRock family) is in it."""
+    family_targets = {t for f in catalog.gfx_families().values() for t in f.targets}
+    wheel_targets = {t for e in catalog.compat().torch.values() for t in e.pytorch.gfx}
+    assert all(GFX_RE.fullmatch(t) for t in wheel_targets), sorted(wheel_targets)
+    assert wheel_targets - family_targets == {"gfx900"}
+
+
+def test_every_family_names_its_targets() -> None:
+    families = catalog.gfx_families()
+    assert ALL_TARGETS not in families
+    for name, family in families.items():
+        assert family.targets and family.gpus, name
+        assert all(GFX_RE.fullmatch(t) for t in family.targets), name
+        stem = name.split("-")[0]
+        if stem.endswith("X"):
+            assert all(t.startswith(stem[:-1]) for t in family.targets), name
+        else:
+            assert family.targets == (stem,), name
+        assert family.official_since is None or re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", family.official_since)
+
+
+@pytest.mark.parametrize("name", list(FACTS_GFX))
+def test_gfx_data_matches_the_facts(name: str) -> None:
+    targets, since = FACTS_GFX[name]
+    family = catalog.gfx_families()[name]
+    assert (family.targets, family.official_since) == (targets, since)
+
+
+def test_every_family_of_the_data_is_in_the_facts() -> None:
+    assert set(catalog.gfx_families()) == set(FACTS_GFX)
+
+
+@pytest.mark.parametrize("name", list(FACTS_OS))
+def test_os_data_matches_the_facts(name: str) -> None:
+    python, since = FACTS_OS[name]
+    release = catalog.os_releases()[name]
+    assert release.python == python
+    if since is not None:
+        assert release.rocm_since == since
