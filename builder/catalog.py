@@ -55,6 +55,14 @@ class PytorchWheels(BaseModel):
 
     rocm: tuple[str, ...]
     gfx: tuple[str, ...]
+    gfx_min_rocm: dict[str, str] = {}  # targets only compiled into the wheels of newer ROCm indexes
+
+    def targets(self, rocm: str | None) -> tuple[str, ...]:
+        """The targets compiled into this torch's wheels for one ROCm index."""
+        from packaging.version import Version
+
+        return tuple(t for t in self.gfx if rocm is None or t not in self.gfx_min_rocm
+                     or Version(rocm) >= Version(self.gfx_min_rocm[t]))
 
 
 class TheRockWheels(BaseModel):
@@ -73,12 +81,14 @@ class TorchMinor(BaseModel):
     python: tuple[str, ...]
     pytorch: PytorchWheels
     therock: TheRockWheels | None = None
+    companion_patch_offset: int = 0  # torch 2.0.x paired with torchvision 0.15.(x+1)
 
 
 class Compat(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     torch: dict[str, TorchMinor]
+    therock_python: tuple[str, ...]
     indexes: dict[str, str]
 
 

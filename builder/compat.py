@@ -33,9 +33,13 @@ def known_torch(cell: CellSpec) -> str | None:
 
 def python_wheels(cell: CellSpec) -> str | None:
     minor = _minor(cell)
-    if minor and cell.python not in minor.python:
-        return (f"torch {torch_minor(cell.torch)} has no wheels for Python {cell.python} ({cell.os}'s Python); "
-                f"it has {', '.join(minor.python)}")
+    if minor is None:
+        return None
+    have = catalog.compat().therock_python if cell.channel == "therock" else minor.python
+    if cell.python not in have:
+        where = " on TheRock's index" if cell.channel == "therock" else ""
+        return (f"torch {torch_minor(cell.torch)} has no wheels{where} for Python {cell.python} ({cell.os}'s "
+                f"Python); it has {', '.join(have)}")
     return None
 
 
@@ -79,7 +83,8 @@ def gfx_in_wheels(cell: CellSpec) -> str | None:
     minor = _minor(cell)
     if minor is None or cell.channel != "pytorch" or cell.gfx in (None, ALL_TARGETS):
         return None
-    missing = [t for t in cell.gfx_targets if t not in minor.pytorch.gfx]
+    wheel_targets = minor.pytorch.targets(cell.rocm)
+    missing = [t for t in cell.gfx_targets if t not in wheel_targets]
     if missing:
         return (f"{', '.join(missing)} of {cell.gfx} {'is' if len(missing) == 1 else 'are'} not compiled into "
                 f"torch {torch_minor(cell.torch)}'s pytorch.org wheels (hipErrorNoBinaryForGpu): "
@@ -130,10 +135,10 @@ def violations(cell: CellSpec) -> list[tuple[str, str]]:
     return found
 
 
-def companion_version(torch: str, companion_minor: str, follows_torch: bool) -> str:
+def companion_version(torch: str, companion_minor: str, follows_torch: bool, offset: int = 0) -> str:
     """torchvision moves with every torch patch (2.9.1 -> 0.24.1); a companion left behind stays at .0."""
-    patch = torch.split(".")[2] if torch.count(".") == 2 else "0"
-    return f"{companion_minor}.{patch if follows_torch else '0'}"
+    patch = int(torch.split(".")[2]) if torch.count(".") == 2 else 0
+    return f"{companion_minor}.{patch + offset if follows_torch else 0}"
 
 
 def default_companions(torch: str) -> tuple[str | None, str | None]:
@@ -141,6 +146,8 @@ def default_companions(torch: str) -> tuple[str | None, str | None]:
     minor = catalog.compat().torch.get(torch_minor(torch))
     if minor is None:
         return None, None
-    vision = companion_version(torch, minor.torchvision, follows_torch=True)
-    audio = companion_version(torch, minor.torchaudio, follows_torch=minor.torchaudio == torch_minor(torch))
+    offset = minor.companion_patch_offset
+    vision = companion_version(torch, minor.torchvision, follows_torch=True, offset=offset)
+    audio = companion_version(torch, minor.torchaudio, follows_torch=minor.torchaudio == torch_minor(torch),
+                              offset=offset)
     return vision, audio

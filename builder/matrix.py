@@ -80,11 +80,13 @@ def expand_matrix(file: Path) -> Expansion:
     if problems:
         raise InputError(problems)
     result = Expansion(default_os=model.matrix.os[0])
+    paths: dict[int, PathKey] = {}
     for draft, hit in excluded:
         result.dropped.append(Dropped(_finish(draft, model, located), f"exclude[{hit}]",
                                       f"excluded by the matrix (line {located.line_of(('exclude', hit))})"))
     for draft in kept:
         cell = _finish(draft, model, located)
+        paths[id(cell)] = draft.path
         broken = compat.violations(cell)
         if not broken:
             result.cells.append(cell)
@@ -98,7 +100,7 @@ def expand_matrix(file: Path) -> Expansion:
                                                      "to build it anyway)") for rule, reason in broken]
     if not result.cells and not problems:
         problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"))
-    problems += _duplicate_tags(located, result.cells)
+    problems += _duplicate_tags(located, result.cells, paths)
     if problems:
         raise InputError(problems)
     return result
@@ -115,8 +117,22 @@ def _validate(located: LocatedYaml) -> MatrixFile:
             # Drop pydantic's markers for validators and dict keys: they are not part of the YAML path.
             path = tuple(p for p in err["loc"]
                          if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]")))
-            problems.append(located.problem(path, _message(err)))
+            problems.append(located.problem(_in_file(located.data, path), _message(err)))
         raise InputError(problems) from exc
+
+
+def _in_file(data: object, path: PathKey) -> PathKey:
+    """Cut a path where it leaves the file: `exclude[0].torch[0]` for a scalar the schema made a list."""
+    for i, part in enumerate(path):
+        if isinstance(part, int) and not isinstance(data, list):
+            return path[:i]
+        if isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        elif isinstance(data, dict) and part in data:
+            data = data[part]
+        else:
+            data = None
+    return path
 
 
 def _message(err: object) -> str:
@@ -220,14 +236,14 @@ def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
     )
 
 
-def _duplicate_tags(located: LocatedYaml, cells: list[CellSpec]) -> list[Problem]:
+def _duplicate_tags(located: LocatedYaml, cells: list[CellSpec], paths: dict[int, PathKey]) -> list[Problem]:
     """Tags are a cell's identity in the registry: two cells with one tag would overwrite each other."""
     problems = []
     first: dict[str, CellSpec] = {}
     for cell in cells:
         if cell.tag in first:
-            problems.append(Problem(located.file, cell.line, cell.tag,
-                                    f"duplicate cell (same tag as the cell from line {first[cell.tag].line})"))
+            problems.append(located.problem(paths[id(cell)], "duplicate cell (same tag as the cell from line "
+                                                             f"{first[cell.tag].line})"))
         else:
             first[cell.tag] = cell
     return problems

@@ -59,7 +59,7 @@ class CellSpec(BaseModel):
             return ()
         if self.gfx == ALL_TARGETS:
             minor = catalog.compat().torch.get(torch_minor(self.torch))
-            return minor.pytorch.gfx if minor else ()
+            return minor.pytorch.targets(self.rocm) if minor else ()
         return catalog.gfx_families()[self.gfx].targets
 
     def content_cell(self) -> CellSpec:

@@ -225,27 +225,19 @@ def test_every_rule_is_exercised_by_a_bad_case() -> None:
     assert {rule for _, _, broken in BAD for rule, _ in broken} == set(names)
 
 
-# --- where the rules and rocm-facts.md disagree (expected failures; builder/ left as it is) ---------------------
+# --- where the rules and rocm-facts.md disagreed (fixed), and one that still does (expected failure) ---------
 
-@pytest.mark.xfail(strict=True, reason="python_wheels checks every channel against pytorch.org's Python list; "
-                                       "TheRock's wheels are Python 3.10-3.14 (facts section 3), so rocky-9's 3.9 "
-                                       "passes for torch 2.7/2.8 on the therock channel")
 def test_therock_has_no_python_3_9_wheels(tmp_path: Path) -> None:
     outcome = expand(tmp_path, Case("rocky-9", "rocm7.2", "2.8.0", "gfx94X-dcgpu", "therock"))
     assert outcome.cells == []
     assert "python-wheels" in outcome.rules
 
 
-@pytest.mark.xfail(strict=True, reason="compat.yaml lists gfx942 for every torch 2.3 wheel, but facts section 1 "
-                                       "says gfx942 is only in the wheels for ROCm >= 6.0 (2.3 also has rocm5.7)")
 def test_torch_2_3_wheels_for_rocm_5_7_lack_gfx942(tmp_path: Path) -> None:
     outcome = expand(tmp_path, Case("ubuntu-22.04", "rocm5.7", "2.3.1", "gfx94X-dcgpu"))
     assert "gfx-in-wheels" in outcome.rules
 
 
-@pytest.mark.xfail(strict=True, reason="CellSpec.gfx_targets of an `all` cell takes compat.yaml's per-minor list, "
-                                       "so torch 2.3 on ROCm 5.7 promises gfx942 (facts section 1: ROCm >= 6.0 only) "
-                                       "and validation would hold the image to a target it cannot have")
 def test_all_targets_of_torch_2_3_on_rocm_5_7_exclude_gfx942(tmp_path: Path) -> None:
     outcome = expand(tmp_path, Case("ubuntu-22.04", "rocm5.7", "2.3.1", ALL_TARGETS))
     [cell] = outcome.cells
@@ -282,10 +274,6 @@ def test_default_companions(torch: str, expected: tuple[str | None, str | None])
 MINORS: list[str] = sorted(catalog.compat().torch, key=by_version)
 
 
-@pytest.mark.xfail(strict=True, reason="default_companions gives torch 2.0.x's companions its patch number, but the "
-                                       "2.0 line is off by one (pytorch.org: torch 2.0.0 + torchvision 0.15.1 + "
-                                       "torchaudio 2.0.1, torch 2.0.1 + 0.15.2 + 2.0.2); torchvision pins its torch, "
-                                       "so the defaults do not install (not in rocm-facts.md, which says 0.15.x)")
 @pytest.mark.parametrize(("torch", "expected"), [("2.0.0", ("0.15.1", "2.0.1")), ("2.0.1", ("0.15.2", "2.0.2"))])
 def test_default_companions_of_torch_2_0(torch: str, expected: tuple[str, str]) -> None:
     assert compat.default_companions(torch) == expected
@@ -296,7 +284,9 @@ def test_default_companions_pass_the_companions_rule(tmp_path: Path, minor: str)
     """Whatever a torch entry defaults to must never be dropped by the rule that checks companions."""
     vision, audio = compat.default_companions(f"{minor}.1")
     data = catalog.compat().torch[minor]
-    assert (vision, audio) == (f"{data.torchvision}.1", f"{data.torchaudio}.{'1' if data.torchaudio == minor else '0'}")
+    patch = 1 + data.companion_patch_offset
+    assert (vision, audio) == (f"{data.torchvision}.{patch}",
+                               f"{data.torchaudio}.{patch if data.torchaudio == minor else 0}")
     outcome = expand(tmp_path, Case("ubuntu-22.04", "cpu", f"{minor}.1"))
     assert "companions" not in outcome.rules
     assert [(c.torchvision, c.torchaudio) for c in outcome.cells] in ([(vision, audio)], [])

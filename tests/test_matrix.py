@@ -419,13 +419,6 @@ def inc(body: str) -> str:
     return BASE + "include:\n  - {" + body + "}\n"
 
 
-SCALAR_EXCLUDE_KEY = pytest.mark.xfail(
-    strict=True, reason="schema._one_or_many turns a scalar exclude value into a list before validation, so the "
-    "problem's key names an index ([0]) that is not in the file")
-DUPLICATE_KEY = pytest.mark.xfail(
-    strict=True, reason="matrix._duplicate_tags reports the tag as the key instead of the include's path "
-    "(include[i]); the line is right")
-
 ERRORS: list[tuple[str, str, list[tuple[int | None, str, str]]]] = [
     ("top-level-unknown-key", BASE + "bogus: 1\n", [(5, "bogus", "unknown key")]),
     ("matrix-unknown-key", BASE + "  flavour: [runtime]\n", [(5, "matrix.flavour", "unknown key")]),
@@ -551,13 +544,7 @@ ERRORS: list[tuple[str, str, list[tuple[int | None, str, str]]]] = [
 ]
 
 
-XFAIL = {"exclude-version": SCALAR_EXCLUDE_KEY, "unknown-gfx-exclude": SCALAR_EXCLUDE_KEY,
-         "include-tag-equals-product-tag": DUPLICATE_KEY, "include-equals-product-cell": DUPLICATE_KEY,
-         "two-includes-one-tag": DUPLICATE_KEY}
-
-
-@pytest.mark.parametrize(("text", "expected"), [pytest.param(t, e, id=i, marks=[XFAIL[i]] if i in XFAIL else [])
-                                                for i, t, e in ERRORS])
+@pytest.mark.parametrize(("text", "expected"), [pytest.param(t, e, id=i) for i, t, e in ERRORS])
 def test_input_errors_name_file_line_and_key(tmp_path: Path, text: str,
                                              expected: list[tuple[int | None, str, str]]) -> None:
     file = tmp_path / "matrix.yaml"
