@@ -126,9 +126,7 @@ def _in_file(data: object, path: PathKey) -> PathKey:
     for i, part in enumerate(path):
         if isinstance(part, int) and not isinstance(data, list):
             return path[:i]
-        if isinstance(data, list) and isinstance(part, int) and part < len(data):
-            data = data[part]
-        elif isinstance(data, dict) and part in data:
+        if (isinstance(data, list) and isinstance(part, int) and part < len(data)) or (isinstance(data, dict) and part in data):
             data = data[part]
         else:
             data = None
