@@ -126,8 +126,9 @@ def _in_file(data: object, path: PathKey) -> PathKey:
     for i, part in enumerate(path):
         if isinstance(part, int) and not isinstance(data, list):
             return path[:i]
-        if (isinstance(data, list) and isinstance(part, int) and part < len(data)) or (isinstance(data, dict) and part in data):
-            data = data[part]
+        inside_list = isinstance(data, list) and isinstance(part, int) and part < len(data)
+        if inside_list or (isinstance(data, dict) and part in data):
+            data = data[part]  # type: ignore[index]
         else:
             data = None
     return path
