@@ -127,10 +127,8 @@ def _in_file(data: object, path: PathKey) -> PathKey:
         if isinstance(part, int) and not isinstance(data, list):
             return path[:i]
         inside_list = isinstance(data, list) and isinstance(part, int) and part < len(data)
-        if inside_list or (isinstance(data, dict) and part in data):
-            data = data[part]  # type: ignore[index]
-        else:
-            data = None
+        found = inside_list or (isinstance(data, dict) and part in data)
+        data = data[part] if found else None  # type: ignore[index]
     return path
 
 
