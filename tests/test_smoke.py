@@ -124,7 +124,8 @@ def test_missing_kfd_names_the_device_flags(ts: ModuleType, tree: Tree) -> None:
     assert found["dev_dri"].result.status == "warn"
     flags = ts.docker_flags(findings)
     assert flags == ["--device=/dev/kfd", "--device=/dev/dri"]  # root needs no group
-    assert ts.no_gpu_fix(flags, "rocm") == "run with: docker run --device=/dev/kfd --device=/dev/dri IMAGE torch-smoke"
+    fix = "run with: docker run --device=/dev/kfd --device=/dev/dri IMAGE torch-smoke"
+    assert ts.no_gpu_fix(findings, "rocm") == fix
 
 
 def test_missing_kfd_for_a_user_also_names_the_groups(ts: ModuleType, tree: Tree) -> None:
@@ -142,7 +143,7 @@ def test_gid_mismatch_names_the_numeric_group(ts: ModuleType, tree: Tree) -> Non
     assert "whose render group is 992" in kfd.detail and "44, 1000" in kfd.detail
     assert "--group-add 110" in kfd.fix
     assert ts.docker_flags(findings) == ["--group-add 110"]
-    assert ts.no_gpu_fix(ts.docker_flags(findings), "rocm") == "run with: docker run --group-add 110 IMAGE torch-smoke"
+    assert ts.no_gpu_fix(findings, "rocm") == "run with: docker run --group-add 110 IMAGE torch-smoke"
 
 
 def test_no_permission_even_for_the_group_points_at_the_host(ts: ModuleType, tree: Tree) -> None:
@@ -151,6 +152,7 @@ def test_no_permission_even_for_the_group_points_at_the_host(ts: ModuleType, tre
     kfd = by_name(findings)["dev_kfd"].result
     assert kfd.status == "warn" and "mode 0600" in kfd.detail and "udev" in kfd.fix
     assert ts.docker_flags(findings) == []
+    assert ts.no_gpu_fix(findings, "rocm") == "the devices are passed in: fix what the WARN lines below say"
 
 
 def test_root_needs_no_group(ts: ModuleType, tree: Tree) -> None:
@@ -185,6 +187,7 @@ def test_everything_fine(ts: ModuleType, tree: Tree) -> None:
         "dev_kfd": "pass", "dev_dri": "pass", "gpu_env": "pass", "gpu_target": "pass"}
     assert "gfx1100 (node 1, device 0x744c), in family gfx110X-all" in by_name(findings)["gpu_target"].result.detail
     assert ts.docker_flags(findings) == []
+    assert "yet torch sees no GPU: check the host's driver (`dmesg`, `rocminfo`" in ts.no_gpu_fix(findings, "rocm")
 
 
 def test_host_gpu_outside_the_family_is_named_even_without_torch_seeing_it(ts: ModuleType, tree: Tree) -> None:

@@ -254,7 +254,8 @@ def devices_finding(view: HostView, name: str, paths: list[Path]) -> Finding:
         return Finding(Result(name, "warn", "; ".join(p[0] for p in bad), "; ".join(unique(p[1] for p in bad))),
                        tuple(unique(p[2] for p in bad)))
     groups = ", ".join(unique(group_text(view.stat(p).st_gid, view.groups) for p in paths))
-    who = "root: no group needed" if view.uid == 0 else f"uid {view.uid} is in it"
+    who = ("root: no group needed" if view.uid == 0 else
+           f"uid {view.uid}'s groups are {', '.join(map(str, sorted(view.gids)))}")
     return Finding(Result(name, "pass", f"{', '.join(view.shown(p) for p in paths)} read-write; {groups}, {who}"))
 
 
@@ -345,13 +346,15 @@ def docker_flags(findings: list[Finding]) -> list[str]:
     return sorted(unique(flag for f in findings for flag in f.flags), key=lambda flag: not flag.startswith("--device"))
 
 
-def no_gpu_fix(flags: list[str], kind: str) -> str:
+def no_gpu_fix(findings: list[Finding], kind: str) -> str:
     """One line for the gpu check's skip: the docker run flags that fix what the diagnostics found."""
+    flags = docker_flags(findings)
     if flags:
         return f"run with: docker run {' '.join(flags)} IMAGE torch-smoke"
-    if kind == "cuda":
-        return "run on an NVIDIA host with: docker run --gpus all IMAGE torch-smoke"
-    return "run on a ROCm host with: docker run --device=/dev/kfd --device=/dev/dri IMAGE torch-smoke"
+    if any(f.result.status == "warn" for f in findings):
+        return "the devices are passed in: fix what the WARN lines below say"
+    tool = "`nvidia-smi`" if kind == "cuda" else "`dmesg`, `rocminfo`"
+    return f"the devices are passed in and usable, yet torch sees no GPU: check the host's driver ({tool} on the host)"
 
 
 # -- GPU access: torch.cuda, the same API on ROCm and CUDA builds ---------------------------------
@@ -439,7 +442,7 @@ class Smoke:
                 raise Fail(f"import torch failed: {first_line(exc)}", SECTION_FIX["install"]) from exc
         self.torch = torch
         if caught:
-            message = str(caught[0].message).strip().splitlines()[0]
+            message = (str(caught[0].message).strip().splitlines() or [caught[0].category.__name__])[0]
             fix = ("install a NumPy that matches this torch build (pip install 'numpy<2' for torch < 2.3)"
                    if "numpy" in message.lower() else SECTION_FIX["install"])
             raise Fail(f"torch {torch.__version__} imported with a warning: {message}", fix)
@@ -871,10 +874,9 @@ def run_all(smoke: Smoke) -> tuple[list[Result], list[str]]:
         env.section = "gpu"
         return [*results, env, *run_gpu_checks(smoke)], []
     findings = run_diagnostics(smoke)
-    flags = docker_flags(findings)
     if gpu.status == "skip" and smoke.torch is not None:
-        gpu.fix = no_gpu_fix(flags, smoke.kind)
-    return [*results, *(f.result for f in findings)], flags
+        gpu.fix = no_gpu_fix(findings, smoke.kind)
+    return [*results, *(f.result for f in findings)], docker_flags(findings)
 
 
 def gpu_visible(results: list[Result]) -> bool:
