@@ -468,3 +468,23 @@ def test_exit_3_is_reported_with_the_fix() -> None:
     assert checks[-1].status == "fail" and "a GPU was required" in checks[-1].detail
     assert checks[-1].fix == "run with: docker run --device=/dev/kfd IMAGE torch-smoke"
     assert checks[1].status == "warn"
+
+
+def test_compile_without_a_c_compiler_is_a_warning_not_a_failure(ts: ModuleType,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton builds a C launcher at run time: a runtime image (no gcc) cannot, and says so without failing."""
+    def broken_compile(fn: Any) -> Any:
+        def run(x: Any) -> Any:
+            raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+        return run
+
+    torch = fake_torch(devices=(("AMD Instinct MI300X", "gfx942"),))
+    torch.compile, torch.randn = broken_compile, lambda *a, **k: 0.0
+    check = smoke(ts, ROCM_CELL, torch)
+    check.gpu = SimpleNamespace(simulated=False, device="cuda", synchronize=lambda: None)
+    monkeypatch.setattr(ts.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(ts.shutil, "which", lambda name: None)
+    result = outcome(ts, check.check_gpu_compile)
+    assert result.status == "warn" and "needs a C compiler" in result.detail and "devel image" in result.fix
+    monkeypatch.setattr(ts.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert outcome(ts, check.check_gpu_compile).status == "fail"  # with a compiler, a failure is a failure

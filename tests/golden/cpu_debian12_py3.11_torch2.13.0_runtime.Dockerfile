@@ -49,7 +49,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.13.0 (CPU, debian-12, runtime)" 
       org.rocm-image-factory.os="debian-12" \
       org.rocm-image-factory.flavor="runtime" \
       org.rocm-image-factory.user="root" \
-      org.rocm-image-factory.content-hash="sha256:5d9808853819d3d489820aaad3aa8afba3f7e33ef02a77715c84deefa823a496"
+      org.rocm-image-factory.content-hash="sha256:d3a6ddab4becf8425f079b40f2d5360a38fe059d2e38207e1babd8ee4a4387c4"
 USER root
 WORKDIR /root
 CMD ["bash"]

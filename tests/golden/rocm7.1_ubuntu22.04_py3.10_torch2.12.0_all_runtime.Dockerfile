@@ -50,7 +50,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.12.0 (ROCm 7.1, ubuntu-22.04, ru
       org.rocm-image-factory.os="ubuntu-22.04" \
       org.rocm-image-factory.flavor="runtime" \
       org.rocm-image-factory.user="ml" \
-      org.rocm-image-factory.content-hash="sha256:4bebd87a4823a661801cea9c04aeec6b049928b9f18c165d2e42ffd13d1c581c"
+      org.rocm-image-factory.content-hash="sha256:4bb7c7aecc04273f2aa0ca310ee72f53c15349c61352db01965cee172f4a60d5"
 USER ml
 WORKDIR /home/ml
 CMD ["bash"]
