@@ -135,7 +135,8 @@ def _json_rows(expansion: Expansion, explain: bool) -> dict[str, Any] | list[dic
         return cells
     return {"cells": cells,
             "dropped": [{**_cell_row(d.cell), "rule": d.rule, "reason": d.reason} for d in expansion.dropped],
-            "overridden": [{"tag": d.cell.tag, "rule": d.rule, "reason": d.reason} for d in expansion.overridden]}
+            "overridden": [{"tag": d.cell.tag, "rule": d.rule, "reason": d.reason, "override": d.override}
+                           for d in expansion.overridden]}
 
 
 def _github_row(plan: ImagePlan) -> dict[str, str]:
@@ -156,7 +157,8 @@ def _print_cells(expansion: Expansion, matrix: Path) -> None:
         table.add_row(c.tag, c.channel, c.torch, companions, c.user)
     out.print(table)
     for d in expansion.overridden:
-        out.print(f"[yellow]override[/yellow] {d.cell.tag}: {escape(d.reason)}")
+        out.print(f"[yellow]override[/yellow] {d.cell.tag}: breaks {d.rule} ({escape(d.reason)}); built because: "
+                  f"{escape(d.override or '')}", soft_wrap=True)
 
 
 def _print_dropped(expansion: Expansion) -> None:

@@ -45,6 +45,7 @@ class Dropped:
     cell: CellSpec
     rule: str
     reason: str
+    override: str | None = None  # the maintainer's reason for building it anyway
 
 
 @dataclass
@@ -94,7 +95,7 @@ def expand_matrix(file: Path) -> Expansion:
             result.dropped += [Dropped(cell, rule, reason) for rule, reason in broken]
         elif draft.override:
             result.cells.append(cell)
-            result.overridden += [Dropped(cell, rule, reason) for rule, reason in broken]
+            result.overridden += [Dropped(cell, rule, reason, draft.override) for rule, reason in broken]
         else:
             problems += [located.problem(draft.path, f"{reason} (rule {rule}; add override: {{reason: ...}} "
                                                      "to build it anyway)") for rule, reason in broken]

@@ -131,3 +131,15 @@ def test_render_writes_one_dockerfile_per_image_not_per_tag(tmp_path: Path) -> N
     proc = builder_cli("render", "--matrix", str(m), "--out", str(tmp_path / "images"))
     assert proc.returncode == 0, proc.stderr
     assert [p.name for p in (tmp_path / "images").iterdir()] == ["rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_runtime"]
+
+
+def test_overridden_include_is_listed_with_the_maintainers_reason(tmp_path: Path) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text("matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\ninclude:\n"
+                 "  - {os: ubuntu-24.04, platform: rocm6.4, torch: '2.13.0', gfx: all,\n"
+                 "     override: {reason: 'nightly wheels exist on our mirror'}}\n")
+    proc = builder_cli("matrix", "--matrix", str(m))
+    assert proc.returncode == 0, proc.stderr
+    assert "breaks channel-wheels" in proc.stdout and "built because: nightly wheels exist on our mirror" in proc.stdout
+    data = json.loads(builder_cli("matrix", "--matrix", str(m), "--explain", "--format", "json").stdout)
+    assert data["overridden"][0]["override"] == "nightly wheels exist on our mirror"
