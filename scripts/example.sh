@@ -11,4 +11,4 @@ docker image inspect debian:12 >/dev/null 2>&1 || docker pull -q debian:12 2>/de
 builder wheelhouse --matrix examples/local.yaml --dest .rif/wheelhouse --use-pip-config
 builder build --matrix examples/local.yaml --wheelhouse .rif/wheelhouse \
   --push --registry "$RIF_TEST_REGISTRY/rocm" "$@"
-echo "registry catalog: $(python3 -c "import urllib.request; print(urllib.request.urlopen('http://$RIF_TEST_REGISTRY/v2/_catalog').read().decode())")"
+echo "published: $(python3 -c "import urllib.request; print(urllib.request.urlopen('http://$RIF_TEST_REGISTRY/v2/rocm/pytorch/tags/list').read().decode())")"
