@@ -1,94 +1,231 @@
-"""The whole run: plan images -> render -> context -> build -> validate -> push, one image at a time.
+"""The one image lifecycle: render -> context -> build -> validate -> push (immutable tag) -> move tags.
 
-A failure in one image is recorded and the next goes on; an image is pushed, under the tag of every
-cell it serves, only after its own validation passed.
+`builder build`, `builder push` and `builder publish` all run every image through `run_image`; they differ
+only in their Options (publish adds the skip-by-content-hash decision). A failure in one image is
+recorded in its ImageReport and the next image goes on; an image is pushed only after its own
+validation passed, and its moving tags move only after its immutable tag holds exactly that image.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import docker
+from docker.errors import DockerException, ImageNotFound
 
-from builder.build import BuildResult, build_image
+from builder import tags
+from builder.build import build_image
 from builder.context import write_context
-from builder.plan import ImagePlan, plan_images
-from builder.push import PushResult, push_image
+from builder.dockerapi import run_captured
+from builder.matrix import expand_matrix
+from builder.plan import ImagePlan, latest_cell, plan_images, select, usage_error
+from builder.publish import Target
+from builder.record import ImageReport
 from builder.render import RenderedCell, WheelSource, render_cell
-from builder.spec import CellSpec
-from builder.validate import ValidationResult, validate_image
-
-LOCAL_NAMESPACE = "rocm-image-factory"
+from builder.retry import RegistryError
+from builder.validate import validate_image
 
 
 @dataclass(frozen=True)
 class Options:
     source: WheelSource = field(default_factory=WheelSource)
     validate: bool = True
-    registry: str | None = None  # push target namespace, e.g. 127.0.0.1:5000/rocm; None: do not push
     gpu: bool = False
+    target: Target | None = None  # where validated images are pushed; None: nowhere
+    skip_published: bool = False  # publish: content already under its immutable tag is not built again
+    dry_run: bool = False  # publish --dry-run: look up what would happen, build and push nothing
 
 
-@dataclass
-class ImageReport:
-    plan: ImagePlan
-    rendered: RenderedCell
-    build: BuildResult | None = None
-    validation: ValidationResult | None = None
-    pushes: list[PushResult] = field(default_factory=list)
+@dataclass(frozen=True)
+class Events:
+    """What the run tells its display: stage changes and build log lines, per image tag."""
 
-    @property
-    def cell(self) -> CellSpec:
-        return self.plan.content
-
-    @property
-    def failed(self) -> bool:
-        return bool((self.build and not self.build.ok) or (self.validation and not self.validation.ok)
-                    or any(not p.ok for p in self.pushes))
-
-    @property
-    def status(self) -> str:
-        if self.build is None or not self.build.ok:
-            return "failed: build"
-        if self.validation is not None and not self.validation.ok:
-            return "failed: validation"
-        if self.pushes:
-            return "pushed" if all(p.ok for p in self.pushes) else "failed: push"
-        return "validated" if self.validation is not None else "built (not validated)"
+    stage: Callable[[str, str], None] = lambda tag, stage: None
+    line: Callable[[str, str], None] = lambda tag, line: None
 
 
-def local_ref(cell: CellSpec) -> str:
-    return f"{LOCAL_NAMESPACE}/{cell.image}:{cell.tag}"
+@dataclass(frozen=True)
+class Job:
+    """One image to take through the lifecycle: from a rendered cell, or an image already in the engine."""
+
+    tag: str
+    repository: str
+    tags: list[str]
+    content_hash: str
+    expect: dict[str, Any]
+    labels: dict[str, str] | None  # None: hold the image to the labels baked into it
+    rendered: RenderedCell | None = None  # None: nothing to build (builder push, builder test)
+    local_image: str | None = None
+
+    @classmethod
+    def of(cls, plan: ImagePlan, source: WheelSource) -> Job:
+        rendered = render_cell(plan.content, source)
+        cell = rendered.cell
+        return cls(cell.tag, cell.image, plan.tags, rendered.content_hash, cell.expectations(), rendered.labels,
+                   rendered, tags.local_ref(cell.image, cell.tag))
+
+    def report(self) -> ImageReport:
+        return ImageReport(self.tag, self.repository, list(self.tags), tags.immutable_tag(self.tag, self.content_hash),
+                           self.content_hash, local_image=self.local_image)
 
 
-def run(client: docker.DockerClient, cells: list[CellSpec], options: Options,
-        on_line: Callable[[CellSpec, str], None] = lambda cell, line: None,
-        on_stage: Callable[[CellSpec, str], None] = lambda cell, stage: None) -> list[ImageReport]:
-    reports = []
-    with tempfile.TemporaryDirectory(prefix="rif-context-") as tmp:
-        for plan in plan_images(cells):
-            reports.append(run_image(client, plan, options, Path(tmp) / plan.content.tag, on_line, on_stage))
-    return reports
+def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events = Events(),
+        reports: list[ImageReport] | None = None) -> list[ImageReport]:
+    """Every job in turn; reports (when given) is filled as the run goes, so an interrupted run can be recorded."""
+    done = reports if reports is not None else []
+    if options.target is not None and jobs and not options.dry_run:
+        options.target.preflight(jobs[0].repository)
+    with _contexts() as tmp:
+        for job in jobs:
+            done.append(job.report())
+            run_image(client, job, options, tmp / job.tag, events, done[-1])
+    return done
 
 
-def run_image(client: docker.DockerClient, plan: ImagePlan, options: Options, context_dir: Path,
-              on_line: Callable[[CellSpec, str], None],
-              on_stage: Callable[[CellSpec, str], None]) -> ImageReport:
-    cell = plan.content
-    report = ImageReport(plan, render_cell(cell, options.source))
-    on_stage(cell, "build")
-    context = write_context(report.rendered, context_dir)
-    report.build = build_image(client, report.rendered, context, local_ref(cell), lambda line: on_line(cell, line))
-    if not report.build.ok or not options.validate:
-        return report
-    on_stage(cell, "validate")
-    report.validation = validate_image(client, report.build.ref, cell.expectations(), report.rendered.labels,
-                                       gpu=options.gpu)
-    if report.validation.ok and options.registry:
-        on_stage(cell, "push")
-        repository = f"{options.registry}/{cell.image}"
-        report.pushes = [push_image(client, report.build.ref, repository, tag) for tag in plan.tags]
+def run_image(client: docker.DockerClient, job: Job, options: Options, context_dir: Path,
+              events: Events = Events(), report: ImageReport | None = None) -> ImageReport:
+    report = report or job.report()
+    start = time.monotonic()
+    try:
+        _lifecycle(client, job, options, context_dir, events, report)
+    except RegistryError as exc:  # AuthError included: the message names registry and user, never the secret
+        report.fail("push" if report.failed_stage is None and report.image_id else "registry", str(exc))
+    report.seconds = round(time.monotonic() - start, 3)
     return report
+
+
+def _lifecycle(client: docker.DockerClient, job: Job, options: Options, context_dir: Path, events: Events,
+               report: ImageReport) -> None:
+    target = options.target
+    if target is not None and options.skip_published:
+        published = target.published(report)
+        if published is not None or options.dry_run:
+            report.state = ("would-skip" if options.dry_run else "skipped") if published else "would-build"
+            if published is not None:
+                target.promote(report, published, options.dry_run, lambda stage: events.stage(job.tag, stage))
+            else:
+                report.moved = list(report.tags)
+            return
+    if not _build(client, job, options, context_dir, events, report):
+        return
+    if options.validate and not _validate(client, job, options, events, report):
+        return
+    if target is None:
+        return
+    events.stage(job.tag, "push")
+    manifest = target.push(client, report)
+    report.state = "published"
+    target.promote(report, manifest, on_stage=lambda stage: events.stage(job.tag, stage))
+
+
+def _build(client: docker.DockerClient, job: Job, options: Options, context_dir: Path, events: Events,
+           report: ImageReport) -> bool:
+    """Build the job's image, or find the one it names; False when there is none to go on with."""
+    if job.rendered is None or (options.skip_published and _has_image(client, job)):
+        return _existing(client, job, report)  # a rerun after a failed push reuses its validated build
+    events.stage(job.tag, "build")
+    assert job.local_image is not None
+    built = build_image(client, job.rendered, write_context(job.rendered, context_dir), job.local_image,
+                        lambda line: events.line(job.tag, line))
+    report.build_seconds, report.log_tail = round(built.seconds, 3), built.log_tail
+    if not built.ok:
+        report.fail("build", str(built.error))
+        return False
+    report.image_id, report.state = built.image_id, "built"
+    report.image_bytes = _size(client, built.image_id)
+    return True
+
+
+def _existing(client: docker.DockerClient, job: Job, report: ImageReport) -> bool:
+    try:
+        image = client.images.get(job.local_image or "")
+    except (ImageNotFound, DockerException) as exc:
+        report.fail("build", f"no local image {job.local_image}: {exc}")
+        return False
+    report.image_id, report.state = image.id, "built"
+    report.image_bytes = int(image.attrs.get("Size") or 0)
+    return True
+
+
+def _validate(client: docker.DockerClient, job: Job, options: Options, events: Events, report: ImageReport) -> bool:
+    events.stage(job.tag, "validate")
+    assert report.image_id is not None
+    result = validate_image(client, report.image_id, job.expect, job.labels, gpu=options.gpu)
+    report.validation, report.validate_seconds = result.checks, round(result.seconds, 3)
+    if not result.ok:
+        report.fail("validate", "validation")
+        return False
+    report.state = "validated"
+    return True
+
+
+def _has_image(client: docker.DockerClient, job: Job) -> bool:
+    try:
+        labels = client.images.get(job.local_image or "").labels or {}
+    except (ImageNotFound, DockerException):
+        return False
+    return labels.get(tags.HASH_LABEL) == job.content_hash
+
+
+def _size(client: docker.DockerClient, image_id: str | None) -> int | None:
+    try:
+        return int(client.images.get(image_id or "").attrs.get("Size") or 0)
+    except DockerException:
+        return None
+
+
+@contextmanager
+def _contexts() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="rif-context-") as tmp:
+        yield Path(tmp)
+
+
+def job_for_image(client: docker.DockerClient, ref: str, plans: list[ImagePlan] | None = None,
+                  source: WheelSource | None = None) -> Job:
+    """A Job for an image already in the engine, held to its matrix cell (plans) or to what is baked into it.
+
+    Only images this factory built qualify (they carry its labels); the job names the image by ID, so a
+    tag moved by someone else meanwhile cannot change what is validated and pushed.
+    """
+    try:
+        image = client.images.get(ref)
+    except ImageNotFound:
+        raise usage_error("IMAGE", f"no local image {ref!r}") from None
+    labels = image.labels or {}
+    tag, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
+    if not tag or not content_hash:
+        raise usage_error("IMAGE", f"{ref} was not built by rocm-image-factory (it has no {tags.TAG_LABEL} label)")
+    if plans is not None:
+        found = {p.content.tag: p for p in plans}.get(tag)
+        if found is None:
+            raise usage_error("IMAGE", f"{ref} (tag {tag!r}) is no image of this matrix")
+        return replace(Job.of(found, source or WheelSource()), rendered=None, local_image=image.id)
+    code, raw, stderr = run_captured(client, str(image.id), ["cat", f"{tags.RIF_DIR}/{tags.CELL_FILE}"], entrypoint=[])
+    try:
+        expect = json.loads(raw) if code == 0 else None
+    except ValueError:
+        expect = None
+    if not isinstance(expect, dict):
+        raise usage_error("IMAGE", f"{ref} has no readable {tags.RIF_DIR}/{tags.CELL_FILE}: {stderr.strip()[:200]}")
+    repository = labels.get(tags.IMAGE_LABEL) or "pytorch"
+    return Job(tag, repository, [tag], content_hash, expect, None, None, image.id)
+
+
+def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source: WheelSource) -> list[Job]:
+    """The selected cells of a matrix file as jobs, one per image, `latest` on the image that earns it."""
+    expansion = expand_matrix(matrix)
+    cells = select(expansion.cells, names, matrix, match)
+    plans = plan_images(cells, latest_cell(expansion.cells, expansion.default_os))
+    return [Job.of(p, source) for p in plans]
+
+
+def target(registry: str) -> Target:
+    """Where a run pushes; the registry is asked before the first build whether it takes our pushes."""
+    return Target.of(registry)

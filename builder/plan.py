@@ -1,4 +1,4 @@
-"""Cells -> images: cells whose content is the same share one image, built once, tagged for each cell.
+"""Cells -> images: which cells a run takes (selection, shards), which image each becomes, and its tags.
 
 pytorch.org wheels carry every gfx target, so the pytorch-channel cells of several families (and the
 `all` cell) are one image; building it once per family would push identical bytes under new digests.
@@ -6,26 +6,77 @@ pytorch.org wheels carry every gfx target, so the pytorch-channel cells of sever
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from builder.spec import CellSpec
+from builder import tags
+from builder.errors import InputError, Problem
+from builder.spec import ALL_TARGETS, CellSpec
+
+COMMAND_LINE = Path("(command line)")
+
+
+def usage_error(option: str, message: str) -> InputError:
+    """A bad option value: blamed on the command line, not on a file."""
+    return InputError([Problem(COMMAND_LINE, None, option, message)])
 
 
 @dataclass
 class ImagePlan:
     content: CellSpec  # what the image is built from, labelled with and validated against
     cells: list[CellSpec] = field(default_factory=list)
+    latest: bool = False  # this image also gets `latest`
 
     @property
     def tags(self) -> list[str]:
-        return [c.tag for c in self.cells]
+        """Every moving tag of the image, `latest` included where it goes to this image."""
+        return tags.moving_tags([c.tag for c in self.cells], self.latest)
 
 
-def plan_images(cells: list[CellSpec]) -> list[ImagePlan]:
-    """Group cells by content cell, in matrix order."""
+def plan_images(cells: list[CellSpec], latest: CellSpec | None = None) -> list[ImagePlan]:
+    """Group cells by content cell, in matrix order; the image holding `latest`'s cell gets `latest`."""
     plans: dict[str, ImagePlan] = {}
     for cell in cells:
         content = cell.content_cell()
         key = content.model_dump_json(exclude={"line"})
-        plans.setdefault(key, ImagePlan(content)).cells.append(cell)
+        plan = plans.setdefault(key, ImagePlan(content))
+        plan.cells.append(cell)
+        plan.latest = plan.latest or cell == latest
     return list(plans.values())
+
+
+def latest_cell(cells: list[CellSpec], default_os: str) -> CellSpec | None:
+    """`latest`: the newest all-targets runtime ROCm image on the default OS (cpu when there is no ROCm)."""
+    candidates = [c for c in cells if c.os == default_os and c.flavor == "runtime"
+                  and c.content_cell().gfx in (ALL_TARGETS, None) and not c.explicit_tag]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda c: tags.latest_rank(c.rocm, c.torch))
+
+
+def select(cells: list[CellSpec], names: list[str] | None, matrix: Path, match: str | None = None) -> list[CellSpec]:
+    """Cells named by tag (a cell's own tag or the tag of the image it belongs to) and/or matching a regex."""
+    if match is not None:
+        try:
+            pattern = re.compile(match)
+        except re.error as exc:
+            raise usage_error("--match", f"bad regex: {exc}") from exc
+        cells = [c for c in cells if pattern.search(c.tag)]
+    if not names:
+        return cells
+    known = {c.tag for c in cells} | {c.content_cell().tag for c in cells}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise InputError([Problem(matrix, None, "--cell", f"no cell has tag {t!r}") for t in unknown])
+    return [c for c in cells if c.tag in names or c.content_cell().tag in names]
+
+
+def shard(plans: list[ImagePlan], spec: str | None) -> list[ImagePlan]:
+    """K/N: the K-th of N interleaved slices, so every shard gets a mix of small and large images."""
+    if spec is None:
+        return plans
+    k, sep, n = spec.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise usage_error("--shard", f"{spec!r} is not K/N with 1 <= K <= N")
+    return plans[int(k) - 1::int(n)]

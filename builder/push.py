@@ -1,74 +1,81 @@
-"""Stage 5: validated image -> published image. Only ever called with images that passed validation.
+"""The engine's side of a push: `docker push` of one local image under one tag, classified and retried.
 
-Push errors arrive inside the JSON stream, not as exceptions; a push counts as done only when the
-stream ends with the registry's digest for the tag. Transient errors are retried with backoff; a
-refused login is reported with the registry and whose credentials were tried, never the secret.
+Push errors arrive inside the engine's JSON stream, not as exceptions, and carry no status code. A push
+counts as done only when the stream ends with the registry's digest. A failed push is classified by
+asking the registry itself (one structured request: 401/403 is an auth failure, a connection error or a
+5xx is transient) and retried under the one retry policy of builder.retry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-import time
-from dataclasses import dataclass
 
 import docker
 from docker.errors import APIError, DockerException
 
-from builder import credentials as creds
-from builder.registry import BACKOFF_S, RETRIES
+from builder import retry
+from builder.credentials import Credentials
+from builder.registry import RegistryClient
+from builder.retry import AuthError, RegistryError, TransientError
 
 DIGEST_RE = re.compile(r"digest: (sha256:[0-9a-f]{64})")
-TRANSIENT = re.compile(r"connection refused|connection reset|timeout|timed out|EOF|5[0-9][0-9] |"
-                       r"Service Unavailable|Bad Gateway|Internal Server Error|no such host|i/o", re.IGNORECASE)
-AUTH = re.compile(r"unauthorized|authentication required|denied|401|403", re.IGNORECASE)
+PROBE = retry.Policy(attempts=1)
 
 
-@dataclass(frozen=True)
-class PushResult:
-    ref: str
-    ok: bool
-    digest: str | None = None
-    error: str | None = None
-
-
-def push_image(client: docker.DockerClient, local_ref: str, repository: str, tag: str,
-               retries: int = RETRIES, backoff: float = BACKOFF_S) -> PushResult:
-    """Tag local_ref as repository:tag and push it, retrying transient failures."""
-    ref = f"{repository}:{tag}"
-    found = creds.lookup(repository)
+def push_image(client: docker.DockerClient, image_id: str, api: RegistryClient, repository: str, tag: str,
+               credentials: Credentials | None, policy: retry.Policy = retry.DEFAULT) -> str:
+    """Push image_id as <registry>/repository:tag; returns the pushed digest or raises RegistryError."""
+    remote = f"{api.address}/{repository}"
     try:
-        client.images.get(local_ref).tag(repository, tag)
+        client.images.get(image_id).tag(remote, tag)
     except DockerException as exc:
-        return PushResult(ref, False, error=f"Docker engine error: {exc}")
-    result = PushResult(ref, False, error="not tried")
-    for attempt in range(retries + 1):
-        result = _push_once(client, repository, tag, found)
-        if result.ok or result.error is None or not TRANSIENT.search(result.error) or AUTH.search(result.error):
-            break
-        time.sleep(backoff * 2 ** attempt)
-    if not result.ok and result.error and AUTH.search(result.error):
-        who = found.describe() if found else "no credentials (RIF_REGISTRY_USER/RIF_REGISTRY_PASSWORD or docker login)"
-        result = PushResult(ref, False, error=f"registry {creds.registry_host(repository)} refused the push with "
-                                              f"{who}: {result.error}")
-    return result
-
-
-def _push_once(client: docker.DockerClient, repository: str, tag: str,
-               found: creds.Credentials | None) -> PushResult:
-    ref = f"{repository}:{tag}"
-    digest: str | None = None
-    auth = found.auth_config() if found else None
+        raise RegistryError(f"cannot tag {image_id} as {remote}:{tag}: {exc}") from exc
     try:
-        for chunk in client.api.push(repository, tag, stream=True, decode=True, auth_config=auth):
+        return retry.call(lambda: _push_once(client, api, remote, repository, tag, credentials),
+                          f"push {remote}:{tag}", policy)
+    finally:
+        with contextlib.suppress(DockerException):
+            client.images.remove(f"{remote}:{tag}", noprune=True)  # the local alias only; layers stay
+
+
+def _push_once(client: docker.DockerClient, api: RegistryClient, remote: str, repository: str, tag: str,
+               credentials: Credentials | None) -> str:
+    digest: str | None = None
+    auth = credentials.auth_config() if credentials else None
+    try:
+        for chunk in client.api.push(remote, tag, stream=True, decode=True, auth_config=auth):
             if "error" in chunk:
-                return PushResult(ref, False, error=str(chunk["error"]).strip())
+                detail = chunk.get("errorDetail") or {}
+                raise _classify(api, repository, detail.get("code"), str(chunk["error"]).strip())
             aux = chunk.get("aux")
             if isinstance(aux, dict) and aux.get("Digest"):
                 digest = str(aux["Digest"])
             elif (match := DIGEST_RE.search(str(chunk.get("status", "")))) is not None:
                 digest = match.group(1)
-    except (APIError, DockerException) as exc:
-        return PushResult(ref, False, error=f"Docker engine error: {exc}")
+    except APIError as exc:  # the engine's own HTTP answer, with its status
+        status = exc.response.status_code if exc.response is not None else None
+        raise _classify(api, repository, status, f"Docker engine error: {exc.explanation or exc}") from exc
+    except DockerException as exc:
+        raise RegistryError(f"Docker engine error: {exc}") from exc
     if digest is None:
-        return PushResult(ref, False, error="the push stream ended without a digest")
-    return PushResult(ref, True, digest)
+        raise TransientError("the push stream ended without a digest")
+    return digest
+
+
+def _classify(api: RegistryClient, repository: str, code: object, message: str) -> RegistryError:
+    """What kind of failure a push error is, from structured answers only (never the message's digits)."""
+    if isinstance(code, int) and code in (401, 403):
+        return AuthError(message, code)
+    if isinstance(code, int) and code >= 400 and code not in retry.TRANSIENT_STATUS:
+        return RegistryError(message, code)
+    probe = RegistryClient(api.address, api.credentials, api.scheme, PROBE)
+    try:
+        probe.ping(repository, write=True)
+    except AuthError as exc:
+        return AuthError(f"{exc} (the push said: {message})", exc.status, exc.code)
+    except RegistryError as exc:
+        if retry.is_transient(exc) or exc.status is None:
+            return TransientError(f"{message} (registry: {exc})", exc.status)
+        return RegistryError(f"{message} (registry: {exc})", exc.status, exc.code)
+    return TransientError(message)  # the registry answers and accepts us: a hiccup worth another try

@@ -1,40 +1,40 @@
 """A registry's HTTP API (distribution spec v2): what is published under which digest, and moving a tag.
 
 Manifests are only served in the format asked for, so every request names the Docker and OCI media types.
-Transient failures (connection refused, 5xx, timeouts) are retried with backoff; 401/403 become an
-AuthError that names the registry and whose credentials were tried, never the secret.
+Auth follows the distribution spec's flow: every request goes out without credentials until the registry
+challenges it; Basic credentials go only to a registry that asks for Basic; a Bearer token is fetched
+from the challenge's realm for the scope the operation needs (`pull` to read, `pull,push` to write),
+cached per repository and scope until it expires. Credentials travel over plain HTTP only to loopback.
+Every failure is a RegistryError carrying the HTTP status and the registry's error code; the one retry
+policy (builder.retry) decides what is worth another try.
 """
 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import re
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
-from builder.credentials import Credentials
+from builder import retry
+from builder.credentials import Credentials, describe
+from builder.retry import AuthError, RegistryError, TransientError
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
     "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json"
 )
-RETRIES = 4
-BACKOFF_S = 1.0
-T = TypeVar("T")
+TIMEOUT_S = 60
+TOKEN_LIFETIME_S = 60  # the token spec's default when the server names no expires_in
+WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 
-
-class RegistryError(RuntimeError):
-    pass
-
-
-class AuthError(RegistryError):
-    pass
+__all__ = ["AuthError", "Manifest", "RegistryClient", "RegistryError", "is_loopback"]
 
 
 @dataclass(frozen=True)
@@ -44,42 +44,50 @@ class Manifest:
     digest: str
 
 
-def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, urllib.error.HTTPError):
-        return exc.code >= 500 or exc.code == 429
-    return isinstance(exc, (urllib.error.URLError, ConnectionError, TimeoutError, OSError))
+@dataclass
+class _Token:
+    value: str
+    expires: float
 
 
-def retry(fn: Callable[[], T], what: str, retries: int = RETRIES, backoff: float = BACKOFF_S) -> T:
-    """Call fn, retrying transient errors with exponential backoff; other errors pass through at once."""
-    for attempt in range(retries + 1):
-        try:
-            return fn()
-        except Exception as exc:
-            if not is_transient(exc) or attempt == retries:
-                if is_transient(exc):
-                    raise RegistryError(f"{what}: still failing after {retries + 1} tries: {exc}") from exc
-                raise
-            time.sleep(backoff * 2 ** attempt)
-    raise AssertionError("unreachable")
+@dataclass
+class _Response:
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def is_loopback(address: str) -> bool:
+    """127.0.0.0/8, ::1 or exactly `localhost` (with or without a port): nothing else is plain-HTTP safe."""
+    host = urllib.parse.urlsplit(f"//{address}").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class RegistryClient:
     def __init__(self, address: str, credentials: Credentials | None = None, scheme: str | None = None,
-                 retries: int = RETRIES, backoff: float = BACKOFF_S) -> None:
-        # Docker treats loopback registries as plain HTTP; everything else is HTTPS.
-        local = address.startswith(("127.", "localhost"))
+                 policy: retry.Policy = retry.DEFAULT, insecure: bool = False) -> None:
+        # Like Docker: loopback registries (and those named insecure) speak plain HTTP; everything else HTTPS.
         self.address = address
-        self.base = f"{scheme or ('http' if local else 'https')}://{address}/v2"
+        self.scheme = scheme or ("http" if insecure or is_loopback(address) else "https")
+        self.base = f"{self.scheme}://{address}/v2"
         self.credentials = credentials
-        self.retries, self.backoff = retries, backoff
-        self._tokens: dict[str, str] = {}
+        self.policy = policy
+        self._tokens: dict[tuple[str, str], _Token] = {}
+        self._basic = False  # the registry asked for Basic: send it from now on
 
     # -- reads -------------------------------------------------------------------------------------
+    def ping(self, repository: str, write: bool = False) -> None:
+        """Raise unless the credentials may read (or write) repository: a publish checks this first."""
+        self._call("GET", f"{repository}/tags/list", repository, missing_ok=True, write=write)
+
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""
-        body = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
-        return list(json.loads(body).get("tags") or []) if body is not None else []
+        found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
+        return list(_json(found.body, "tag list").get("tags") or []) if found is not None else []
 
     def digest(self, repository: str, tag: str) -> str | None:
         """The manifest digest a tag points at, or None when the tag does not exist."""
@@ -87,30 +95,33 @@ class RegistryClient:
         return found.digest if found else None
 
     def manifest(self, repository: str, reference: str) -> Manifest | None:
-        box: dict[str, str] = {}
-        body = self._call("GET", f"{repository}/manifests/{reference}", repository, accept=MANIFEST_TYPES,
-                          missing_ok=True, headers_out=box)
-        if body is None:
+        found = self._call("GET", f"{repository}/manifests/{reference}", repository, accept=MANIFEST_TYPES,
+                           missing_ok=True)
+        if found is None:
             return None
-        return Manifest(body, box.get("content-type", ""), box.get("docker-content-digest", ""))
+        headers = found.headers
+        return Manifest(found.body, headers.get("content-type", ""), headers.get("docker-content-digest", ""))
+
+    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
+        """A published image's config blob (labels, history), read without a pull."""
+        config_digest = _json(manifest.body, "manifest")["config"]["digest"]
+        blob = self._call("GET", f"{repository}/blobs/{config_digest}", repository)
+        assert blob is not None
+        return _json(blob.body, "image config")
 
     def config_labels(self, repository: str, tag: str) -> dict[str, str]:
         """Labels of a published image, read from its config blob (no pull needed)."""
         found = self.manifest(repository, tag)
         if found is None:
             return {}
-        config_digest = json.loads(found.body)["config"]["digest"]
-        blob = self._call("GET", f"{repository}/blobs/{config_digest}", repository)
-        assert blob is not None
-        return dict(json.loads(blob).get("config", {}).get("Labels") or {})
+        return dict(self.config(repository, found).get("config", {}).get("Labels") or {})
 
     # -- writes ------------------------------------------------------------------------------------
     def put_tag(self, repository: str, tag: str, manifest: Manifest) -> str:
         """Point tag at exactly this manifest (a registry-side re-tag: no layer moves); returns the digest."""
-        box: dict[str, str] = {}
-        self._call("PUT", f"{repository}/manifests/{tag}", repository, body=manifest.body,
-                   content_type=manifest.media_type, headers_out=box)
-        digest = box.get("docker-content-digest", manifest.digest)
+        done = self._call("PUT", f"{repository}/manifests/{tag}", repository, body=manifest.body,
+                          content_type=manifest.media_type)
+        digest = done.headers.get("docker-content-digest", manifest.digest) if done else manifest.digest
         if digest != manifest.digest:
             raise RegistryError(f"{self.address}/{repository}:{tag} now points at {digest}, not {manifest.digest}")
         return digest
@@ -118,66 +129,118 @@ class RegistryClient:
     # -- plumbing ----------------------------------------------------------------------------------
     def _call(self, method: str, path: str, repository: str, *, accept: str = "application/json",
               body: bytes | None = None, content_type: str | None = None, missing_ok: bool = False,
-              headers_out: dict[str, str] | None = None) -> bytes | None:
-        def once() -> bytes | None:
-            return self._once(method, path, repository, accept, body, content_type, missing_ok, headers_out)
+              write: bool | None = None) -> _Response | None:
+        scope = "pull,push" if (method in WRITES if write is None else write) else "pull"
 
-        return retry(once, f"{method} {self.address}/{path}", self.retries, self.backoff)
+        def once() -> _Response | None:
+            return self._once(method, path, repository, scope, accept, body, content_type, missing_ok)
 
-    def _once(self, method: str, path: str, repository: str, accept: str, body: bytes | None,
-              content_type: str | None, missing_ok: bool, headers_out: dict[str, str] | None) -> bytes | None:
+        return retry.call(once, f"{method} {self.address}/v2/{path}", self.policy)
+
+    def _once(self, method: str, path: str, repository: str, scope: str, accept: str, body: bytes | None,
+              content_type: str | None, missing_ok: bool) -> _Response | None:
         for attempt in (1, 2):
             req = urllib.request.Request(f"{self.base}/{path}", method=method, data=body, headers={"Accept": accept})
             if content_type:
                 req.add_header("Content-Type", content_type)
-            auth = self._authorization(repository)
+            auth = self._authorization(repository, scope)
             if auth:
                 req.add_header("Authorization", auth)
             try:
-                with urllib.request.urlopen(req, timeout=60) as resp:
-                    if headers_out is not None:
-                        headers_out.update({k.lower(): v for k, v in resp.headers.items()})
-                    return bytes(resp.read())
+                with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+                    return _Response(bytes(resp.read()), {k.lower(): v for k, v in resp.headers.items()})
             except urllib.error.HTTPError as exc:
                 if exc.code == 404 and missing_ok:
                     return None
-                if exc.code == 401 and attempt == 1 and self._negotiate(exc, repository):
+                if exc.code == 401 and attempt == 1 and self._answer_challenge(exc, repository, scope):
                     continue
-                if exc.code in (401, 403):
-                    raise AuthError(self._auth_message(exc.code, method, path)) from exc
-                raise
+                raise self._error(exc, method, path) from None
         raise AssertionError("unreachable")
 
-    def _authorization(self, repository: str) -> str | None:
-        if repository in self._tokens:
-            return f"Bearer {self._tokens[repository]}"
-        if self.credentials is not None:
-            raw = f"{self.credentials.username}:{self.credentials.password}".encode()
-            return "Basic " + base64.b64encode(raw).decode()
+    def _authorization(self, repository: str, scope: str) -> str | None:
+        token = self._tokens.get((repository, scope))
+        if token is not None and token.expires > time.monotonic():
+            return f"Bearer {token.value}"
+        if self._basic and self.credentials is not None:
+            return _basic(self.credentials)
         return None
 
-    def _negotiate(self, exc: urllib.error.HTTPError, repository: str) -> bool:
-        """Token registries (ghcr.io, Docker Hub) answer 401 with a Bearer challenge: fetch a token once."""
-        challenge = exc.headers.get("WWW-Authenticate", "")
-        if not challenge.lower().startswith("bearer ") or repository in self._tokens:
+    def _answer_challenge(self, exc: urllib.error.HTTPError, repository: str, scope: str) -> bool:
+        """True when the challenge can be answered (credentials or a token now in hand): try again."""
+        scheme, _, rest = exc.headers.get("WWW-Authenticate", "").partition(" ")
+        params = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+        if scheme.lower() == "basic":
+            if self.credentials is None or self._basic:
+                return False
+            if self.scheme != "https" and not is_loopback(self.address):
+                raise AuthError(f"registry {self.address} asks for a password over plain HTTP: refused")
+            self._basic = True
+            return True
+        if scheme.lower() != "bearer":
             return False
-        params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
-        query = {k: v for k, v in params.items() if k in ("service", "scope")}
-        query.setdefault("scope", f"repository:{repository}:pull,push")
-        req = urllib.request.Request(f"{params['realm']}?{urllib.parse.urlencode(query)}")
-        if self.credentials is not None:
-            raw = f"{self.credentials.username}:{self.credentials.password}".encode()
-            req.add_header("Authorization", "Basic " + base64.b64encode(raw).decode())
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                data = json.load(resp)
-        except urllib.error.HTTPError:
-            return False
-        self._tokens[repository] = data.get("token") or data.get("access_token", "")
-        return bool(self._tokens[repository])
+        if "realm" not in params:
+            raise AuthError(f"registry {self.address} sent a Bearer challenge without a realm: cannot authenticate",
+                            401)
+        wanted = params.get("scope") or f"repository:{repository}:{scope}"
+        self._tokens[(repository, scope)] = self._fetch_token(params["realm"], params.get("service"), wanted)
+        return True
 
-    def _auth_message(self, code: int, method: str, path: str) -> str:
-        who = self.credentials.describe() if self.credentials else "no credentials (set RIF_REGISTRY_USER and " \
-                                                                   "RIF_REGISTRY_PASSWORD, or docker login)"
-        verb = "refused" if code == 401 else "denied"
-        return f"registry {self.address} {verb} {method} {path} ({code}) with {who}"
+    def _fetch_token(self, realm: str, service: str | None, scope: str) -> _Token:
+        parts = urllib.parse.urlsplit(realm)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise AuthError(f"registry {self.address} names a token realm that is not an http(s) URL")
+        query = urllib.parse.urlencode({k: v for k, v in (("service", service), ("scope", scope)) if v})
+        req = urllib.request.Request(f"{realm}{'&' if parts.query else '?'}{query}")
+        if self.credentials is not None:
+            if parts.scheme != "https" and not is_loopback(parts.netloc):
+                raise AuthError(f"token realm {parts.scheme}://{parts.netloc} of registry {self.address} is plain "
+                                "HTTP and not loopback: the password is not sent there")
+            req.add_header("Authorization", _basic(self.credentials))
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+                data = _json(resp.read(), f"token from {parts.netloc}")
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise AuthError(f"token server {parts.netloc} for registry {self.address} refused "
+                                f"{describe(self.credentials)} ({exc.code})", exc.code) from None
+            raise self._error(exc, "GET", f"token ({parts.netloc})") from None
+        value = data.get("token") or data.get("access_token")
+        if not isinstance(value, str) or not value:
+            raise AuthError(f"token server {parts.netloc} answered without a token")
+        lifetime = data.get("expires_in")
+        lifetime = lifetime if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
+        return _Token(value, time.monotonic() + max(lifetime - 5, 1))
+
+    def _error(self, exc: urllib.error.HTTPError, method: str, path: str) -> RegistryError:
+        code, message = _oci_error(exc)
+        detail = f" {code}: {message}" if code else ""
+        if exc.code in (401, 403):
+            verb = "refused" if exc.code == 401 else "denied"
+            return AuthError(f"registry {self.address} {verb} {method} {path} ({exc.code}{detail}) with "
+                             f"{describe(self.credentials)}", exc.code, code)
+        kind = TransientError if exc.code in retry.TRANSIENT_STATUS else RegistryError
+        return kind(f"registry {self.address} answered {exc.code} to {method} {path}{detail}", exc.code, code)
+
+
+def _basic(credentials: Credentials) -> str:
+    raw = f"{credentials.username}:{credentials.password}".encode()
+    return "Basic " + base64.b64encode(raw).decode()
+
+
+def _json(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise RegistryError(f"the registry's {what} is not JSON") from None
+    if not isinstance(data, dict):
+        raise RegistryError(f"the registry's {what} is not a JSON object")
+    return data
+
+
+def _oci_error(exc: urllib.error.HTTPError) -> tuple[str | None, str]:
+    """The first error of the spec's `{"errors": [{"code", "message"}]}` body, when there is one."""
+    try:
+        first = json.loads(exc.read(65536))["errors"][0]
+        return str(first["code"]), str(first.get("message", ""))[:200]
+    except (ValueError, KeyError, IndexError, TypeError, OSError):
+        return None, ""

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from builder import catalog
+from builder.tags import readable_tag
 
 Flavor = Literal["runtime", "devel"]
 Channel = Literal["pytorch", "therock", "local"]
@@ -93,20 +94,3 @@ class CellSpec(BaseModel):
             "gfx_family": self.gfx,
             "gfx_targets": list(self.gfx_targets),
         }
-
-
-def readable_tag(platform: str, os: str, python: str, torch: str, gfx: str | None, flavor: str,
-                 channel: str = "pytorch") -> str:
-    """Stable tag in the spirit of AMD's rocm7.2_ubuntu24.04_py3.12_pytorch_release_2.9.1.
-
-    platform_osversion_pyX.Y_torchX.Y.Z[_gfxfamily][_channel]_flavor, the channel named unless it is
-    pytorch.org's, e.g. rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_runtime,
-    rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx94X-dcgpu_therock_runtime or cpu_debian12_py3.11_torch2.13.0_devel.
-    """
-    parts = [platform, os.replace("-", ""), f"py{python}", f"torch{torch}"]
-    if gfx:
-        parts.append(gfx)
-    if channel != "pytorch":
-        parts.append(channel)
-    parts.append(flavor)
-    return "_".join(parts)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from builder.tags import LABEL_PREFIX as LABEL
+
 PY = "/opt/venv/bin/python3"
 VERSION_OF = PY + " -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' {}"
-LABEL = "org.rocm-image-factory."
 
 
 def _public(version: str) -> str:
