@@ -55,7 +55,7 @@ def publish(registry: str, namespace: str, record: Path) -> tuple[float, list[di
            "--record", str(record), "--quiet"]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
-    return time.perf_counter() - start, json.loads(record.read_text())["cells"]
+    return time.perf_counter() - start, json.loads(record.read_text())["images"]
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from builder.errors import InputError
 from builder.matrix import expand_matrix, load_matrix
 from builder.plan import plan_images, select, shard, usage_error
 from builder.render import WheelSource, render_all
+from builder.retry import RegistryError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 
@@ -67,6 +68,9 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except (EngineUnavailable, NotImplementedError, CredentialError) as exc:
             show.error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
+        except RegistryError as exc:  # the registry refused or is down before any image was touched
+            show.error(f"registry: {exc}")
+            raise typer.Exit(EXIT_FAILED) from exc
         except KeyboardInterrupt:
             show.error("interrupted")
             raise typer.Exit(EXIT_SIGINT) from None

@@ -85,7 +85,7 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
     with _contexts() as tmp:
         for job in jobs:
             done.append(job.report())
-            run_image(client, job, options, tmp / job.tag, events, done[-1])
+            done[-1] = run_image(client, job, options, tmp / job.tag, events, done[-1])
     return done
 
 
@@ -96,7 +96,8 @@ def run_image(client: docker.DockerClient, job: Job, options: Options, context_d
     try:
         _lifecycle(client, job, options, context_dir, events, report)
     except RegistryError as exc:  # AuthError included: the message names registry and user, never the secret
-        report.fail("push" if report.failed_stage is None and report.image_id else "registry", str(exc))
+        stage = "push" if report.image_id else "registry"
+        report.fail(stage, f"{stage}: {exc}")
     report.seconds = round(time.monotonic() - start, 3)
     return report
 
@@ -136,7 +137,7 @@ def _build(client: docker.DockerClient, job: Job, options: Options, context_dir:
                         lambda line: events.line(job.tag, line))
     report.build_seconds, report.log_tail = round(built.seconds, 3), built.log_tail
     if not built.ok:
-        report.fail("build", str(built.error))
+        report.fail("build", f"build: {built.error}")
         return False
     report.image_id, report.state = built.image_id, "built"
     report.image_bytes = _size(client, built.image_id)
@@ -147,7 +148,7 @@ def _existing(client: docker.DockerClient, job: Job, report: ImageReport) -> boo
     try:
         image = client.images.get(job.local_image or "")
     except (ImageNotFound, DockerException) as exc:
-        report.fail("build", f"no local image {job.local_image}: {exc}")
+        report.fail("build", f"build: no local image {job.local_image}: {exc}")
         return False
     report.image_id, report.state = image.id, "built"
     report.image_bytes = int(image.attrs.get("Size") or 0)

@@ -26,14 +26,14 @@ def e2e_run(docker_client: docker.DockerClient, base_image: str, wheelhouse: Pat
     report = tmp_path_factory.mktemp("e2e") / "report.json"
     proc = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--wheelhouse", str(wheelhouse),
                        "--push", "--registry", namespace, "--report", str(report), "--quiet")
-    return proc, json.loads(report.read_text()), namespace
+    return proc, json.loads(report.read_text())["images"], namespace
 
 
 def test_build_exits_1_because_one_cell_failed(e2e_run: tuple) -> None:  # type: ignore[type-arg]
     proc, rows, _ = e2e_run
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    status = {r["tag"]: r["status"] for r in rows}
-    assert status == {GOOD[0]: "pushed", GOOD[1]: "pushed", BROKEN: "failed: validation"}
+    status = {r["tag"]: (r["state"], r["failed_stage"]) for r in rows}
+    assert status == {GOOD[0]: ("published", None), GOOD[1]: ("published", None), BROKEN: ("failed", "validate")}
 
 
 def test_broken_cell_fails_on_the_torch_version(e2e_run: tuple) -> None:  # type: ignore[type-arg]
@@ -48,11 +48,12 @@ def test_registry_has_good_cells_with_their_digests_and_not_the_broken_one(e2e_r
     _, rows, namespace = e2e_run
     address, ns = namespace.split("/", 1)
     client = RegistryClient(address)
-    assert sorted(client.tags(f"{ns}/pytorch")) == sorted(GOOD)
-    for row in rows:
-        if row["tag"] in GOOD:
-            assert client.digest(f"{ns}/pytorch", str(row["tag"])) == row["digest"]
-            labels = client.config_labels(f"{ns}/pytorch", str(row["tag"]))
+    good = [r for r in rows if r["tag"] in GOOD]
+    assert sorted(client.tags(f"{ns}/pytorch")) == sorted(GOOD + [str(r["immutable_tag"]) for r in good])
+    for row in good:
+        for tag in (str(row["tag"]), str(row["immutable_tag"])):
+            assert client.digest(f"{ns}/pytorch", tag) == row["digest"]
+            labels = client.config_labels(f"{ns}/pytorch", tag)
             assert labels[HASH_LABEL] == row["content_hash"]
     assert client.digest(f"{ns}/pytorch", BROKEN) is None
 
@@ -61,13 +62,13 @@ def test_images_import_torch(e2e_run: tuple, docker_client: docker.DockerClient)
     _, rows, _ = e2e_run
     for row in rows:
         code = "import torch; print(torch.__version__)"
-        out = docker_client.containers.run(str(row["image"]), ["python", "-c", code], remove=True)
+        out = docker_client.containers.run(str(row["local_image"]), ["python", "-c", code], remove=True)
         assert out.decode().strip() == "2.13.0+cpu"
 
 
 def test_builder_test_passes_a_good_image_and_fails_the_broken_one(e2e_run: tuple) -> None:  # type: ignore[type-arg]
     _, rows, _ = e2e_run
-    image = {r["tag"]: str(r["image"]) for r in rows}
+    image = {r["tag"]: str(r["local_image"]) for r in rows}
     good = builder_cli("test", image[GOOD[0]])
     assert good.returncode == 0, good.stdout + good.stderr
     bad = builder_cli("test", image[BROKEN])
@@ -75,13 +76,17 @@ def test_builder_test_passes_a_good_image_and_fails_the_broken_one(e2e_run: tupl
     assert "torch 2.13.0+cpu is installed, the image promises 2.12.0" in bad.stderr
 
 
-def test_builder_push_refuses_an_image_that_fails_validation(e2e_run: tuple, namespace: str) -> None:  # type: ignore[type-arg]
+def test_builder_push_refuses_an_image_that_fails_validation(e2e_run: tuple, namespace: str,  # type: ignore[type-arg]
+                                                             tmp_path: Path) -> None:
     _, rows, _ = e2e_run
-    image = {r["tag"]: str(r["image"]) for r in rows}
-    proc = builder_cli("push", image[BROKEN], image[GOOD[1]], "--registry", namespace)
+    image = {r["tag"]: str(r["local_image"]) for r in rows}
+    report = tmp_path / "push.json"
+    proc = builder_cli("push", image[BROKEN], image[GOOD[1]], "--registry", namespace, "--report", str(report))
     assert proc.returncode == 1
     address, ns = namespace.split("/", 1)
-    assert RegistryClient(address).tags(f"{ns}/pytorch") == [GOOD[1]]
+    [broken, devel] = json.loads(report.read_text())["images"]
+    assert (broken["state"], broken["failed_stage"], broken["pushed"]) == ("failed", "validate", False)
+    assert sorted(RegistryClient(address).tags(f"{ns}/pytorch")) == sorted([GOOD[1], devel["immutable_tag"]])
 
 
 def test_failed_build_is_reported_with_its_log_and_later_cells_still_build(
@@ -96,18 +101,19 @@ def test_failed_build_is_reported_with_its_log_and_later_cells_still_build(
     proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--report", str(report),
                        "--quiet")
     assert proc.returncode == 1
-    rows = [(r["tag"], r["status"]) for r in json.loads(report.read_text())]
-    assert rows == [(nowheel, "failed: build"), (GOOD[0], "validated")]
+    rows = [(r["tag"], r["state"], r["failed_stage"]) for r in json.loads(report.read_text())["images"]]
+    assert rows == [(nowheel, "failed", "build"), (GOOD[0], "validated", None)]
     assert f"build failed {nowheel}" in proc.stderr
     assert "torch==2.12.0" in proc.stderr  # pip's own words, from the tail of the build log
 
 
-def test_push_error_inside_the_stream_is_a_failure(e2e_run: tuple) -> None:  # type: ignore[type-arg]
+def test_unreachable_registry_fails_the_push_before_any_image_is_touched(e2e_run: tuple) -> None:  # type: ignore[type-arg]
     _, rows, _ = e2e_run
-    image = next(str(r["image"]) for r in rows if r["tag"] == GOOD[0])
+    image = next(str(r["local_image"]) for r in rows if r["tag"] == GOOD[0])
     proc = builder_cli("push", image, "--registry", "127.0.0.1:9/nowhere")  # nothing listens on port 9
     assert proc.returncode == 1
-    assert "push failed 127.0.0.1:9/nowhere/pytorch" in proc.stderr
+    assert "error: registry:" in proc.stderr and "127.0.0.1:9" in proc.stderr and "Connection refused" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_cells_with_the_same_content_are_built_once_and_tagged_for_each(
@@ -122,7 +128,7 @@ def test_cells_with_the_same_content_are_built_once_and_tagged_for_each(
     proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--no-validate",
                        "--report", str(report), "--quiet")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    [row] = json.loads(report.read_text())
+    [row] = json.loads(report.read_text())["images"]
     assert row["tag"] == "rocm7.2_debian12_py3.11_torch2.13.0_all_runtime"
     assert row["tags"] == ["rocm7.2_debian12_py3.11_torch2.13.0_gfx94X-dcgpu_runtime",
                            "rocm7.2_debian12_py3.11_torch2.13.0_gfx120X-all_runtime", row["tag"]]

@@ -56,7 +56,7 @@ def publish(matrix_text: str, registry: str, wheelhouse: Path, tmp: Path, env: d
                            "--wheelhouse", str(wheelhouse), "--record", str(record), "--quiet", *extra],
                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})}, check=False)
     seconds = time.monotonic() - start
-    cells = {c["image"]: c for c in json.loads(record.read_text())["cells"]} if record.exists() else {}
+    cells = {c["tag"]: c for c in json.loads(record.read_text())["images"]} if record.exists() else {}
     return Run(proc, cells, seconds)
 
 
@@ -71,7 +71,7 @@ def test_republish_builds_and_pushes_nothing(ns: tuple[str, RegistryClient, str]
     target, api, repo = ns
     first = publish(MATRIX, target, wheelhouse, tmp_path)
     assert first.proc.returncode == 0, first.proc.stdout + first.proc.stderr
-    assert {k: v["state"] for k, v in first.record.items()} == {RUNTIME: "built", DEVEL: "built"}
+    assert {k: v["state"] for k, v in first.record.items()} == {RUNTIME: "published", DEVEL: "published"}
     digests = {tag: api.digest(repo, tag) for tag in api.tags(repo)}
     immutable = {str(r["immutable_tag"]) for r in first.record.values()}
     assert set(digests) == {RUNTIME, DEVEL, "latest"} | immutable
@@ -106,7 +106,7 @@ def test_changed_cell_alone_is_rebuilt_and_a_failing_cell_keeps_its_good_digest(
     changed = publish(cell_override("devel", DEVEL, "user: ml"), target, wheelhouse, tmp_path)
     assert changed.proc.returncode == 0, changed.proc.stderr
     assert changed.record[RUNTIME]["state"] == "skipped"
-    assert changed.record[DEVEL]["state"] == "built" and changed.record[DEVEL]["moved"] == [DEVEL]
+    assert changed.record[DEVEL]["state"] == "published" and changed.record[DEVEL]["moved"] == [DEVEL]
     assert api.digest(repo, RUNTIME) == good[RUNTIME]
     assert api.digest(repo, DEVEL) == changed.record[DEVEL]["digest"] != good[DEVEL]
 
@@ -193,7 +193,7 @@ def test_registry_dying_mid_push_fails_cleanly_and_a_rerun_completes(
             break
     output += proc.stdout.readlines()
     assert proc.wait(timeout=300) == 1, "".join(output)
-    cell = json.loads(record.read_text())["cells"][0]
+    cell = json.loads(record.read_text())["images"][0]
     assert cell["state"] == "failed" and str(cell["failure"]).startswith("push:"), cell
 
     own_registry.start()
@@ -203,8 +203,8 @@ def test_registry_dying_mid_push_fails_cleanly_and_a_rerun_completes(
     rerun = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "==> build" not in rerun.stdout  # the image built before the failure is reused, not rebuilt
-    cell = json.loads(record.read_text())["cells"][0]
-    assert cell["state"] == "built" and api.digest("dying/pytorch", RUNTIME) == cell["digest"]
+    cell = json.loads(record.read_text())["images"][0]
+    assert cell["state"] == "published" and api.digest("dying/pytorch", RUNTIME) == cell["digest"]
     assert_every_tag_resolves(api, "dying/pytorch")
 
 
@@ -230,9 +230,12 @@ def test_htpasswd_registry_with_good_and_wrong_credentials(
     wrong = publish(MATRIX, target, wheelhouse, tmp_path,
                     {"RIF_REGISTRY_USER": "alice", "RIF_REGISTRY_PASSWORD": "not-the-password"}, "--cell", RUNTIME)
     assert wrong.proc.returncode == 1
-    message = str(wrong.record[RUNTIME]["failure"])
+    # Rejected credentials stop the run before any build: one line naming registry and user, a full record.
+    message = wrong.proc.stderr
     assert auth_registry.address in message and "'alice'" in message and "RIF_REGISTRY_USER" in message
-    assert "not-the-password" not in wrong.proc.stdout + wrong.proc.stderr + message
+    assert "==> build" not in wrong.proc.stdout and "Traceback" not in message
+    assert wrong.record[RUNTIME]["state"] == "not-attempted"
+    assert "not-the-password" not in wrong.proc.stdout + wrong.proc.stderr + json.dumps(wrong.record)
 
     good = publish(MATRIX, target, wheelhouse, tmp_path,
                    {"RIF_REGISTRY_USER": "alice", "RIF_REGISTRY_PASSWORD": SECRET}, "--cell", RUNTIME)
