@@ -21,7 +21,7 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
-from builder import baseimage, context, ghrows, pipeline, record, wheelhouse
+from builder import baseimage, ghrows, imagetree, pipeline, record, wheelhouse
 from builder import display as show
 from builder.credentials import CredentialError
 from builder.dockerapi import EngineUnavailable, connect
@@ -38,6 +38,7 @@ app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pret
 P = ParamSpec("P")
 R = TypeVar("R")
 
+PRODUCTION_MATRIX, PRODUCTION_IMAGES = Path("matrix.yaml"), Path("images")
 MatrixOpt = Annotated[Path, typer.Option("--matrix", "-m", help="Matrix file (YAML).")]
 WheelhouseOpt = Annotated[Path | None, typer.Option(
     "--wheelhouse", help="Install wheels from this directory (--no-index) instead of the cells' index URLs.",
@@ -65,7 +66,7 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             for problem in exc.problems:
                 show.error(str(problem))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
-        except (EngineUnavailable, NotImplementedError, CredentialError) as exc:
+        except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError) as exc:
             show.error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except RegistryError as exc:  # the registry refused or is down before any image was touched
@@ -123,17 +124,24 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
 
 @app.command()
 @handles_errors
-def render(matrix: MatrixOpt = Path("matrix.yaml"),
-           out_dir: Annotated[Path, typer.Option("--out", help="Where the per-cell folders go.")] = Path("images"),
+def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
+           out_dir: Annotated[Path, typer.Option("--out", help="Where the per-image folders go.")] = PRODUCTION_IMAGES,
            check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if --out has drifted.")] = False,
+           prune: Annotated[bool, typer.Option("--prune", help=(
+               "Remove folders this factory rendered before and the matrix no longer renders (default for the "
+               "production matrix into images/); nothing it did not write is ever removed."))] = False,
            ) -> None:
-    """Render every cell's Dockerfile into images/<tag>/ (production wheel sources), or check for drift."""
+    """Render every image's Dockerfile into images/<tag>/ (production wheel sources), or check for drift."""
+    production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
+    if out_dir == PRODUCTION_IMAGES and not production and not check:
+        raise usage_error("--out", f"{matrix} is not the production matrix: its Dockerfiles do not go into "
+                                   f"{PRODUCTION_IMAGES}/ (pass --out DIR)")
     rendered = render_all(load_matrix(matrix))
     if not check:
-        written = context.write_images(out_dir, rendered)
+        written = imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES))
         show.out.print(f"wrote {len(written)} Dockerfiles under {show.safe(out_dir)}")
         return
-    problems = context.drift(out_dir, rendered)
+    problems = imagetree.drift(out_dir, rendered)
     for p in problems:
         show.err.print(f"[red]drift:[/red] {show.safe(p)}")
     if problems:

@@ -27,7 +27,7 @@ from builder.dockerapi import run_captured
 from builder.matrix import expand_matrix
 from builder.plan import ImagePlan, latest_cell, plan_images, select, usage_error
 from builder.publish import Target
-from builder.record import ImageReport
+from builder.record import ImageReport, Stage
 from builder.render import RenderedCell, WheelSource, render_cell
 from builder.retry import RegistryError
 from builder.validate import validate_image
@@ -96,7 +96,7 @@ def run_image(client: docker.DockerClient, job: Job, options: Options, context_d
     try:
         _lifecycle(client, job, options, context_dir, events, report)
     except RegistryError as exc:  # AuthError included: the message names registry and user, never the secret
-        stage = "push" if report.image_id else "registry"
+        stage: Stage = "push" if report.image_id else "registry"
         report.fail(stage, f"{stage}: {exc}")
     report.seconds = round(time.monotonic() - start, 3)
     return report

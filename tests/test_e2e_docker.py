@@ -49,7 +49,10 @@ def test_registry_has_good_cells_with_their_digests_and_not_the_broken_one(e2e_r
     address, ns = namespace.split("/", 1)
     client = RegistryClient(address)
     good = [r for r in rows if r["tag"] in GOOD]
-    assert sorted(client.tags(f"{ns}/pytorch")) == sorted(GOOD + [str(r["immutable_tag"]) for r in good])
+    # build --push promotes like publish: immutable tags, the cells' tags and `latest` (the newest runtime).
+    assert sorted(client.tags(f"{ns}/pytorch")) == sorted([*GOOD, "latest", *(str(r["immutable_tag"]) for r in good)])
+    runtime = next(r for r in good if r["tag"] == GOOD[0])
+    assert client.digest(f"{ns}/pytorch", "latest") == runtime["digest"] and "latest" in runtime["moved"]
     for row in good:
         for tag in (str(row["tag"]), str(row["immutable_tag"])):
             assert client.digest(f"{ns}/pytorch", tag) == row["digest"]
