@@ -25,7 +25,7 @@ from builder.build import build_image
 from builder.context import write_context
 from builder.dockerapi import run_captured
 from builder.matrix import expand_matrix
-from builder.plan import ImagePlan, latest_cell, plan_images, select, usage_error
+from builder.plan import ImagePlan, check_registry, latest_cell, plan_images, select, usage_error
 from builder.publish import Target
 from builder.record import ImageReport, Stage
 from builder.render import RenderedCell, WheelSource, render_cell
@@ -229,4 +229,4 @@ def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source
 
 def target(registry: str) -> Target:
     """Where a run pushes; the registry is asked before the first build whether it takes our pushes."""
-    return Target.of(registry)
+    return Target.of(check_registry(registry))

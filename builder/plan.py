@@ -80,3 +80,20 @@ def shard(plans: list[ImagePlan], spec: str | None) -> list[ImagePlan]:
     if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
         raise usage_error("--shard", f"{spec!r} is not K/N with 1 <= K <= N")
     return plans[int(k) - 1::int(n)]
+
+
+REGISTRY_RE = re.compile(r"(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:]+\])(?::[0-9]{1,5})?"
+                         r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+
+
+def check_registry(value: str) -> str:
+    """--registry is HOST[:PORT][/NAMESPACE], lower case, no scheme and no credentials; never echo a password."""
+    if "@" in value:
+        raise usage_error("--registry", "must not hold credentials (user:password@): use RIF_REGISTRY_USER/"
+                                        "RIF_REGISTRY_PASSWORD or docker login")
+    if "://" in value:
+        raise usage_error("--registry", f"{value!r} has a scheme: give HOST[:PORT]/NAMESPACE, e.g. ghcr.io/org")
+    if not REGISTRY_RE.fullmatch(value):
+        raise usage_error("--registry", f"{value!r} is not HOST[:PORT]/NAMESPACE in lower case (e.g. ghcr.io/org, "
+                                        "127.0.0.1:5000/rocm)")
+    return value

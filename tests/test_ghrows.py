@@ -61,3 +61,4 @@ def test_bad_shard_is_a_command_line_error(spec: str) -> None:
     with pytest.raises(InputError) as exc:
         shard([], spec)
     assert "--shard" in str(exc.value)
+
