@@ -1,0 +1,91 @@
+"""The content hash changes with each of its inputs, one at a time, and with nothing else.
+
+It decides whether publish rebuilds an image, so an input it misses would let a changed image keep an
+immutable tag that names other content.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from builder import render
+from builder.render import WheelSource, render_cell
+from builder.spec import CellSpec
+from tests.conftest import load_cells
+
+MATRIX = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+
+
+@pytest.fixture
+def cell(tmp_path: Path) -> CellSpec:
+    [only] = load_cells(tmp_path, MATRIX)
+    return only
+
+
+@pytest.fixture
+def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a private digest cache
+    render.wheelhouse_digest.cache_clear()
+    house = tmp_path / "wheels"
+    house.mkdir()
+    (house / "torch-2.13.0-py3-none-any.whl").write_bytes(b"torch bytes")
+    return house
+
+
+def digest(cell: CellSpec, source: WheelSource | None = None) -> str:
+    render.wheelhouse_digest.cache_clear()
+    return render_cell(cell, source or WheelSource()).content_hash
+
+
+def test_the_same_inputs_give_the_same_hash(cell: CellSpec, wheelhouse: Path) -> None:
+    assert digest(cell) == digest(cell)
+    assert digest(cell, WheelSource(wheelhouse)) == digest(cell, WheelSource(wheelhouse))
+    assert digest(cell.model_copy(update={"line": 99})) == digest(cell)  # where it came from is no input
+
+
+@pytest.mark.parametrize("change", [{"user": "ml"}, {"index_url": "https://mirror.example/simple"},
+                                    {"expect_torch": "2.12.0"}, {"flavor": "devel"}, {"tag": "other"}])
+def test_each_cell_field_that_reaches_the_image_changes_the_hash(cell: CellSpec, change: dict[str, str]) -> None:
+    assert digest(cell.model_copy(update=change)) != digest(cell)
+
+
+def test_the_template_changes_the_hash(cell: CellSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = digest(cell)
+    original = render._template()
+    source = Path(render.template_dir() / "Dockerfile.j2").read_text()
+    env = original.environment
+    changed = env.from_string(source.replace("CMD [\"bash\"]", "CMD [\"sh\"]"))
+    assert isinstance(changed, jinja2.Template)
+    monkeypatch.setattr(render, "_template", lambda: changed)
+    assert digest(cell) != before
+
+
+def test_a_baked_file_changes_the_hash(cell: CellSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = digest(cell)
+    real = render.baked_files
+
+    def one_byte_more(c: CellSpec) -> dict[str, bytes]:
+        files = real(c)
+        name = sorted(files)[0]
+        return {**files, name: files[name] + b"\n"}
+
+    monkeypatch.setattr(render, "baked_files", one_byte_more)
+    assert digest(cell) != before
+
+
+def test_each_wheelhouse_change_changes_the_hash(cell: CellSpec, wheelhouse: Path) -> None:
+    seen = {digest(cell, WheelSource(wheelhouse))}
+    wheel = wheelhouse / "torch-2.13.0-py3-none-any.whl"
+    wheel.write_bytes(b"torch bytes, rebuilt")  # same name and size class, new content
+    os.utime(wheel, ns=(1, 1))
+    seen.add(digest(cell, WheelSource(wheelhouse)))
+    (wheelhouse / "numpy-2.4.6-py3-none-any.whl").write_bytes(b"numpy")  # a new wheel
+    seen.add(digest(cell, WheelSource(wheelhouse)))
+    wheel.rename(wheelhouse / "torch-2.13.1-py3-none-any.whl")  # a renamed wheel
+    seen.add(digest(cell, WheelSource(wheelhouse)))
+    assert len(seen) == 4
+    assert digest(cell) not in seen  # the index source and the wheelhouse source differ too
