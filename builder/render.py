@@ -19,11 +19,12 @@ from pathlib import Path
 
 import jinja2
 
+from builder import smoke
 from builder.spec import CellSpec
 
 HASH_LABEL = "org.rocm-image-factory.content-hash"
 LABEL_PREFIX = "org.rocm-image-factory."
-SMOKE_PROGRAM = "torch_smoke.py"
+SMOKE_PROGRAM = smoke.PROGRAM
 CELL_FILE = "cell.json"
 
 
@@ -129,9 +130,8 @@ def image_packages(cell: CellSpec) -> list[str]:
 
 def baked_files(cell: CellSpec) -> dict[str, bytes]:
     """Files COPYed into /opt/rif: the smoke-test program and the expectations it reads."""
-    smoke = resources.files("builder").joinpath("smoke", SMOKE_PROGRAM).read_bytes()
     expect = json.dumps(cell.expectations(), indent=2, sort_keys=True).encode() + b"\n"
-    return {f"rif/{SMOKE_PROGRAM}": smoke, f"rif/{CELL_FILE}": expect}
+    return {f"rif/{SMOKE_PROGRAM}": smoke.bundle(), f"rif/{CELL_FILE}": expect}
 
 
 def render_cell(cell: CellSpec, source: WheelSource = WheelSource()) -> RenderedCell:

@@ -87,8 +87,8 @@ def test_context_holds_exactly_what_the_dockerfile_copies(tmp_path: Path) -> Non
     rendered = render_cell(golden_cells()[1], WheelSource(wheels))
     ctx = context.write_context(rendered, tmp_path / "ctx")
     files = sorted(str(p.relative_to(ctx)) for p in ctx.rglob("*") if p.is_file())
-    assert files == [".dockerignore", "Dockerfile", "rif/cell.json", "rif/torch_smoke.py", "wheels/x.whl"]
-    assert os.access(ctx / "rif" / "torch_smoke.py", os.X_OK)
+    assert files == [".dockerignore", "Dockerfile", "rif/cell.json", "rif/torch-smoke.pyz", "wheels/x.whl"]
+    assert os.access(ctx / "rif" / "torch-smoke.pyz", os.X_OK)
 
 
 def test_committed_images_match_the_production_matrix() -> None:

@@ -65,7 +65,7 @@ def image(docker_client: docker.DockerClient, base_image: str, wheelhouse: Path,
     proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--quiet",
                        "--report", str(report))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    ref = str(json.loads(report.read_text())[0]["image"])
+    ref = str(json.loads(report.read_text())["images"][0]["local_image"])
     yield ref
     with contextlib.suppress(docker.errors.APIError):
         docker_client.images.remove(ref)

@@ -26,7 +26,7 @@ RUN apt-get update \
 RUN groupadd -f video && groupadd -f --system render
 COPY --from=venv /opt/venv /opt/venv
 COPY rif/ /opt/rif/
-RUN ln -s /opt/rif/torch_smoke.py /usr/local/bin/torch-smoke
+RUN ln -s /opt/rif/torch-smoke.pyz /usr/local/bin/torch-smoke
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (CPU, debian-12, runtime)" \
@@ -36,6 +36,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.13.0 (CPU, debian-12, runtime)" 
       org.opencontainers.image.ref.name="cpu_debian12_py3.11_torch2.13.0_runtime" \
       org.opencontainers.image.base.name="debian:12" \
       org.opencontainers.image.vendor="rocm-image-factory" \
+      org.rocm-image-factory.image="pytorch" \
       org.rocm-image-factory.tag="cpu_debian12_py3.11_torch2.13.0_runtime" \
       org.rocm-image-factory.platform="cpu" \
       org.rocm-image-factory.channel="pytorch" \
@@ -49,7 +50,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.13.0 (CPU, debian-12, runtime)" 
       org.rocm-image-factory.os="debian-12" \
       org.rocm-image-factory.flavor="runtime" \
       org.rocm-image-factory.user="root" \
-      org.rocm-image-factory.content-hash="sha256:d3a6ddab4becf8425f079b40f2d5360a38fe059d2e38207e1babd8ee4a4387c4"
+      org.rocm-image-factory.content-hash="sha256:c0b67d718a9fa75d19f136bf7dbb49941a7f6aae51221c2531e40bf4850191b5"
 USER root
 WORKDIR /root
 CMD ["bash"]

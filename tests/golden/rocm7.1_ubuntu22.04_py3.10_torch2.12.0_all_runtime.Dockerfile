@@ -27,7 +27,7 @@ RUN groupadd -f video && groupadd -f --system render
 RUN useradd --create-home --shell /bin/bash --groups video,render ml
 COPY --from=venv /opt/venv /opt/venv
 COPY rif/ /opt/rif/
-RUN ln -s /opt/rif/torch_smoke.py /usr/local/bin/torch-smoke
+RUN ln -s /opt/rif/torch-smoke.pyz /usr/local/bin/torch-smoke
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 LABEL org.opencontainers.image.title="PyTorch 2.12.0 (ROCm 7.1, ubuntu-22.04, runtime)" \
@@ -37,6 +37,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.12.0 (ROCm 7.1, ubuntu-22.04, ru
       org.opencontainers.image.ref.name="rocm7.1_ubuntu22.04_py3.10_torch2.12.0_all_runtime" \
       org.opencontainers.image.base.name="ubuntu:22.04" \
       org.opencontainers.image.vendor="rocm-image-factory" \
+      org.rocm-image-factory.image="pytorch" \
       org.rocm-image-factory.tag="rocm7.1_ubuntu22.04_py3.10_torch2.12.0_all_runtime" \
       org.rocm-image-factory.platform="rocm7.1" \
       org.rocm-image-factory.channel="pytorch" \
@@ -50,7 +51,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.12.0 (ROCm 7.1, ubuntu-22.04, ru
       org.rocm-image-factory.os="ubuntu-22.04" \
       org.rocm-image-factory.flavor="runtime" \
       org.rocm-image-factory.user="ml" \
-      org.rocm-image-factory.content-hash="sha256:4bb7c7aecc04273f2aa0ca310ee72f53c15349c61352db01965cee172f4a60d5"
+      org.rocm-image-factory.content-hash="sha256:909c0b1c9660a5f9d0a703e5115d555a30dae2fde83adafe9b6b48a779dde746"
 USER ml
 WORKDIR /home/ml
 CMD ["bash"]

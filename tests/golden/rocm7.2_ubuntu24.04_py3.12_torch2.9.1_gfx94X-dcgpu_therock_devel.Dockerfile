@@ -27,7 +27,7 @@ RUN groupadd -f video && groupadd -f --system render
 RUN useradd --create-home --shell /bin/bash --groups video,render ml
 COPY --from=venv /opt/venv /opt/venv
 COPY rif/ /opt/rif/
-RUN ln -s /opt/rif/torch_smoke.py /usr/local/bin/torch-smoke
+RUN ln -s /opt/rif/torch-smoke.pyz /usr/local/bin/torch-smoke
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (ROCm 7.2, ubuntu-24.04, devel)" \
@@ -37,6 +37,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.9.1 (ROCm 7.2, ubuntu-24.04, dev
       org.opencontainers.image.ref.name="rocm7.2_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_therock_devel" \
       org.opencontainers.image.base.name="ubuntu:24.04" \
       org.opencontainers.image.vendor="rocm-image-factory" \
+      org.rocm-image-factory.image="pytorch" \
       org.rocm-image-factory.tag="rocm7.2_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_therock_devel" \
       org.rocm-image-factory.platform="rocm7.2" \
       org.rocm-image-factory.channel="therock" \
@@ -50,7 +51,7 @@ LABEL org.opencontainers.image.title="PyTorch 2.9.1 (ROCm 7.2, ubuntu-24.04, dev
       org.rocm-image-factory.os="ubuntu-24.04" \
       org.rocm-image-factory.flavor="devel" \
       org.rocm-image-factory.user="ml" \
-      org.rocm-image-factory.content-hash="sha256:76dd00e29ec13d5cc0dd3ff176827747d711d22e047e53e0dd28421ed3409684"
+      org.rocm-image-factory.content-hash="sha256:64127d87e008530c6e29a03a95303adc0d4166baf1f0feb19d21d1dbf02cf38e"
 USER ml
 WORKDIR /home/ml
 CMD ["bash"]
