@@ -1,29 +1,156 @@
-"""Shared fixtures. Docker-backed fixtures skip on a developer machine without an engine, but FAIL under CI=true."""
+"""Shared fixtures and helpers.
+
+Engine and registry policy (issue 17, "CI cannot skip"): a test that needs the Docker engine carries
+@pytest.mark.docker, one that needs the local registry (RIF_TEST_REGISTRY, default 127.0.0.1:5000) carries
+@pytest.mark.registry. Before such a test runs, the engine (or registry) is probed once per session; when it
+does not answer the test SKIPS on a developer machine and ERRORS when CI is set (any non-empty CI value other
+than 0/false/no/off: CI=1, CI=true, ...), so a CI run can never go green by skipping the real work.
+
+The markers are enforced: a test whose fixtures reach the engine (docker_client, containers, or any fixture
+built on them) but lacks @pytest.mark.docker errors, whether or not an engine is there. A test using the
+`registry` fixture is marked `registry` automatically, so the same policy applies to it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import subprocess
 import sys
+import textwrap
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import docker
 import pytest
+from docker.models.containers import Container
+
+from builder.errors import InputError, Problem
+from builder.matrix import Expansion, expand_matrix, load_matrix
+from builder.spec import CellSpec
+
+pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-IN_CI = os.environ.get("CI", "").lower() == "true"
+DEFAULT_REGISTRY = "127.0.0.1:5000"
+PROBE_TIMEOUT = 5  # seconds: an engine or registry that is up answers a ping at once
+CI_OFF = frozenset({"0", "false", "no", "off"})
+ENGINE_FIXTURES = frozenset({"docker_client", "containers"})  # fixtures that talk to the engine
+MARKERS = {
+    "docker": "needs a Docker engine (skips without one, fails when CI is set)",
+    "registry": "needs the local registry started by scripts/setup.sh (skips without one, fails when CI is set)",
+}
+
+Policy = Literal["run", "skip", "fail"]
+
+
+# --- the policy ------------------------------------------------------------------------------------------
+
+def in_ci(ci_env: str | None) -> bool:
+    """CI is set: any non-empty value but an explicit no (CI=1, CI=true, CI=yes, CI=github...)."""
+    value = (ci_env or "").strip().lower()
+    return bool(value) and value not in CI_OFF
+
+
+def docker_policy(ci_env: str | None, engine_up: bool) -> Policy:
+    """What a marked test does: run when its service answers; otherwise fail under CI, skip elsewhere."""
+    if engine_up:
+        return "run"
+    return "fail" if in_ci(ci_env) else "skip"
 
 
 def unavailable(reason: str) -> None:
-    """Skip locally; in CI a missing engine or registry is a failure, never a silent skip."""
-    if IN_CI:
-        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    """Skip locally; when CI is set a missing engine, registry or tool is a failure, never a silent skip."""
+    if in_ci(os.environ.get("CI")):
+        pytest.fail(f"CI is set and {reason}", pytrace=False)
     pytest.skip(reason)
 
+
+@functools.cache
+def engine_problem() -> str | None:
+    """Why the Docker engine (DOCKER_HOST or the local socket) does not answer; None when it does. Asked once."""
+    try:
+        client = docker.from_env(timeout=PROBE_TIMEOUT)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:  # DockerException, or requests' connection errors: either way, no engine
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def registry_address() -> str:
+    return os.environ.get("RIF_TEST_REGISTRY", DEFAULT_REGISTRY)
+
+
+@functools.cache
+def registry_problem(address: str) -> str | None:
+    """Why http://ADDRESS/v2/ does not answer; None when it does (a 401 from an auth registry is an answer)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
+    try:
+        opener.open(f"http://{address}/v2/", timeout=PROBE_TIMEOUT).close()
+    except urllib.error.HTTPError:
+        return None
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def apply_policy(policy: Policy, what: str, problem: str) -> None:
+    message = f"{what} does not answer: {problem}"
+    if policy == "fail":
+        pytest.fail(f"CI is set and {message}", pytrace=False)
+    if policy == "skip":
+        pytest.skip(message)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Declared here as well as in pyproject.toml, so the markers exist wherever this file is loaded as a plugin.
+    for name, help_text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {help_text}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "registry" in getattr(item, "fixturenames", ()) and item.get_closest_marker("registry") is None:
+            item.add_marker(pytest.mark.registry)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture is set up: enforce the docker marker, then apply the engine and registry policy."""
+    marked = item.get_closest_marker("docker") is not None
+    engine = sorted(ENGINE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    if engine and not marked:
+        pytest.fail(f"{item.nodeid} uses the Docker engine (fixture {', '.join(engine)}) but is not marked "
+                    "@pytest.mark.docker: mark it, so that it skips without an engine and fails when CI is set",
+                    pytrace=False)
+    ci = os.environ.get("CI")
+    if marked:
+        problem = engine_problem()
+        apply_policy(docker_policy(ci, problem is None), "the Docker engine", problem or "")
+    if item.get_closest_marker("registry") is not None:
+        address = registry_address()
+        problem = registry_problem(address)
+        apply_policy(docker_policy(ci, problem is None), f"the registry at {address}", problem or "")
+
+
+def require_marker(request: pytest.FixtureRequest, marker: str, fixture: str) -> None:
+    """Inside a function-scoped fixture: refuse a test that lacks the marker the fixture needs."""
+    if request.node.get_closest_marker(marker) is None:
+        pytest.fail(f"{request.node.nodeid} uses the fixture {fixture} but is not marked @pytest.mark.{marker}",
+                    pytrace=False)
+
+
+# --- engine, registry and build inputs --------------------------------------------------------------------
 
 def builder_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
     """Run the real console entry point, as a maintainer would."""
@@ -33,11 +160,12 @@ def builder_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[
 
 @pytest.fixture(scope="session")
 def docker_client() -> docker.DockerClient:
+    """The engine, for tests marked docker (pytest_runtest_setup refuses unmarked users of this fixture)."""
     try:
         client = docker.from_env(timeout=3600)
         client.ping()
     except docker.errors.DockerException as exc:
-        unavailable(f"no Docker engine ({exc})")
+        unavailable(f"the Docker engine does not answer: {exc}")
     return client
 
 
@@ -66,11 +194,11 @@ def wheelhouse() -> Path:
 
 @pytest.fixture(scope="session")
 def registry() -> str:
-    address = os.environ.get("RIF_TEST_REGISTRY", "127.0.0.1:5000")
-    try:
-        urllib.request.urlopen(f"http://{address}/v2/", timeout=5)
-    except OSError as exc:
-        unavailable(f"no registry at {address} ({exc}); scripts/setup.sh starts one")
+    """The local registry's address; its users are marked `registry` at collection, so the policy applies."""
+    address = registry_address()
+    problem = registry_problem(address)
+    if problem is not None:
+        unavailable(f"the registry at {address} does not answer ({problem}); scripts/setup.sh starts one")
     return address
 
 
@@ -78,3 +206,113 @@ def registry() -> str:
 def namespace(registry: str) -> Iterator[str]:
     """A fresh namespace per test, so runs never see each other's tags."""
     yield f"{registry}/t{uuid.uuid4().hex[:10]}"
+
+
+# --- containers: every one a test starts is removed at teardown -------------------------------------------
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """A finished container: exit code and its two streams."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def logs(self) -> str:
+        return self.stdout + self.stderr
+
+
+class TrackedContainers:
+    """jupyter/docker-stacks' TrackedContainer, for any image: remembers every container it starts."""
+
+    def __init__(self, client: docker.DockerClient, **defaults: Any) -> None:
+        self.client = client
+        self.defaults = defaults  # keyword arguments of containers.run() for every container
+        self.started: list[Container] = []
+
+    def run_detached(self, image: str, command: str | list[str] | None = None, **kwargs: Any) -> Container:
+        container: Container = self.client.containers.run(image, command, detach=True,
+                                                          **{**self.defaults, **kwargs})
+        self.started.append(container)
+        return container
+
+    def run_and_wait(self, image: str, command: str | list[str] | None = None, *, timeout: float = 300,
+                     **kwargs: Any) -> ContainerRun:
+        """Run to completion; the logs are read after the exit, so none is lost. TimeoutError past timeout."""
+        container = self.run_detached(image, command, **kwargs)
+        try:
+            code = int(container.wait(timeout=timeout)["StatusCode"])
+        except Exception as exc:  # requests' ReadTimeout or ConnectionError: it did not finish
+            container.kill()
+            raise TimeoutError(f"{image} {command} did not finish within {timeout:g} s") from exc
+        return ContainerRun(code, container.logs(stdout=True, stderr=False).decode(errors="replace"),
+                            container.logs(stdout=False, stderr=True).decode(errors="replace"))
+
+    def remove_all(self) -> None:
+        while self.started:
+            container = self.started.pop()
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                container.remove(force=True, v=True)
+
+
+@pytest.fixture
+def containers(request: pytest.FixtureRequest, docker_client: docker.DockerClient) -> Iterator[TrackedContainers]:
+    """Start containers with containers.run_and_wait(image, command); all of them are removed at teardown."""
+    require_marker(request, "docker", "containers")
+    tracked = TrackedContainers(docker_client)
+    yield tracked
+    tracked.remove_all()
+
+
+# --- matrix files: shared by the tests of yamlsrc, schema, matrix, spec, tags and compat -------------------
+
+# Lines 1-4; error cases append from line 5 on.
+BASE = """\
+matrix:
+  os: [debian-12]
+  platform: [cpu]
+  torch: ["2.13.0"]
+"""
+CPU_TAG = "cpu_debian12_py3.11_torch2.13.0_runtime"
+
+
+def write_matrix(tmp_path: Path, text: str) -> Path:
+    file = tmp_path / "matrix.yaml"
+    file.write_text(textwrap.dedent(text), encoding="utf-8")
+    return file
+
+
+def load_cells(tmp_path: Path, text: str) -> list[CellSpec]:
+    return load_matrix(write_matrix(tmp_path, text))
+
+
+def expand_text(tmp_path: Path, text: str) -> Expansion:
+    return expand_matrix(write_matrix(tmp_path, text))
+
+
+def problems_of(file: Path) -> list[Problem]:
+    with pytest.raises(InputError) as info:
+        load_matrix(file)
+    assert str(info.value) == "\n".join(str(p) for p in info.value.problems)
+    return info.value.problems
+
+
+def inc(body: str) -> str:
+    """BASE plus one include entry on line 6."""
+    return BASE + "include:\n  - {" + body + "}\n"
+
+# Every cell of this product can work: torch 2.13 and 2.12 have pytorch.org wheels for ROCm 7.2 carrying gfx942
+# and gfx950, for Python 3.11 (debian-12) and 3.12 (ubuntu-24.04).
+PRODUCT = """\
+matrix:
+  os: [debian-12, ubuntu-24.04]
+  platform: [cpu, rocm7.2]
+  torch: ["2.13.0", "2.12.1"]
+  gfx: [gfx94X-dcgpu, gfx950-dcgpu]
+  flavor: [runtime, devel]
+"""
+
+
+def axes(cell: CellSpec) -> tuple[str, str, str, str | None, str]:
+    return cell.os, cell.platform, cell.torch, cell.gfx, cell.flavor

@@ -63,6 +63,7 @@ def test_unknown_format_is_bad_input() -> None:
     assert proc.returncode == 2 and "unknown format" in proc.stderr
 
 
+@pytest.mark.docker
 def test_base_refuses_unknown_and_dnf_os() -> None:
     assert builder_cli("base", "plan9").returncode == 2
     proc = builder_cli("base", "rocky-9")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from packaging.version import Version
 from builder import catalog, compat
 from builder.matrix import expand_matrix
 from builder.spec import ALL_TARGETS, CellSpec
+from tests.conftest import BASE, CPU_TAG, PRODUCT, axes, expand_text, inc, problems_of, write_matrix
 
 PYTORCH = "https://download.pytorch.org/whl/"
 THEROCK = "https://repo.amd.com/rocm/whl-multi-arch/"
@@ -426,3 +428,87 @@ def test_os_data_matches_the_facts(name: str) -> None:
     assert release.python == python
     if since is not None:
         assert release.rocm_since == since
+
+
+# --- compatibility rules in the matrix: product cells, includes, overrides ----------------------------------
+
+def test_product_cells_that_break_a_rule_are_dropped_with_the_reason(tmp_path: Path) -> None:
+    # pytorch.org has torch 2.9 wheels for ROCm 6.3/6.4 only, and none of them carries gfx950.
+    expansion = expand_text(tmp_path, PRODUCT.replace('"2.12.1"', '"2.9.1"'))
+    kept = [axes(c) for c in expansion.cells]
+    assert len(kept) == 8 + 8
+    assert not any(t == "2.9.1" and p == "rocm7.2" for _, p, t, _, _ in kept)
+    assert ("debian-12", "cpu", "2.9.1", None, "runtime") in kept
+    dropped_cells = {d.cell.tag: d.cell for d in expansion.dropped}
+    assert len(dropped_cells) == 8
+    assert all((c.platform, c.torch) == ("rocm7.2", "2.9.1") for c in dropped_cells.values())
+    wheels = "torch 2.9 has no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4"
+    gfx950 = ("gfx950 of gfx950-dcgpu is not compiled into torch 2.9's pytorch.org wheels "
+              "(hipErrorNoBinaryForGpu): use the therock channel for this family")
+    for tag, cell in dropped_cells.items():
+        reasons = [(d.rule, d.reason) for d in expansion.dropped if d.cell.tag == tag]
+        expected = [("channel-wheels", wheels)] + ([("gfx-in-wheels", gfx950)] if cell.gfx == "gfx950-dcgpu" else [])
+        assert reasons == expected, tag
+        assert cell.line == 1  # product cells point at the matrix key
+    assert "rocm7.2_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_devel" in dropped_cells
+
+
+def test_include_that_breaks_a_rule_is_an_error_naming_the_reason(tmp_path: Path) -> None:
+    file = write_matrix(tmp_path, BASE + textwrap.dedent("""\
+        include:
+          - {os: debian-12, platform: cpu, torch: "2.12.0"}
+          - os: ubuntu-24.04
+            platform: rocm7.2
+            torch: "2.9.1"
+            gfx: gfx950-dcgpu
+        """))
+    problems = problems_of(file)
+    how = "add override: {reason: ...} to build it anyway"
+    assert [(p.file, p.line, p.key, p.message) for p in problems] == [
+        (file, 7, "include[1]", "torch 2.9 has no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4 "
+                                f"(rule channel-wheels; {how})"),
+        (file, 7, "include[1]", "gfx950 of gfx950-dcgpu is not compiled into torch 2.9's pytorch.org wheels "
+                                f"(hipErrorNoBinaryForGpu): use the therock channel for this family "
+                                f"(rule gfx-in-wheels; {how})"),
+    ]
+
+
+def test_include_problems_come_with_the_other_problems_of_the_file(tmp_path: Path) -> None:
+    file = write_matrix(tmp_path, BASE + textwrap.dedent("""\
+        include:
+          - {os: debian-13, platform: cpu, torch: "2.1"}
+          - {os: debian-12, platform: cpu, torch: "2.13.0", tag: cpu_debian12_py3.11_torch2.13.0_runtime}
+        """))
+    problems = problems_of(file)
+    assert [(p.line, p.message.split(" (rule")[0]) for p in problems] == [
+        (6, "torch 2.1 has no wheels for Python 3.13 (debian-13's Python); it has 3.8, 3.9, 3.10, 3.11"),
+        (7, "duplicate cell (same tag as the cell from line 1)"),
+    ]
+    assert problems[0].key == "include[0]"
+
+
+def test_include_with_override_is_built_and_listed_as_overridden(tmp_path: Path) -> None:
+    expansion = expand_text(tmp_path, BASE + textwrap.dedent("""\
+        index_urls:
+          rocm7.2: https://mirror.example.org/whl/rocm7.2
+        include:
+          - os: ubuntu-24.04
+            platform: rocm7.2
+            torch: "2.9.1"
+            gfx: gfx94X-dcgpu
+            override: {reason: "our mirror carries a 2.9.1 build for ROCm 7.2"}
+        """))
+    cpu, cell = expansion.cells
+    assert cpu.tag == CPU_TAG
+    assert (cell.tag, cell.line, cell.index_url, cell.torchvision, cell.torchaudio) == (
+        "rocm7.2_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_runtime", 8, "https://mirror.example.org/whl/rocm7.2",
+        "0.24.1", "2.9.1")
+    assert expansion.dropped == []
+    assert [(d.cell, d.rule, d.reason) for d in expansion.overridden] == [
+        (cell, "channel-wheels", "torch 2.9 has no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4")]
+
+
+def test_override_on_a_valid_include_changes_nothing(tmp_path: Path) -> None:
+    expansion = expand_text(tmp_path, inc("os: debian-12, platform: cpu, torch: '2.12.0', "
+                                     "override: {reason: 'no rule is broken here'}"))
+    assert len(expansion.cells) == 2 and expansion.overridden == [] and expansion.dropped == []

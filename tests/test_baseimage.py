@@ -1,0 +1,32 @@
+"""builder.baseimage: the host's apt mirror, read from deb822 and one-line sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from builder import baseimage
+
+DEB822 = """Types: deb
+URIs: http://mirror.example/debian
+Suites: bookworm bookworm-updates
+Components: main
+
+Types: deb
+URIs: http://mirror.example/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+
+def test_host_mirror_reads_deb822_sources(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(DEB822)
+    assert baseimage.host_mirror("debian", tmp_path) == "http://mirror.example/debian"
+    assert baseimage.host_mirror("ubuntu", tmp_path) is None
+
+
+def test_host_mirror_reads_one_line_sources(tmp_path: Path) -> None:
+    (tmp_path / "sources.list").write_text(
+        "# comment\ndeb-src http://src.example/ubuntu noble main\n"
+        "deb [arch=amd64 signed-by=/k.gpg] http://archive.example/ubuntu/ noble main universe\n")
+    assert baseimage.host_mirror("ubuntu", tmp_path) == "http://archive.example/ubuntu/"

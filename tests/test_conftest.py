@@ -1,0 +1,184 @@
+"""tests/conftest.py: the docker/registry policy (skip locally, error under CI) and the tracked containers."""
+
+from __future__ import annotations
+
+import docker
+import pytest
+
+from tests.conftest import ROOT, TrackedContainers, docker_policy, in_ci
+
+NO_ENGINE = "unix:///nonexistent/docker.sock"
+NO_REGISTRY = "127.0.0.1:9"  # nothing listens on port 9
+
+
+@pytest.mark.parametrize(("ci_env", "engine_up", "expected"), [
+    (None, True, "run"),
+    ("1", True, "run"),
+    ("true", True, "run"),
+    (None, False, "skip"),
+    ("", False, "skip"),
+    ("0", False, "skip"),
+    ("false", False, "skip"),
+    ("1", False, "fail"),
+    ("true", False, "fail"),
+    ("TRUE", False, "fail"),
+])
+def test_docker_policy(ci_env: str | None, engine_up: bool, expected: str) -> None:
+    assert docker_policy(ci_env, engine_up) == expected
+
+
+@pytest.mark.parametrize(("ci_env", "expected"), [
+    (None, False), ("", False), ("  ", False), ("0", False), ("false", False), ("False", False), ("no", False),
+    ("off", False), ("1", True), ("true", True), ("TRUE", True), ("yes", True), ("github-actions", True),
+    (" true ", True),
+])
+def test_any_non_empty_ci_but_an_explicit_no_is_ci(ci_env: str | None, expected: bool) -> None:
+    assert in_ci(ci_env) is expected
+
+
+# --- the hooks, in an inner pytest that loads tests/conftest.py as a plugin, with no engine and no registry -----
+
+INNER = """
+import pytest
+
+
+@pytest.mark.docker
+def test_marked_docker(docker_client):
+    pass
+
+
+@pytest.mark.docker
+def test_marked_docker_without_fixture():
+    pass
+
+
+def test_unmarked_docker_client(docker_client):
+    pass
+
+
+def test_unmarked_containers(containers):
+    pass
+
+
+def test_unmarked_base_image(base_image):
+    pass
+
+
+@pytest.mark.registry
+def test_marked_registry():
+    pass
+
+
+def test_registry_fixture_is_marked_for_it(registry):
+    pass
+
+
+def test_pure():
+    pass
+"""
+
+
+def inner_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None) -> pytest.RunResult:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    monkeypatch.setenv("RIF_TEST_REGISTRY", NO_REGISTRY)
+    monkeypatch.setenv("COLUMNS", "200")
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    pytester.makepyfile(test_inner=INNER)
+    return pytester.runpytest_subprocess("-p", "tests.conftest", "-p", "no:cacheprovider", "-rA",
+                                         "--strict-markers", timeout=120)
+
+
+UNMARKED = [
+    "ERROR test_inner.py::test_unmarked_docker_client - *",
+    "ERROR test_inner.py::test_unmarked_containers - *",
+    "ERROR test_inner.py::test_unmarked_base_image - *",
+    "test_inner.py::test_unmarked_docker_client uses the Docker engine (fixture docker_client) but is not marked "
+    "@pytest.mark.docker: *",
+    "test_inner.py::test_unmarked_containers uses the Docker engine (fixture containers, docker_client) but is not "
+    "marked @pytest.mark.docker: *",
+    "test_inner.py::test_unmarked_base_image uses the Docker engine (fixture docker_client) but is not marked "
+    "@pytest.mark.docker: *",
+]
+
+
+@pytest.mark.parametrize("ci", ["1", "true"])
+def test_under_ci_a_missing_engine_or_registry_is_an_error(pytester: pytest.Pytester,
+                                                            monkeypatch: pytest.MonkeyPatch, ci: str) -> None:
+    result = inner_run(pytester, monkeypatch, ci)
+    result.assert_outcomes(passed=1, errors=7)
+    result.stdout.fnmatch_lines_random([
+        "ERROR test_inner.py::test_marked_docker - *",
+        "ERROR test_inner.py::test_marked_docker_without_fixture - *",
+        "ERROR test_inner.py::test_marked_registry - *",
+        "ERROR test_inner.py::test_registry_fixture_is_marked_for_it - *",
+        "PASSED test_inner.py::test_pure",
+        *UNMARKED,
+    ])
+    lines = result.stdout.lines
+    assert sum(line.startswith("CI is set and the Docker engine does not answer: ") for line in lines) == 2
+    assert sum(line.startswith(f"CI is set and the registry at {NO_REGISTRY} does not answer: ")
+               for line in lines) == 2
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize("ci", [None, "false"])
+def test_without_ci_a_missing_engine_or_registry_skips(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                       ci: str | None) -> None:
+    result = inner_run(pytester, monkeypatch, ci)
+    # The unmarked users of the engine still error: the marker is enforced with or without an engine.
+    result.assert_outcomes(passed=1, skipped=4, errors=3)
+    result.stdout.fnmatch_lines_random([
+        "SKIPPED [[]2[]] *: the Docker engine does not answer: *",
+        f"SKIPPED [[]2[]] *: the registry at {NO_REGISTRY} does not answer: *",
+        *UNMARKED,
+    ])
+    assert not any(line.startswith("CI is set") for line in result.stdout.lines)
+
+
+def test_misspelt_marker_is_an_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_typo="import pytest\n\n\n@pytest.mark.dokcer\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "tests.conftest", "-p", "no:cacheprovider", "--strict-markers",
+                                           timeout=120)
+    result.stdout.fnmatch_lines(["*'dokcer' not found in `markers` configuration option*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
+# --- tracked containers, on the real engine ------------------------------------------------------------------
+
+@pytest.mark.docker
+def test_run_and_wait_returns_exit_code_and_both_streams(containers: TrackedContainers, base_image: str) -> None:
+    run = containers.run_and_wait(base_image, ["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=120)
+    assert (run.exit_code, run.stdout, run.stderr) == (3, "out\n", "err\n")
+    assert run.logs == "out\nerr\n"
+    assert len(containers.started) == 1
+
+
+@pytest.mark.docker
+def test_every_started_container_is_removed(docker_client: docker.DockerClient, base_image: str) -> None:
+    tracked = TrackedContainers(docker_client, labels={"org.rocm-image-factory.test": "tracked"})
+    try:
+        done = tracked.run_and_wait(base_image, ["true"], timeout=120)
+        running = tracked.run_detached(base_image, ["sleep", "600"])
+        assert done.exit_code == 0
+        ids = [str(c.id) for c in tracked.started]
+        assert len(ids) == 2 and running.id in ids
+        assert all(c.labels.get("org.rocm-image-factory.test") == "tracked" for c in tracked.started)
+        tracked.remove_all()
+        assert tracked.started == []
+        for container_id in ids:
+            with pytest.raises(docker.errors.NotFound):
+                docker_client.containers.get(container_id)
+    finally:
+        tracked.remove_all()  # whatever failed above, no container outlives the test
+
+
+@pytest.mark.docker
+def test_run_and_wait_past_its_timeout_raises(containers: TrackedContainers, base_image: str) -> None:
+    with pytest.raises(TimeoutError, match="did not finish within 2 s"):
+        containers.run_and_wait(base_image, ["sleep", "600"], timeout=2)
+    assert len(containers.started) == 1  # removed at teardown like the others
