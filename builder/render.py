@@ -20,12 +20,11 @@ from pathlib import Path
 import jinja2
 
 from builder import smoke
+from builder.plan import plan_images
 from builder.spec import CellSpec
+from builder.tags import CELL_FILE, HASH_LABEL, LABEL_PREFIX
 
-HASH_LABEL = "org.rocm-image-factory.content-hash"
-LABEL_PREFIX = "org.rocm-image-factory."
 SMOKE_PROGRAM = smoke.PROGRAM
-CELL_FILE = "cell.json"
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,7 @@ def image_labels(cell: CellSpec, content_hash: str) -> dict[str, str]:
         "org.opencontainers.image.vendor": "rocm-image-factory",
     }
     own = {
+        "image": cell.image,
         "tag": cell.tag,
         "platform": cell.platform,
         "channel": cell.channel,
@@ -132,6 +132,11 @@ def baked_files(cell: CellSpec) -> dict[str, bytes]:
     """Files COPYed into /opt/rif: the smoke-test program and the expectations it reads."""
     expect = json.dumps(cell.expectations(), indent=2, sort_keys=True).encode() + b"\n"
     return {f"rif/{SMOKE_PROGRAM}": smoke.bundle(), f"rif/{CELL_FILE}": expect}
+
+
+def render_all(cells: list[CellSpec]) -> list[RenderedCell]:
+    """One rendered Dockerfile per image (cells with the same content share one)."""
+    return [render_cell(plan.content) for plan in plan_images(cells)]
 
 
 def render_cell(cell: CellSpec, source: WheelSource = WheelSource()) -> RenderedCell:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -100,15 +101,20 @@ def test_committed_images_match_the_production_matrix() -> None:
 def test_drift_check_names_changed_missing_and_stale_files(tmp_path: Path) -> None:
     out = tmp_path / "images"
     shutil.copytree(ROOT / "images", out)
-    first = sorted(out.iterdir())
+    first = sorted(p for p in out.iterdir() if p.is_dir())
     (first[0] / "Dockerfile").write_text("FROM scratch\n")
     shutil.rmtree(first[1])
-    (out / "gone_cell").mkdir()
+    (out / "gone_cell").mkdir()  # a folder the factory rendered earlier (it is in the manifest)
+    (out / "gone_cell" / "Dockerfile").write_text("FROM scratch\n")
+    manifest = json.loads((out / ".rif-rendered.json").read_text())
+    (out / ".rif-rendered.json").write_text(json.dumps({"folders": [*manifest["folders"], "gone_cell"]}))
+    (out / "hand_made").mkdir()  # not the factory's: never reported, never removed
     proc = builder_cli("render", "--matrix", "matrix.yaml", "--out", str(out), "--check")
     assert proc.returncode == 1
     assert f"{first[0].name}/Dockerfile: differs" in proc.stderr
     assert f"{first[1].name}/Dockerfile: missing" in proc.stderr
     assert "gone_cell: no cell of the matrix renders here" in proc.stderr
+    assert "hand_made" not in proc.stderr
 
 
 def test_hadolint_passes_every_rendered_dockerfile(tmp_path: Path) -> None:
