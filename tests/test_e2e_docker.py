@@ -134,5 +134,5 @@ def test_cells_with_the_same_content_are_built_once_and_tagged_for_each(
     [row] = json.loads(report.read_text())["images"]
     assert row["tag"] == "rocm7.2_debian12_py3.11_torch2.13.0_all_runtime"
     assert row["tags"] == ["rocm7.2_debian12_py3.11_torch2.13.0_gfx94X-dcgpu_runtime",
-                           "rocm7.2_debian12_py3.11_torch2.13.0_gfx120X-all_runtime", row["tag"]]
+                           "rocm7.2_debian12_py3.11_torch2.13.0_gfx120X-all_runtime", row["tag"], "latest"]
     assert proc.stdout.count("==> build") == 1
