@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from builder import catalog, compat
 from builder.errors import InputError, Problem
 from builder.schema import Exclude, Include, MatrixFile, TorchRelease
-from builder.spec import CellSpec, readable_tag
+from builder.spec import CellSpec
+from builder.tags import readable_tag, tag_problems
 from builder.yamlsrc import LocatedYaml, PathKey, load_located
 
 
@@ -65,6 +66,7 @@ def expand_matrix(file: Path) -> Expansion:
     """Parse, validate, expand and prune a matrix file."""
     located = load_located(file)
     model = _validate(located)
+    _check_size(located, model)
     problems = _duplicate_axis_values(located, model)
     product = list(_product(model))
     kept: list[_Draft] = []
@@ -77,6 +79,7 @@ def expand_matrix(file: Path) -> Expansion:
             excluded.append((draft, hit))
     problems += _unused_excludes(located, model, product)
     kept += [_from_include(inc, ("include", i)) for i, inc in enumerate(model.include)]
+    problems += _include_tag_problems(located, model)
     problems += _gfx_problems(located, model, kept)
     if problems:
         raise InputError(problems)
@@ -120,6 +123,43 @@ def _validate(located: LocatedYaml) -> MatrixFile:
                          if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]")))
             problems.append(located.problem(_in_file(located.data, path), _message(err)))
         raise InputError(problems) from exc
+
+
+MAX_CELLS = 10_000
+"""Most cells a matrix may expand to, product and includes together (the production matrix: 540)."""
+MAX_EXCLUDE_CHECKS = 100_000
+"""Most (product cell, exclude) pairs matched; each costs about 10 us, and every exclude meets every cell."""
+
+
+def _check_size(located: LocatedYaml, model: MatrixFile) -> None:
+    """Refuse a matrix too large to expand, from the axis lengths alone, before any cell exists."""
+    axes = model.matrix
+    rocm = sum(p != "cpu" for p in axes.platform)
+    lengths = {"os": len(axes.os), "torch": len(axes.torch), "flavor": len(axes.flavor),
+               "channel": len(axes.channel)}
+    product = rocm * len(axes.gfx) + len(axes.platform) - rocm  # the gfx axis multiplies rocm platforms only
+    for n in lengths.values():
+        product *= n
+    shape = " x ".join(f"{n} {axis}" for axis, n in lengths.items())
+    shape += f" x ({rocm} rocm platforms x {len(axes.gfx)} gfx + {len(axes.platform) - rocm} cpu)"
+    cells = product + len(model.include)
+    includes = f", plus {len(model.include):,} includes" if model.include else ""
+    if cells > MAX_CELLS:
+        raise InputError([located.problem(("matrix",), (
+            f"expands to {cells:,} cells ({shape} = {product:,}{includes}), over the limit of {MAX_CELLS:,}: "
+            "shorten the longest axes or split the matrix into several files"))])
+    checks = product * len(model.exclude)
+    if checks > MAX_EXCLUDE_CHECKS:
+        raise InputError([located.problem(("exclude",), (
+            f"{len(model.exclude)} excludes over {product:,} product cells ({shape}) are {checks:,} matches, over "
+            f"the limit of {MAX_EXCLUDE_CHECKS:,}: merge excludes (a key's list matches any of its values) or "
+            "shorten the axes"))])
+
+
+def _include_tag_problems(located: LocatedYaml, model: MatrixFile) -> list[Problem]:
+    """An include's own tag is held to the tag policy: not `latest`, not shaped like an immutable tag."""
+    return [located.problem(("include", i, "tag"), message)
+            for i, inc in enumerate(model.include) if inc.tag is not None for message in tag_problems(inc.tag)]
 
 
 def _in_file(data: object, path: PathKey) -> PathKey:
