@@ -14,6 +14,7 @@ from pathlib import Path
 
 from builder import catalog
 from builder.errors import InputError, Problem
+from builder.logs import LOG_DIR, logged_run
 
 APT_SOURCES = Path("/etc/apt")
 # debootstrap's own default mirrors, used when the host's apt sources name none for the distro.
@@ -86,7 +87,7 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
         keyring = DEFAULT_KEYRING.get(release.distro)
         if keyring and Path(keyring).exists():
             cmd.append(f"--keyring={keyring}")
-        subprocess.run([*cmd, release.codename, str(root), mirror], check=True)
+        logged_run([*cmd, release.codename, str(root), mirror], LOG_DIR / f"base-{os_name}.log")
         _slim(root)
         tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         subprocess.run(["docker", "import", "--change", 'CMD ["bash"]', "-", ref], stdin=tar.stdout, check=True)

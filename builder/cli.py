@@ -6,6 +6,7 @@ stage modules (see README, "How it works").
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,10 +15,12 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from enum import StrEnum
 from functools import wraps
+from importlib.metadata import version
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -28,6 +31,7 @@ from builder.dockerapi import EngineUnavailable, connect
 from builder.errors import InputError
 from builder.matrix import expand_matrix, load_matrix
 from builder.plan import plan_images, select, shard, usage_error
+from builder.progress import RunView
 from builder.render import WheelSource, render_all
 from builder.retry import RegistryError
 
@@ -43,13 +47,28 @@ MatrixOpt = Annotated[Path, typer.Option("--matrix", "-m", help="Matrix file (YA
 WheelhouseOpt = Annotated[Path | None, typer.Option(
     "--wheelhouse", help="Install wheels from this directory (--no-index) instead of the cells' index URLs.",
     exists=True, file_okay=False)]
-CellOpt = Annotated[list[str] | None, typer.Option("--cell", help="Only cells with this tag (repeatable).")]
-MatchOpt = Annotated[str | None, typer.Option("--match", help="Only cells whose tag matches this regex.")]
+CellOpt = Annotated[list[str] | None, typer.Option(
+    "--cell", metavar="TAG", help="Only cells with this tag (repeatable).")]
+MatchOpt = Annotated[str | None, typer.Option(
+    "--match", metavar="REGEX", help="Only cells whose tag matches this regex.")]
 RegistryOpt = Annotated[str | None, typer.Option(
-    "--registry", envvar="RIF_REGISTRY",
-    help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials from RIF_REGISTRY_USER/PASSWORD.")]
+    "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
+    help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials: RIF_REGISTRY_USER and "
+         "RIF_REGISTRY_PASSWORD, or docker login.")]
 GpuOpt = Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks, with the host's ROCm devices.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Do not stream build logs.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
+                                        help="Accepted for old scripts: build logs always go to .rif/logs.")]
+
+
+class Progress(StrEnum):
+    auto = "auto"
+    plain = "plain"
+    json = "json"
+
+
+ProgressOpt = Annotated[Progress, typer.Option(
+    "--progress", help="auto: a live view on a terminal, plain lines otherwise; plain: one line per stage (CI "
+                       "logs); json: one JSON object per event. Build logs always go to .rif/logs/<tag>.log.")]
 
 
 class Terminated(Exception):
@@ -110,6 +129,10 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     """List the cells the matrix expands to (after include/exclude and the compatibility rules)."""
     if fmt not in ("table", "json", "github"):
         raise usage_error("--format", f"unknown format {fmt!r}; use table, json or github")
+    if shard_spec is not None and fmt != "github":
+        raise usage_error("--shard", f"applies to --format github only (not {fmt})")
+    if explain and fmt == "github":
+        raise usage_error("--explain", "applies to --format table or json (github rows list images, not drops)")
     expansion = expand_matrix(matrix)
     expansion.cells = select(expansion.cells, None, matrix, match)
     if fmt == "json":
@@ -150,23 +173,28 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
     show.out.print(f"{len(rendered)} Dockerfiles in {show.safe(out_dir)} match the template and matrix")
 
 
-def _run(jobs: list[pipeline.Job], options: pipeline.Options, quiet: bool, report_path: Path | None,
+def _run(jobs: list[pipeline.Job], options: pipeline.Options, progress: Progress, report_path: Path | None,
          registry: str | None) -> None:
     """Run the jobs, print the summary, and write the record whatever happens (interruptions included)."""
     client = connect()
     reports: list[record.ImageReport] = []
+    view = RunView([j.tag for j in jobs], progress.value, console=show.out)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        pipeline.run(client, jobs, options, show.events(quiet), reports)
+        with view.running():
+            pipeline.run(client, jobs, options, view.events(), reports)
     finally:
         signal.signal(signal.SIGTERM, previous)
         done = {r.tag for r in reports}
         reports += [_not_attempted(j) for j in jobs if j.tag not in done]
         if report_path is not None:
             record.write(report_path, reports, registry, finished=not any(r.state == "planned" for r in reports))
-    show.print_reports(reports, registry, options.dry_run)
-    if report_path is not None:
-        show.out.print(f"run record: {show.safe(report_path)}")
+    if progress == Progress.json:
+        print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
+    else:
+        show.print_reports(reports, registry, options.dry_run, view.log_dir)
+        if report_path is not None:
+            show.out.print(f"run record: {show.safe(report_path)}")
     raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
 
 
@@ -189,7 +217,7 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
                                                  help="Validate images (refused with --push).")] = True,
           gpu: GpuOpt = False,
           report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
-          quiet: QuietOpt = False,
+          quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
           ) -> None:
     """Build every cell, validate each image, and with --push publish only those that passed."""
     if push and not validate:
@@ -198,7 +226,7 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     jobs = pipeline.matrix_jobs(matrix, cell, None, _source(wheelhouse_dir))
     target = pipeline.target(registry) if push and registry else None
-    _run(jobs, pipeline.Options(_source(wheelhouse_dir), validate, gpu, target), quiet, report,
+    _run(jobs, pipeline.Options(_source(wheelhouse_dir), validate, gpu, target), progress, report,
          registry if target else None)
 
 
@@ -210,7 +238,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
                                                   "re-tagged; touch nothing.")] = False,
             record_path: Annotated[Path, typer.Option("--record", help="Where the JSON run record goes.")]
             = Path("publish-record.json"),
-            quiet: QuietOpt = False,
+            quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
     """Publish what changed: build, validate, push under an immutable tag, then move the cells' tags."""
     if not registry:
@@ -218,7 +246,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
     jobs = pipeline.matrix_jobs(matrix, cell, match, _source(wheelhouse_dir))
     options = pipeline.Options(_source(wheelhouse_dir), True, gpu, pipeline.target(registry), skip_published=True,
                                dry_run=dry_run)
-    _run(jobs, options, quiet, record_path, registry)
+    _run(jobs, options, progress, record_path, registry)
 
 
 @app.command()
@@ -226,13 +254,14 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
 def push(images: Annotated[list[str], typer.Argument(help="Local images built by builder.")],
          registry: RegistryOpt = None, gpu: GpuOpt = False,
          report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
+         progress: ProgressOpt = Progress.auto,
          ) -> None:
     """Validate, then push existing images under their immutable tag and move their cell tag to it."""
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE")
     client = connect()
     jobs = [pipeline.job_for_image(client, image) for image in images]
-    _run(jobs, pipeline.Options(gpu=gpu, target=pipeline.target(registry)), True, report, registry)
+    _run(jobs, pipeline.Options(gpu=gpu, target=pipeline.target(registry)), progress, report, registry)
 
 
 @app.command("test")
@@ -288,6 +317,38 @@ def wheelhouse_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     show.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {show.safe(dest)}")
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        show.out.print(f"builder (rocm-image-factory) {version('rocm-image-factory')}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(show_version: Annotated[bool, typer.Option(
+        "--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
+    """Builds, validates and publishes PyTorch images for AMD GPUs (ROCm) from a YAML matrix."""
+
+
+def _flags_as_flags(command: Any) -> None:
+    """Help shows `--push`, not `--push <bool>`: a flag takes no value."""
+    for param in command.params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    help_option = command.get_help_option
+
+    def flag_help(ctx: Any) -> Any:
+        option = help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = flag_help
+    for sub in getattr(command, "commands", {}).values():
+        _flags_as_flags(sub)
+
+
 def main() -> None:
     os.environ.setdefault("DOCKER_BUILDKIT", "0")
-    sys.exit(app())
+    command = typer.main.get_command(app)
+    _flags_as_flags(command)
+    sys.exit(command(prog_name="builder"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -16,7 +17,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from builder.matrix import Expansion
-from builder.pipeline import Events
 from builder.plan import plan_images
 from builder.record import ImageReport
 from builder.spec import CellSpec
@@ -38,17 +38,6 @@ def safe(text: object) -> str:
 
 def error(message: str) -> None:
     err.print(f"[red]error:[/red] {safe(message)}")
-
-
-def events(quiet: bool) -> Events:
-    """Stage lines always; build log lines unless quiet."""
-    def stage(tag: str, name: str) -> None:
-        out.print(f"[bold]==> {safe(name)}[/bold] {safe(tag)}", soft_wrap=True)
-
-    def line(tag: str, text: str) -> None:
-        out.print(f"[dim]{safe(tag)} |[/dim] {safe(text)}", soft_wrap=True)
-
-    return Events(stage, (lambda tag, text: None) if quiet else line)
 
 
 # -- matrix --------------------------------------------------------------------------------------------
@@ -74,10 +63,10 @@ def print_json(data: object) -> None:
 
 def print_cells(expansion: Expansion, matrix: object) -> None:
     images = len(plan_images(expansion.cells))
-    table = Table(title=f"{len(expansion.cells)} cells ({images} images) from {safe(matrix)}")
-    table.add_column("tag", no_wrap=True)
+    table = Table(title=f"{len(expansion.cells)} cells ({images} images) from {safe(matrix)}", title_justify="left")
+    table.add_column("tag", overflow="fold", ratio=1, min_width=24)  # folds at 80 columns; never squeezes the rest
     for col in ("channel", "torch", "companions", "user"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)
     for c in expansion.cells:
         companions = f"{c.torchvision or '-'} / {c.torchaudio or '-'}"
         table.add_row(safe(c.tag), c.channel, c.torch, companions, safe(c.user))
@@ -100,34 +89,62 @@ def print_dropped(expansion: Expansion) -> None:
 
 # -- runs ----------------------------------------------------------------------------------------------
 
-def print_reports(reports: list[ImageReport], registry: str | None, dry_run: bool = False) -> None:
-    """Failures first (with what to look at), then one row per image, then the counts."""
+def print_reports(reports: list[ImageReport], registry: str | None, dry_run: bool = False,
+                  log_dir: Path | None = None) -> None:
+    """Failures first (with what to look at), then one row per image, then where things went."""
     for r in reports:
-        _print_failure(r, registry)
+        _print_failure(r, registry, log_dir)
     where = f"publish to {safe(registry)}" if registry else "build"
-    table = Table(title=f"{'dry run: ' if dry_run else ''}{where}")
-    table.add_column("image", no_wrap=True)
-    for col in ("state", "tags", "immutable tag", "digest", "moved tags", "build s", "validate s"):
-        table.add_column(col)
+    table = Table(title=f"{'dry run: ' if dry_run else ''}{where}", title_justify="left")
+    table.add_column("image", overflow="fold", ratio=3)
+    table.add_column("state", no_wrap=True)
+    table.add_column("size", no_wrap=True)
+    table.add_column("checks", overflow="fold", ratio=1)
+    table.add_column("time", no_wrap=True, justify="right")
     for r in reports:
-        table.add_row(safe(r.tag), f"[{COLORS.get(r.state, 'white')}]{r.state}[/]", str(len(r.tags)),
-                      safe(r.immutable_tag), safe(r.digest or "-"), safe(" ".join(r.moved) or "-"),
-                      _seconds(r.build_seconds), _seconds(r.validate_seconds))
+        state = f"[{COLORS.get(r.state, 'white')}]{r.state}[/]"
+        table.add_row(safe(r.tag), state, _sizes(r), check_counts(r.validation), f"{r.seconds:.0f}s")
     out.print(table)
     for r in reports:
-        if r.pushed and r.digest:
+        if r.digest and registry:
             ref = f"{registry}/{r.repository}:{r.immutable_tag}"
-            out.print(f"pushed {safe(ref)}@{r.digest}", soft_wrap=True)
+            verb = "pushed" if r.pushed else "already published:"
+            out.print(f"{verb} {safe(ref)}@{r.digest}", soft_wrap=True)
+        if r.moved:
+            out.print(f"  {'would move' if dry_run else 'moved'} {safe(' '.join(r.moved))}", soft_wrap=True)
     counts = {s: sum(r.state == s for r in reports) for s in ("published", "skipped", "failed")}
     if registry:
         out.print(f"{counts['published']} built, {counts['skipped']} unchanged, {counts['failed']} failed")
 
 
-def _print_failure(r: ImageReport, registry: str | None) -> None:
+def check_counts(checks: list[Check]) -> str:
+    """'12 passed, 1 warning' (or '-' when nothing was validated)."""
+    if not checks:
+        return "-"
+    names = {"pass": "passed", "fail": "failed", "warn": "warning", "skip": "skipped"}
+    counts = {status: sum(c.status == status for c in checks) for status in names}
+    parts = [f"{n} {names[s]}{'s' if s == 'warn' and n > 1 else ''}" for s, n in counts.items() if n]
+    return ", ".join(parts)
+
+
+def _sizes(r: ImageReport) -> str:
+    installed = _gb(r.image_bytes)
+    return f"{installed} ({_gb(r.compressed_bytes)} pushed)" if r.compressed_bytes else installed
+
+
+def _gb(n: int | None) -> str:
+    if not n:
+        return "-"
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def _print_failure(r: ImageReport, registry: str | None, log_dir: Path | None) -> None:
     if r.failed_stage == "build":
         err.print(f"[red]build failed[/red] {safe(r.tag)}: {safe(r.failure)}")
         for line in r.log_tail[-15:]:
             err.print(f"    {safe(line)}")
+        if log_dir is not None:
+            err.print(f"    full log: {safe(log_dir / (r.tag + '.log'))}")
     elif r.failed_stage == "validate":
         print_failed_checks(r.tag, r.validation)
     elif r.failed_stage in ("push", "registry"):
@@ -156,5 +173,3 @@ def print_checks(ref: str, checks: list[Check]) -> None:
     out.print("[green]passed[/green]" if checks and not failures else f"[red]{failures} check(s) failed[/red]")
 
 
-def _seconds(value: float | None) -> str:
-    return f"{value:.1f}" if value is not None else "-"

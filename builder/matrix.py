@@ -80,9 +80,10 @@ def expand_matrix(file: Path) -> Expansion:
     problems += _unused_excludes(located, model, product)
     kept += [_from_include(inc, ("include", i)) for i, inc in enumerate(model.include)]
     problems += _include_tag_problems(located, model)
-    problems += _gfx_problems(located, model, kept)
-    if problems:
-        raise InputError(problems)
+    gfx_problems = _gfx_problems(located, model, kept)
+    problems += gfx_problems
+    if gfx_problems:  # cells without a usable family cannot be finished; every other problem is still found
+        kept = [d for d in kept if d.path[0] != "include" or (d.platform == "cpu") == (d.gfx is None)]
     result = Expansion(default_os=model.matrix.os[0])
     paths: dict[int, PathKey] = {}
     for draft, hit in excluded:

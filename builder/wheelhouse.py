@@ -6,11 +6,11 @@ installs from the wheelhouse with --no-index, through the same template as the i
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+from builder.logs import LOG_DIR, logged_run
 from builder.render import requirements
 from builder.spec import CellSpec
 
@@ -43,4 +43,4 @@ def download_commands(cells: list[CellSpec], dest: Path, index_url: str | None,
 def fill(cells: list[CellSpec], dest: Path, index_url: str | None = None, use_pip_config: bool = False) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for cmd in download_commands(cells, dest, index_url, use_pip_config):
-        subprocess.run(cmd, check=True)
+        logged_run(cmd, LOG_DIR / "wheelhouse.log")

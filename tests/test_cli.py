@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, builder_cli
+from tests.conftest import DATA, ROOT, builder_cli
 
 COMMANDS = ["matrix", "render", "build", "test", "push", "base", "wheelhouse"]
 
@@ -145,3 +146,53 @@ def test_overridden_include_is_listed_with_the_maintainers_reason(tmp_path: Path
     assert "breaks channel-wheels" in proc.stdout and "built because: nightly wheels exist on our mirror" in proc.stdout
     data = json.loads(builder_cli("matrix", "--matrix", str(m), "--explain", "--format", "json").stdout)
     assert data["overridden"][0]["override"] == "nightly wheels exist on our mirror"
+
+
+def test_version_and_flags_shown_as_flags() -> None:
+    proc = builder_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("builder (rocm-image-factory) ")
+    for command in ("build", "publish", "push", "matrix", "render"):
+        text = builder_cli(command, "--help").stdout
+        assert "<bool>" not in text, command
+    assert "--push " in builder_cli("build", "--help").stdout
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (["--shard", "1/2"], "--shard"), (["--format", "json", "--shard", "1/2"], "--shard"),
+    (["--format", "github", "--explain"], "--explain"), (["--format", "yaml"], "--format")])
+def test_options_that_do_not_apply_are_command_line_errors(args: list[str], option: str) -> None:
+    proc = builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), *args)
+    assert proc.returncode == 2
+    assert f"(command line): {option}:" in proc.stderr and "e2e.yaml" not in proc.stderr
+
+
+def test_every_kind_of_matrix_problem_is_reported_in_one_run(tmp_path: Path) -> None:
+    m = tmp_path / "m.yaml"
+    m.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n  gfx: [all]\n"
+                 "exclude:\n  - {os: debian-12}\ninclude:\n"
+                 "  - {os: ubuntu-24.04, platform: rocm6.4, torch: '2.13.0', gfx: all}\n"
+                 "  - {os: ubuntu-24.04, platform: cpu, torch: '2.13.0', gfx: all}\n")
+    proc = builder_cli("matrix", "--matrix", str(m))
+    assert proc.returncode == 2
+    assert f"{m}:7: exclude[0]: matches no cell" in proc.stderr  # an exclude problem
+    assert f"{m}:10: include[1].gfx: a cpu cell has no gfx family" in proc.stderr  # a cell problem
+    assert f"{m}:9: include[0]: torch 2.13 has no wheels for ROCm 6.4" in proc.stderr  # a compatibility problem
+
+
+def test_the_cell_table_stays_readable_at_80_columns() -> None:
+    from rich.console import Console
+
+    from builder import display
+    from builder.matrix import expand_matrix
+
+    console = Console(width=80, file=io.StringIO(), record=True)
+    original = display.out
+    display.out = console
+    try:
+        display.print_cells(expand_matrix(ROOT / "matrix.yaml"), "matrix.yaml")
+    finally:
+        display.out = original
+    rows = [line for line in console.export_text().splitlines() if line.startswith("│")]
+    assert rows and all(len(line) <= 80 for line in rows)
+    first_lines = [line for line in rows if "│ pytorch │" in line or "│ therock │" in line]
+    assert len(first_lines) == 258  # every cell shows its channel, torch, companions and user: no blank cells
