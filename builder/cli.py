@@ -50,7 +50,7 @@ WheelhouseOpt = Annotated[Path | None, typer.Option(
 CellOpt = Annotated[list[str] | None, typer.Option(
     "--cell", metavar="TAG", help="Only cells with this tag (repeatable).")]
 MatchOpt = Annotated[str | None, typer.Option(
-    "--match", metavar="REGEX", help="Only cells whose tag matches this regex.")]
+    "--match", metavar="GLOB", help="Only cells whose tag matches this glob (e.g. 'rocm7.2_*_gfx94X-dcgpu_*').")]
 RegistryOpt = Annotated[str | None, typer.Option(
     "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
     help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials: RIF_REGISTRY_USER and "

@@ -6,6 +6,8 @@ pytorch.org wheels carry every gfx target, so the pytorch-channel cells of sever
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,20 +58,28 @@ def latest_cell(cells: list[CellSpec], default_os: str) -> CellSpec | None:
 
 
 def select(cells: list[CellSpec], names: list[str] | None, matrix: Path, match: str | None = None) -> list[CellSpec]:
-    """Cells named by tag (a cell's own tag or the tag of the image it belongs to) and/or matching a regex."""
+    """Cells named by tag (a cell's own tag or the tag of the image it belongs to) and/or matching a glob."""
     if match is not None:
-        try:
-            pattern = re.compile(match)
-        except re.error as exc:
-            raise usage_error("--match", f"bad regex: {exc}") from exc
-        cells = [c for c in cells if pattern.search(c.tag)]
+        chosen = [c for c in cells if fnmatch.fnmatchcase(c.tag, match)]
+        if not chosen:
+            close = difflib.get_close_matches(match, [c.tag for c in cells], n=3, cutoff=0.4)
+            hint = f"; closest tags: {', '.join(close)}" if close else ""
+            raise usage_error("--match", f"{match!r} matches no cell (a glob: * any text, ? one character, [abc] "
+                                         f"one of){hint}")
+        cells = chosen
     if not names:
         return cells
     known = {c.tag for c in cells} | {c.content_cell().tag for c in cells}
     unknown = sorted(set(names) - known)
     if unknown:
-        raise InputError([Problem(matrix, None, "--cell", f"no cell has tag {t!r}") for t in unknown])
+        raise InputError([Problem(matrix, None, "--cell", f"no cell has tag {t!r}{_closest(t, known)}")
+                          for t in unknown])
     return [c for c in cells if c.tag in names or c.content_cell().tag in names]
+
+
+def _closest(name: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+    return f"; closest: {', '.join(close)}" if close else ""
 
 
 def shard(plans: list[ImagePlan], spec: str | None) -> list[ImagePlan]:

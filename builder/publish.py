@@ -48,13 +48,21 @@ class Target:
         self.api.ping(self.repository(image), write=True)
 
     def published(self, report: ImageReport) -> Manifest | None:
-        """The manifest of this content's immutable tag, if it was published before."""
-        return self.api.manifest(self.repository(report.repository), report.immutable_tag)
+        """The manifest of this content's immutable tag, if it was published before (and holds that content)."""
+        repo = self.repository(report.repository)
+        manifest = self.api.manifest(repo, report.immutable_tag)
+        if manifest is not None:
+            labels = self.api.config(repo, manifest).get("config", {}).get("Labels") or {}
+            if labels.get(HASH_LABEL) != report.content_hash:
+                raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} exists with content hash "
+                                    f"{labels.get(HASH_LABEL)!r}, not {report.content_hash}: an immutable tag is "
+                                    "never overwritten; delete it by hand if it is wrong")
+        return manifest
 
     def push(self, client: docker.DockerClient, report: ImageReport) -> Manifest:
         """Push the validated local image under its immutable tag (unless already there); the manifest."""
         repo = self.repository(report.repository)
-        existing = self.api.manifest(repo, report.immutable_tag)
+        existing = self.published(report)
         if existing is not None:
             return existing  # same content published before: it was validated then, and it never changes
         assert report.image_id is not None

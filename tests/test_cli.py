@@ -96,8 +96,8 @@ def test_github_format_is_one_line_of_strategy_matrix_json_in_shards_under_256_j
     assert builder_cli("matrix", "--format", "github", "--shard", "3/2").returncode == 2
 
 
-def test_match_selects_cells_by_regex() -> None:
-    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "json", "--match", "^cpu_.*_runtime$")
+def test_match_selects_cells_by_glob() -> None:
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "json", "--match", "cpu_*_runtime")
     assert [c["tag"] for c in json.loads(proc.stdout)] == [
         "cpu_ubuntu24.04_py3.12_torch2.13.0_runtime", "cpu_ubuntu22.04_py3.10_torch2.13.0_runtime",
         "cpu_debian12_py3.11_torch2.13.0_runtime"]
@@ -196,3 +196,10 @@ def test_the_cell_table_stays_readable_at_80_columns() -> None:
     assert rows and all(len(line) <= 80 for line in rows)
     first_lines = [line for line in rows if "│ pytorch │" in line or "│ therock │" in line]
     assert len(first_lines) == 258  # every cell shows its channel, torch, companions and user: no blank cells
+
+
+def test_a_match_that_selects_nothing_is_bad_input_with_the_closest_tags() -> None:
+    proc = builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), "--match", "cpu_debian12_py3.11_torch2.13.0_runtme")
+    assert proc.returncode == 2
+    assert "matches no cell" in proc.stderr and "closest tags: cpu_debian12_py3.11_torch2.13.0_runtime" in proc.stderr
+    assert builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), "--match", "^cpu.*$").returncode == 2  # no regex
