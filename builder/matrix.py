@@ -68,6 +68,7 @@ def expand_matrix(file: Path) -> Expansion:
     model = _validate(located)
     _check_size(located, model)
     problems = _duplicate_axis_values(located, model)
+    duplicated_axes = bool(problems)  # duplicate values make duplicate cells: report the cause only
     product = list(_product(model))
     kept: list[_Draft] = []
     excluded: list[tuple[_Draft, int]] = []
@@ -83,7 +84,7 @@ def expand_matrix(file: Path) -> Expansion:
     gfx_problems = _gfx_problems(located, model, kept)
     problems += gfx_problems
     if gfx_problems:  # cells without a usable family cannot be finished; every other problem is still found
-        kept = [d for d in kept if d.path[0] != "include" or (d.platform == "cpu") == (d.gfx is None)]
+        kept = [d for d in kept if (d.platform == "cpu") == (d.gfx is None)]
     result = Expansion(default_os=model.matrix.os[0])
     paths: dict[int, PathKey] = {}
     for draft, hit in excluded:
@@ -105,7 +106,8 @@ def expand_matrix(file: Path) -> Expansion:
                                                      "to build it anyway)") for rule, reason in broken]
     if not result.cells and not problems:
         problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"))
-    problems += _duplicate_tags(located, result.cells, paths)
+    if not duplicated_axes:
+        problems += _duplicate_tags(located, result.cells, paths)
     if problems:
         raise InputError(problems)
     return result

@@ -8,6 +8,7 @@ validation passed, and its moving tags move only after its immutable tag holds e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
@@ -129,8 +130,11 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, context_
 def _build(client: docker.DockerClient, job: Job, options: Options, context_dir: Path, events: Events,
            report: ImageReport) -> bool:
     """Build the job's image, or find the one it names; False when there is none to go on with."""
-    if job.rendered is None or (options.skip_published and _has_image(client, job)):
-        return _existing(client, job, report)  # a rerun after a failed push reuses its validated build
+    if job.rendered is None:
+        return _existing(client, job.local_image, report)
+    by_content = tags.local_ref(job.repository, report.immutable_tag)  # names one content: no other run moves it
+    if options.skip_published and _has_image(client, by_content, job.content_hash):
+        return _existing(client, by_content, report)  # a rerun after a failed push reuses its build
     events.stage(job.tag, "build")
     assert job.local_image is not None
     built = build_image(client, job.rendered, write_context(job.rendered, context_dir), job.local_image,
@@ -141,14 +145,17 @@ def _build(client: docker.DockerClient, job: Job, options: Options, context_dir:
         return False
     report.image_id, report.state = built.image_id, "built"
     report.image_bytes = _size(client, built.image_id)
+    with contextlib.suppress(DockerException):
+        repository, _, tag = by_content.rpartition(":")
+        client.api.tag(built.image_id, repository, tag)
     return True
 
 
-def _existing(client: docker.DockerClient, job: Job, report: ImageReport) -> bool:
+def _existing(client: docker.DockerClient, ref: str | None, report: ImageReport) -> bool:
     try:
-        image = client.images.get(job.local_image or "")
+        image = client.images.get(ref or "")
     except (ImageNotFound, DockerException) as exc:
-        report.fail("build", f"build: no local image {job.local_image}: {exc}")
+        report.fail("build", f"build: no local image {ref}: {exc}")
         return False
     report.image_id, report.state = image.id, "built"
     report.image_bytes = int(image.attrs.get("Size") or 0)
@@ -167,12 +174,12 @@ def _validate(client: docker.DockerClient, job: Job, options: Options, events: E
     return True
 
 
-def _has_image(client: docker.DockerClient, job: Job) -> bool:
+def _has_image(client: docker.DockerClient, ref: str, content_hash: str) -> bool:
     try:
-        labels = client.images.get(job.local_image or "").labels or {}
+        labels = client.images.get(ref).labels or {}
     except (ImageNotFound, DockerException):
         return False
-    return labels.get(tags.HASH_LABEL) == job.content_hash
+    return labels.get(tags.HASH_LABEL) == content_hash
 
 
 def _size(client: docker.DockerClient, image_id: str | None) -> int | None:
