@@ -347,6 +347,34 @@ def _flags_as_flags(command: Any) -> None:
         _flags_as_flags(sub)
 
 
+@app.command("catalog")
+@handles_errors
+def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
+                    "Directory for the site: new, empty, or a catalog written there before."))],
+                registry: RegistryOpt = None,
+                records: Annotated[list[Path] | None, typer.Option(
+                    "--records", metavar="PATH", exists=True,
+                    help="A run record, or a directory of them (repeatable): installed sizes, smoke reports.")]
+                = None,
+                repository: Annotated[list[str] | None, typer.Option(
+                    "--repository", metavar="NAME",
+                    help="Repository under the namespace (repeatable); default: those the records name, "
+                         "else pytorch.")] = None,
+                images_dir: Annotated[list[Path] | None, typer.Option(
+                    "--images", metavar="DIR", help="Where images/<tag>/Dockerfile are looked up first "
+                                                    "(repeatable); then ./images.")] = None,
+                ) -> None:
+    """Write a static catalog of the published images (HTML and Markdown): sizes, contents, smoke reports."""
+    from builder import site
+
+    if not registry:
+        raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
+    catalog, _ = site.build_catalog(registry, out, records, repository, images_dir)
+    for warning in catalog.warnings:
+        show.err.print(f"[yellow]warning:[/yellow] {show.safe(warning)}")
+    show.out.print(f"catalog of {len(catalog.images)} images: {show.safe(out / 'index.html')}")
+
+
 def main() -> None:
     os.environ.setdefault("DOCKER_BUILDKIT", "0")
     command = typer.main.get_command(app)

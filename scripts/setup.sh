@@ -15,6 +15,7 @@ need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v chromium >/dev/null || need+=(chromium)  # the catalog's browser test (tests/test_site.py)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   as_root apt-get update -qq
