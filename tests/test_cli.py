@@ -199,7 +199,8 @@ def test_the_cell_table_stays_readable_at_80_columns() -> None:
 
 
 def test_a_match_that_selects_nothing_is_bad_input_with_the_closest_tags() -> None:
-    proc = builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), "--match", "cpu_debian12_py3.11_torch2.13.0_runtme")
+    typo = "cpu_debian12_py3.11_torch2.13.0_runtme"
+    proc = builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), "--match", typo)
     assert proc.returncode == 2
     assert "matches no cell" in proc.stderr and "closest tags: cpu_debian12_py3.11_torch2.13.0_runtime" in proc.stderr
     assert builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), "--match", "^cpu.*$").returncode == 2  # no regex

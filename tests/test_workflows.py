@@ -103,15 +103,25 @@ def test_every_job_states_its_permissions(workflow: Path) -> None:
         assert isinstance(job.get("permissions"), dict), f"{workflow.name}: job {job_id} has no permissions"
 
 
+PAGES_SCOPES = {("pages", "write"), ("id-token", "write")}
+
+
 def test_only_publishing_jobs_may_write_packages() -> None:
-    writers = set()
+    writers, deployers = set(), set()
     for path in WORKFLOWS:
         for job_id, job in load(path)["jobs"].items():
             for scope, level in (job.get("permissions") or {}).items():
                 if (scope, level) == ("packages", "write"):
                     writers.add((path.name, job_id))
+                elif (scope, level) in PAGES_SCOPES:
+                    deployers.add((path.name, job_id))
                 else:
                     assert level in ("read", "none"), f"{path.name}: job {job_id} asks for {scope}: {level}"
+    # The Pages and OIDC tokens go only to a job that runs deploy-pages and nothing else (no code of this repo).
+    assert deployers == {("publish.yml", "pages")}
+    deploy = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]["pages"]
+    assert [str(s.get("uses", "")).split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
+    assert not any("run" in s for s in deploy["steps"])
     # The per-image job, and the two jobs of publish.yml that call it (a called workflow gets no more than its
     # caller's job has).
     assert writers == {("publish-cells.yml", "publish"), ("publish.yml", "publish-shard-1"),
