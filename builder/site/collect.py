@@ -1,0 +1,178 @@
+"""Read the registry (tags, manifests, configs) and join it with the run records into a Catalog."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from builder import tags
+from builder.publish import compressed_size
+from builder.registry import Manifest
+from builder.retry import AuthError, RegistryError
+from builder.site.model import Catalog, ImageEntry, Layer, Published, dockerfile_hash
+from builder.site.records import (
+    MAX_DOCKERFILE_BYTES,
+    MAX_STEP_CHARS,
+    RecordRow,
+    RegistryReader,
+    _int,
+    _str,
+)
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise RegistryError("the registry's manifest is not JSON") from None
+    if not isinstance(data, dict):
+        raise RegistryError("the registry's manifest is not a JSON object")
+    return data
+
+
+def _step(created_by: str) -> str:
+    """A history line as the Dockerfile said it: `RUN apt-get ...`, not `|1 ARG=v /bin/sh -c apt-get ...`."""
+    nop = re.match(r"^/bin/sh -c #\(nop\)\s*(.*)$", created_by, re.S)
+    if nop:
+        return nop.group(1).strip()
+    run = re.match(r"^(?:\|\d+ (?:\S+=\S* )*)?/bin/sh -c (.*)$", created_by, re.S)
+    if run:
+        return "RUN " + run.group(1).strip()
+    return created_by.strip()
+
+
+def _image_manifest(reader: RegistryReader, repository: str, tag: str) -> tuple[Manifest, Manifest] | None:
+    """(what the tag points at, the linux/amd64 image manifest): the same unless the tag names an index."""
+    found = reader.manifest(repository, tag)
+    if found is None:
+        return None
+    entries = _json(found.body).get("manifests")
+    if not isinstance(entries, list):
+        return found, found
+    for entry in entries:
+        platform = (entry.get("platform") or {}) if isinstance(entry, dict) else {}
+        if platform.get("os") == "linux" and platform.get("architecture") == "amd64":
+            inner = reader.manifest(repository, str(entry.get("digest")))
+            return (found, inner) if inner is not None else None
+    return None
+
+
+def _published(reader: RegistryReader, repository: str, top: Manifest, image: Manifest) -> Published:
+    config = reader.config(repository, image)
+    manifest = _json(image.body)
+    container = config.get("config")
+    raw_labels = container.get("Labels") if isinstance(container, dict) else None
+    labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, dict) else {}
+    sizes = [_int(layer.get("size")) for layer in manifest.get("layers") or [] if isinstance(layer, dict)]
+    history = [h for h in config.get("history") or [] if isinstance(h, dict) and not h.get("empty_layer")]
+    layers = []
+    for index, size in enumerate(sizes):
+        entry = history[index] if index < len(history) else {}
+        step = _step(str(entry.get("created_by") or "")) or str(entry.get("comment") or "")
+        layers.append(Layer(step[:MAX_STEP_CHARS] + ("…" if len(step) > MAX_STEP_CHARS else ""), size))
+    platform = "/".join(str(config.get(k)) for k in ("os", "architecture") if config.get(k))
+    return Published(top.digest, labels, compressed_size(image.body), _str(config.get("created")),
+                     platform or "unknown", layers)
+
+
+def _best_row(rows: list[RecordRow], tag: str, digest: str, content_hash: str | None) -> RecordRow | None:
+    """The newest row for this build: same digest, or (a row from a run that did not push) same content hash.
+
+    Fields a newer row lacks (a `skipped` image was not built again, so it has no size or smoke report)
+    are taken from the newest older row of the same build."""
+    same = [r for r in rows if r.digest == digest or (r.digest is None and content_hash and
+                                                        r.content_hash == content_hash)]
+    same = [r for r in same if tag in r.tags or r.tag == tag] or same
+    if not same:
+        return None
+    same.sort(key=lambda r: (r.digest == digest, r.finished), reverse=True)
+    best = same[0]
+    for older in same[1:]:
+        updates: dict[str, Any] = {}
+        if best.image_bytes is None and older.image_bytes is not None:
+            updates["image_bytes"] = older.image_bytes
+        if not best.validation and older.validation:
+            updates["validation"] = older.validation
+        if not best.packages and older.packages:
+            updates["packages"] = older.packages
+        if updates:
+            best = RecordRow(**{**best.__dict__, **updates})
+    return best
+
+
+def _dockerfile(dirs: list[Path], names: list[str], content_hash: str | None) -> tuple[str, str] | None:
+    """The committed Dockerfile: the one that rendered exactly this image's content if there is one."""
+    found = []
+    for directory in dirs:
+        for name in names:
+            path = directory / name / "Dockerfile"
+            if tags.TAG_RE.fullmatch(name) and path.is_file() and path.stat().st_size <= MAX_DOCKERFILE_BYTES:
+                found.append((path.read_text(encoding="utf-8", errors="replace"), str(path)))
+    exact = [f for f in found if content_hash and dockerfile_hash(f[0]) == content_hash]
+    chosen = exact or found
+    return chosen[0] if chosen else None
+
+
+def collect(reader: RegistryReader, registry: str, repositories: list[str], rows: list[RecordRow],
+            dockerfile_dirs: list[Path], now: str | None = None) -> Catalog:
+    """Read every readable tag of each repository under registry's namespace, joined with the records."""
+    host, _, namespace = registry.partition("/")
+    warnings: list[str] = []
+    images: list[ImageEntry] = []
+    for repository in repositories:
+        path = f"{namespace}/{repository}" if namespace else repository
+        all_tags = sorted(set(reader.tags(path)))
+        valid = [t for t in all_tags if tags.TAG_RE.fullmatch(t) and len(t) <= tags.MAX_TAG_CHARS]
+        warnings += [f"{registry}/{repository}: tag {t!r} is not a valid tag: no page" for t in all_tags
+                     if t not in valid]
+        immutable = {t for t in valid if tags.IMMUTABLE_SUFFIX_RE.search(t)}
+        by_digest: dict[str, list[str]] = {}
+        entries = []
+        configs: dict[str, Published] = {}
+        for tag in valid:
+            if tag in immutable:
+                continue
+            try:
+                found = _image_manifest(reader, path, tag)
+                if found is None:
+                    warnings.append(f"{registry}/{repository}:{tag}: no linux/amd64 image: no page")
+                    continue
+                top, image = found
+                published = configs.get(top.digest)
+                if published is None:
+                    published = configs[top.digest] = _published(reader, path, top, image)
+            except AuthError:
+                raise
+            except RegistryError as exc:  # one unreadable tag costs its page, not the catalog
+                warnings.append(f"{registry}/{repository}:{tag}: {exc}: no page")
+                continue
+            by_digest.setdefault(top.digest, []).append(tag)
+            if tag != tags.LATEST:
+                entries.append(ImageEntry(tag, repository, f"{host}/{path}", published))
+        for entry in entries:
+            labels = entry.published.labels
+            own, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
+            entry.record = _best_row([r for r in rows if r.repository == repository], entry.tag, entry.digest,
+                                     content_hash)
+            candidates = [tags.immutable_tag(own, content_hash)] if own and content_hash else []
+            if entry.record and entry.record.immutable_tag:
+                candidates.append(entry.record.immutable_tag)
+            entry.immutable_tag = next((c for c in candidates if c in immutable), None)
+            entry.also_tagged = [t for t in by_digest.get(entry.digest, []) if t != entry.tag]
+            entry.earlier = sorted(t for t in immutable if t != entry.immutable_tag
+                                   and tags.IMMUTABLE_SUFFIX_RE.sub("", t) == entry.tag)
+            found_file = _dockerfile(dockerfile_dirs, [entry.tag, *([own] if own else [])], content_hash)
+            if found_file:
+                entry.dockerfile, entry.dockerfile_source = found_file
+        images += entries
+    on_site = {(i.repository, t) for i in images for t in (i.tag, *i.also_tagged)}
+    newest: dict[tuple[str, str], RecordRow] = {}
+    for row in sorted(rows, key=lambda r: r.finished):
+        if row.repository in repositories:
+            newest[(row.repository, row.tag)] = row
+    failed = [r for key, r in sorted(newest.items()) if r.state == "failed" and key not in on_site]
+    return Catalog(registry, sorted(images, key=lambda i: (i.repository, i.tag)), failed,
+                   now or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), warnings)

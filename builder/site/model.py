@@ -1,0 +1,220 @@
+"""What the catalog knows about one published image, and sizes for people."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from builder import tags
+from builder.catalog import gfx_families
+from builder.site.records import HASH_IN_DOCKERFILE, RecordRow
+from builder.validate import Check
+
+
+@dataclass(frozen=True)
+class Layer:
+    step: str  # the build step that made it, as the image's history has it
+    size: int | None  # compressed, from the manifest
+
+
+@dataclass(frozen=True)
+class GpuFamily:
+    name: str
+    targets: tuple[str, ...]
+    gpus: tuple[str, ...]
+    complete: bool  # the image carries every target of the family
+    present: tuple[str, ...]  # the family's targets the image carries
+
+
+@dataclass
+class Published:
+    """One manifest in the registry, as the tags that point at it share it."""
+
+    digest: str
+    labels: dict[str, str]
+    compressed_bytes: int | None
+    created: str | None
+    platform: str
+    layers: list[Layer]
+
+
+@dataclass
+class ImageEntry:
+    """One readable tag of the registry: one page of the catalog."""
+
+    tag: str
+    repository: str
+    reference: str  # HOST/NS/REPO
+    published: Published
+    immutable_tag: str | None = None
+    also_tagged: list[str] = field(default_factory=list)  # other tags on the same digest (latest, aliases)
+    earlier: list[str] = field(default_factory=list)  # immutable tags of older builds of this tag
+    record: RecordRow | None = None
+    dockerfile: str | None = None
+    dockerfile_source: str | None = None
+
+    @property
+    def dockerfile_matches(self) -> bool | None:
+        """Whether the committed Dockerfile rendered exactly this image (its content hash); None: cannot tell."""
+        if self.dockerfile is None:
+            return None
+        theirs, ours = dockerfile_hash(self.dockerfile), self.published.labels.get(tags.HASH_LABEL)
+        return None if theirs is None or ours is None else theirs == ours
+
+    @property
+    def digest(self) -> str:
+        return self.published.digest
+
+    def label(self, name: str) -> str | None:
+        value = self.published.labels.get(tags.LABEL_PREFIX + name)
+        return None if value in (None, "", "none") else value
+
+    @property
+    def page(self) -> str:
+        """The page's path under the site, without its extension."""
+        return f"images/{self.repository}/{self.tag}"
+
+    @property
+    def rocm(self) -> str:
+        return self.label("rocm") or ("CPU" if self.label("platform") == "cpu" else "unknown")
+
+    @property
+    def os(self) -> str:
+        return self.label("os") or "unknown"
+
+    @property
+    def gfx_targets(self) -> tuple[str, ...]:
+        value = self.label("gfx-targets")
+        return tuple(t for t in value.split(",") if t) if value else ()
+
+    @property
+    def gpu_families(self) -> list[GpuFamily]:
+        """Known families the image's targets belong to: complete ones run on its GPUs, partial ones are noted."""
+        own, targets, found = self.label("gfx-family"), set(self.gfx_targets), []
+        for name, family in gfx_families().items():
+            present = tuple(t for t in family.targets if t in targets)
+            if present or name == own:
+                found.append(GpuFamily(name, family.targets, family.gpus, set(family.targets) <= targets, present))
+        return found
+
+    @property
+    def gpus(self) -> list[str]:
+        """GPUs this image has kernels for (families it carries completely)."""
+        return [g for f in self.gpu_families if f.complete for g in f.gpus]
+
+    @property
+    def installed_bytes(self) -> int | None:
+        return self.record.image_bytes if self.record else None
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        return self.record.validation if self.record else ()
+
+    @property
+    def pull(self) -> str:
+        return f"docker pull {self.reference}:{self.tag}"
+
+    @property
+    def pull_by_digest(self) -> str:
+        return f"docker pull {self.reference}@{self.digest}"
+
+    @property
+    def run(self) -> str:
+        ref = f"{self.reference}:{self.tag}"
+        if self.label("platform") == "cpu":
+            return f"docker run -it --rm {ref}"
+        return ("docker run -it --rm --device=/dev/kfd --device=/dev/dri --group-add video \\\n"
+                f'  --group-add "$(getent group render | cut -d: -f3)" {ref}')
+
+    @property
+    def smoke(self) -> str:
+        return self.run.replace(f"{self.reference}:{self.tag}", f"{self.reference}:{self.tag} torch-smoke")
+
+    @property
+    def smoke_line(self) -> str:
+        return self.smoke.replace("\\\n  ", "")
+
+    @property
+    def facts(self) -> list[tuple[str, str]]:
+        """The page's summary table, in one place for the HTML and the Markdown page."""
+        record = self.record
+        rows = [
+            ("Image", f"{self.reference}:{self.tag}"),
+            ("Digest", self.digest),
+            ("Immutable tag", self.immutable_tag or "not found in the registry"),
+            ("Also tagged", ", ".join(self.also_tagged) or "-"),
+            ("Compressed size (pull)", human_size(self.published.compressed_bytes)),
+            ("Installed size (on disk)", human_size(self.installed_bytes) if self.installed_bytes
+             else "not recorded (no run record of this build)"),
+            ("Built", self.published.created or "unknown"),
+            ("Platform", self.published.platform),
+            ("OS", self.os),
+            ("Python", self.label("python") or "unknown"),
+            ("PyTorch", self.label("torch") or "unknown"),
+            ("torchvision", self.label("torchvision") or "not installed"),
+            ("torchaudio", self.label("torchaudio") or "not installed"),
+            ("ROCm", self.rocm),
+            ("GPU family", self.label("gfx-family") or "-"),
+            ("gfx targets", ", ".join(self.gfx_targets) or "none (CPU only)"),
+            ("Wheel channel", self.label("channel") or "unknown"),
+            ("Flavor", self.label("flavor") or "unknown"),
+            ("Default user", self.label("user") or "unknown"),
+            ("Content hash", self.published.labels.get(tags.HASH_LABEL) or "unknown"),
+        ]
+        if record is not None:
+            rows.append(("Run record", f"{record.state}, {record.finished or 'unknown time'}"))
+        return rows
+
+    @property
+    def search_text(self) -> str:
+        words = [self.tag, *self.also_tagged, self.os, self.rocm, *self.gpus, *self.gfx_targets,
+                 self.label("torch") or "", self.label("flavor") or "", self.label("gfx-family") or ""]
+        return " ".join(words).lower()
+
+
+@dataclass
+class Catalog:
+    registry: str  # HOST/NAMESPACE
+    images: list[ImageEntry]
+    failed: list[RecordRow]  # images whose newest record says they failed and that the registry lacks
+    generated: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def oses(self) -> list[str]:
+        return sorted({i.os for i in self.images})
+
+    @property
+    def rocms(self) -> list[str]:
+        return sorted({i.rocm for i in self.images}, key=_version_key, reverse=True)
+
+    @property
+    def gpu_options(self) -> list[tuple[str, str]]:
+        """(GPU, its family's targets) for the GPU filter."""
+        seen: dict[str, str] = {}
+        for image in self.images:
+            for family in image.gpu_families:
+                if family.complete:
+                    for gpu in family.gpus:
+                        seen.setdefault(gpu, ", ".join(family.targets))
+        return sorted(seen.items(), key=lambda kv: kv[0].lower())
+
+
+def _version_key(value: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", value)) or (-1,)
+
+
+def human_size(n: int | None) -> str:
+    """Decimal units, as registries and `docker images` report them."""
+    if n is None:
+        return "unknown"
+    for unit, scale, digits in (("GB", 1e9, 2), ("MB", 1e6, 0), ("kB", 1e3, 0)):
+        if n >= scale:
+            return f"{n / scale:.{digits}f} {unit}"
+    return f"{n} B"
+
+
+def dockerfile_hash(text: str) -> str | None:
+    """The content hash a rendered Dockerfile labels its image with."""
+    found = HASH_IN_DOCKERFILE.search(text)
+    return found.group(1) if found else None

@@ -1,0 +1,168 @@
+"""Render the catalog: HTML (autoescaped) and Markdown (every value escaped) pages, the chart, the files."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup, escape
+
+from builder import tags
+from builder.plan import usage_error
+from builder.render import template_dir
+from builder.site.model import Catalog, ImageEntry, dockerfile_hash, human_size
+from builder.site.records import CHART_WIDTH, CHECK_STATUSES, MARKER, REFERENCES
+from builder.validate import Check
+
+# -- rendering ------------------------------------------------------------------------------------------------
+
+class Verbatim(str):
+    """Text a Markdown template prints as it is (it built it safely itself: a fenced block, a URL)."""
+
+
+MD_SPECIAL = re.compile(r"[\\`*\[\]<>|~]|&(?=#?\w+;)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_escape(value: object) -> str:
+    """Plain text in Markdown: no markup, no HTML, no line break that would end a table row or heading."""
+    if isinstance(value, Verbatim):
+        return str(value)
+    text = "" if value is None else str(value)
+    text = re.sub(r"[\r\n\t]+", " ", text)
+    return MD_SPECIAL.sub(lambda m: "\\" + m.group(), text)
+
+
+def md_fence(text: str, lang: str = "") -> Verbatim:
+    """A fenced code block longer than any backtick run inside it: its content can never close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return Verbatim(f"{fence}{lang}\n{text.rstrip()}\n{fence}")
+
+
+def md_url(path: str) -> Verbatim:
+    return Verbatim(urllib.parse.quote(path, safe="/:#?&=%~+@"))
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    size: int
+    width: int  # px
+    kind: str  # ours | amd
+    href: str = ""
+    note: str = ""
+    image: ImageEntry | None = None
+
+
+def chart(catalog: Catalog, kind: str) -> list[Bar]:
+    """Bars of one size (compressed or installed): AMD's published sizes first, then each image's."""
+    refs = [r for r in REFERENCES if r.kind == kind]
+    ours = [(i, i.published.compressed_bytes if kind == "compressed" else i.installed_bytes) for i in catalog.images]
+    scale = max([r.size_bytes for r in REFERENCES] + [size or 0 for _, size in ours])
+
+    def width(size: int) -> int:
+        return max(1, round(CHART_WIDTH * size / scale))
+
+    bars = [Bar(r.label, r.size_bytes, width(r.size_bytes), "amd", r.url, r.source) for r in refs]
+    bars += [Bar(i.tag, size, width(size), "ours", image=i) for i, size in ours if size]
+    return bars
+
+
+def wrap_tag(tag: object) -> Markup:
+    """A long tag that may break after its underscores (each part escaped)."""
+    return Markup("_<wbr>").join(escape(part) for part in str(tag).split("_"))
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def _environments() -> tuple[jinja2.Environment, jinja2.Environment]:
+    loader = jinja2.FileSystemLoader(template_dir() / "site")
+    html = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True)
+    md = jinja2.Environment(loader=loader, autoescape=False, undefined=jinja2.StrictUndefined,
+                            trim_blocks=True, lstrip_blocks=True, finalize=md_escape)
+    for env in (html, md):
+        env.globals.update(human_size=human_size, references=REFERENCES, CHECK_STATUSES=CHECK_STATUSES,
+                           content_hash_label=tags.HASH_LABEL)
+        env.filters["dockerfile_hash"] = dockerfile_hash
+    html.filters["wbr"] = wrap_tag
+    html.filters["basename"] = lambda path: Path(str(path)).name
+    md.filters.update(fence=md_fence, url=md_url)
+    return html, md
+
+
+def _assets() -> tuple[str, str]:
+    folder = template_dir() / "site"
+    return (folder / "site.css").read_text(encoding="utf-8"), (folder / "filter.js").read_text(encoding="utf-8")
+
+
+def _csp(style: str, script: str | None) -> str:
+    scripts = _csp_hash(script) if script is not None else "'none'"
+    return (f"default-src 'none'; style-src {_csp_hash(style)}; script-src {scripts}; img-src data:; "
+            "base-uri 'none'; form-action 'none'")
+
+
+def _counts(checks: Iterable[Check]) -> str:
+    names = {"pass": "passed", "fail": "failed", "warn": "warnings", "skip": "skipped", "info": "info"}
+    checks = list(checks)
+    if not checks:
+        return "not recorded"
+    counts = {s: sum(c.status == s for c in checks) for s in names}
+    return ", ".join(f"{n} {names[s]}" for s, n in counts.items() if n) or f"{len(checks)} checks"
+
+
+def render_pages(catalog: Catalog) -> dict[str, str]:
+    """Every file of the site, by its path under the site (pure: no I/O but reading the templates)."""
+    html, md = _environments()
+    style, script = _assets()
+    common = {"catalog": catalog, "style": Markup(style), "counts": _counts}
+    files = {
+        "index.html": html.get_template("index.html").render(
+            **common, script=Markup(script), csp=_csp(style, script), root="",
+            compressed=chart(catalog, "compressed"), installed=chart(catalog, "installed")),
+        "index.md": md.get_template("index.md").render(**common),
+    }
+    for image in catalog.images:
+        root = "../" * image.page.count("/")
+        files[image.page + ".html"] = html.get_template("image.html").render(
+            **common, image=image, csp=_csp(style, None), root=root)
+        files[image.page + ".md"] = md.get_template("image.md").render(**common, image=image, root=root)
+    merged = [i.record.as_json() for i in catalog.images if i.record] + [r.as_json() for r in catalog.failed]
+    files["records.json"] = json.dumps({"registry": catalog.registry, "complete": True, "finished": catalog.generated,
+                                        "images": merged}, indent=1) + "\n"
+    return files
+
+
+def write_site(out: Path, files: dict[str, str]) -> list[Path]:
+    """Write the files; a catalog written there before is replaced, nothing else in out is ever touched."""
+    marker = out / MARKER
+    if out.exists() and not out.is_dir():
+        raise usage_error("--out", f"{out} is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not marker.is_file():
+        raise usage_error("--out", f"{out} is not empty and holds no catalog written by builder: give an empty "
+                                   "or new directory")
+    try:
+        previous = json.loads(marker.read_text(encoding="utf-8")).get("files", []) if marker.is_file() else []
+    except (OSError, ValueError, AttributeError):
+        previous = []
+    for name in previous:
+        old = out / str(name)
+        if isinstance(name, str) and ".." not in Path(name).parts and old.is_file() and name not in files:
+            old.unlink()
+    written = []
+    for name, text in sorted(files.items()):
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    marker.write_text(json.dumps({"files": sorted(files)}, indent=1) + "\n", encoding="utf-8")
+    return written

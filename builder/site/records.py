@@ -1,0 +1,177 @@
+"""Run records as the catalog reads them: tolerant of old and hostile files, strict about types."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from builder import tags
+from builder.registry import Manifest
+from builder.validate import Check
+
+DEFAULT_REPOSITORY = "pytorch"
+MARKER = ".rif-catalog.json"  # names the files a previous catalog wrote into --out, so a rerun replaces them
+MAX_DOCKERFILE_BYTES = 1 << 20
+MAX_STEP_CHARS = 400  # a build step's command, as the image's history records it, is cut here
+CHECK_STATUSES = frozenset({"pass", "fail", "skip", "warn", "info"})
+REPOSITORY_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+CHART_WIDTH = 520  # px of the longest bar
+HASH_IN_DOCKERFILE = re.compile(re.escape(tags.HASH_LABEL) + r'="?(sha256:[0-9a-f]{64})')
+
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A published size of one of AMD's rocm/pytorch images, for comparison, with where it was reported."""
+
+    label: str
+    size_bytes: int
+    kind: str  # compressed | installed
+    source: str
+    url: str
+
+
+# AMD's rocm/pytorch images as their users measured them (decimal GB).
+REFERENCES = (
+    Reference("rocm/pytorch ROCm 7.2.4, PyTorch 2.10", 10_390_000_000, "compressed", "ROCm/ROCm-docker#166",
+              "https://github.com/ROCm/ROCm-docker/issues/166"),
+    Reference("rocm/pytorch ROCm 7.14, PyTorch 2.10", 19_140_000_000, "compressed", "ROCm/ROCm-docker#166",
+              "https://github.com/ROCm/ROCm-docker/issues/166"),
+    Reference("rocm/pytorch ROCm 10.0, PyTorch 2.12", 20_190_000_000, "compressed", "ROCm/ROCm-docker#166",
+              "https://github.com/ROCm/ROCm-docker/issues/166"),
+    Reference("rocm/pytorch (2023 tags, smallest)", 29_200_000_000, "installed", "ROCm/ROCm-docker#104",
+              "https://github.com/ROCm/ROCm-docker/issues/104"),
+    Reference("rocm/pytorch rocm5.4.2 pytorch 2.0.0 preview", 37_500_000_000, "installed", "ROCm/ROCm-docker#104",
+              "https://github.com/ROCm/ROCm-docker/issues/104"),
+    Reference("rocm/pytorch:latest (Dec 2023)", 54_000_000_000, "installed", "ROCm/ROCm-docker#120",
+              "https://github.com/ROCm/ROCm-docker/issues/120"),
+)
+
+
+class RegistryReader(Protocol):
+    """What the catalog reads from a registry (builder.registry.RegistryClient; a fake in tests)."""
+
+    def tags(self, repository: str) -> list[str]: ...
+
+    def manifest(self, repository: str, reference: str) -> Manifest | None: ...
+
+    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]: ...
+
+
+# -- run records ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RecordRow:
+    """One image of one run record, every field checked for its type (a record is data from outside)."""
+
+    tag: str
+    repository: str
+    tags: tuple[str, ...]
+    state: str
+    finished: str  # when its record was written: the newest row wins
+    registry: str | None = None
+    immutable_tag: str | None = None
+    content_hash: str | None = None
+    digest: str | None = None
+    failed_stage: str | None = None
+    failure: str | None = None
+    image_bytes: int | None = None
+    compressed_bytes: int | None = None
+    build_seconds: float | None = None
+    validation: tuple[Check, ...] = ()
+    packages: tuple[str, ...] = ()  # `name==version` lines, where a record carries them
+    source: str = ""  # the record file
+
+    def as_json(self) -> dict[str, Any]:
+        """Back into the record's own row format, so a catalog's records.json can be read as a record."""
+        return {"tag": self.tag, "repository": self.repository, "tags": list(self.tags), "state": self.state,
+                "immutable_tag": self.immutable_tag, "content_hash": self.content_hash, "digest": self.digest,
+                "failed_stage": self.failed_stage, "failure": self.failure, "image_bytes": self.image_bytes,
+                "compressed_bytes": self.compressed_bytes, "build_seconds": self.build_seconds,
+                "validation": [c.__dict__ for c in self.validation], "packages": list(self.packages),
+                "finished": self.finished}
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _strs(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _checks(value: object) -> tuple[Check, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(Check(str(c.get("suite", "")), str(c.get("name", "")), str(c.get("status", "")),
+                       str(c.get("detail", "") or ""), str(c.get("fix", "") or ""))
+                 for c in value if isinstance(c, dict))
+
+
+def _packages(value: object) -> tuple[str, ...]:
+    """`["torch==2.13.0", ...]` or `[{"name": ..., "version": ...}, ...]`."""
+    if not isinstance(value, list):
+        return ()
+    found = []
+    for p in value:
+        if isinstance(p, str):
+            found.append(p)
+        elif isinstance(p, dict) and isinstance(p.get("name"), str):
+            found.append(f"{p['name']}=={p.get('version', '?')}")
+    return tuple(found)
+
+
+def parse_record(data: object, source: str) -> list[RecordRow]:
+    """The rows of one record (builder/record.py's format); rows without a tag are dropped."""
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise ValueError("not a run record (no `images` list)")
+    finished, registry = _str(data.get("finished")) or "", _str(data.get("registry"))
+    rows = []
+    for row in data["images"]:
+        if not isinstance(row, dict) or not isinstance(row.get("tag"), str):
+            continue
+        rows.append(RecordRow(
+            tag=row["tag"], repository=_str(row.get("repository")) or DEFAULT_REPOSITORY,
+            tags=_strs(row.get("tags")), state=_str(row.get("state")) or "unknown",
+            finished=_str(row.get("finished")) or finished, registry=registry,
+            immutable_tag=_str(row.get("immutable_tag")), content_hash=_str(row.get("content_hash")),
+            digest=_str(row.get("digest")), failed_stage=_str(row.get("failed_stage")),
+            failure=_str(row.get("failure")), image_bytes=_int(row.get("image_bytes")),
+            compressed_bytes=_int(row.get("compressed_bytes")), build_seconds=_float(row.get("build_seconds")),
+            validation=_checks(row.get("validation")), packages=_packages(row.get("packages")), source=source))
+    return rows
+
+
+def record_files(paths: Iterable[Path]) -> list[Path]:
+    """Files as given; a directory stands for every *.json under it."""
+    found: list[Path] = []
+    for path in paths:
+        found += sorted(p for p in path.rglob("*.json") if p.is_file()) if path.is_dir() else [path]
+    return found
+
+
+def load_records(paths: Iterable[Path]) -> tuple[list[RecordRow], list[str]]:
+    """Every row of every record, and a warning per file that is not one (a catalog is still worth making)."""
+    rows: list[RecordRow] = []
+    warnings = []
+    for path in record_files(paths):
+        try:
+            rows += parse_record(json.loads(path.read_text(encoding="utf-8")), str(path))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            warnings.append(f"{path}: skipped: {exc}")
+    return rows, warnings
+
+
+# -- what the registry holds ---------------------------------------------------------------------------------
