@@ -8,109 +8,42 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-import traceback
-from collections.abc import Callable
-from enum import StrEnum
-from functools import wraps
-from importlib.metadata import version
 from pathlib import Path
-from types import FrameType
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated
 
 import typer
 
-from builder import baseimage, ghrows, imagetree, pipeline, record, wheelhouse
+from builder import baseimage, ghrows, imagetree, pipeline, wheelhouse
 from builder import display as show
-from builder.credentials import CredentialError
-from builder.dockerapi import EngineUnavailable, connect
-from builder.errors import InputError
+from builder.clikit import (
+    EXIT_FAILED,
+    EXIT_OK,
+    PRODUCTION_IMAGES,
+    PRODUCTION_MATRIX,
+    CellOpt,
+    GpuOpt,
+    MatchOpt,
+    MatrixOpt,
+    Progress,
+    ProgressOpt,
+    QuietOpt,
+    RegistryOpt,
+    WheelhouseOpt,
+    flags_as_flags,
+    handles_errors,
+    show_version,
+    terminates,
+)
+from builder.dockerapi import connect
 from builder.matrix import expand_matrix, load_matrix
 from builder.plan import plan_images, select, shard, usage_error
 from builder.progress import RunView
 from builder.render import WheelSource, render_all
-from builder.retry import RegistryError
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-PRODUCTION_MATRIX, PRODUCTION_IMAGES = Path("matrix.yaml"), Path("images")
-MatrixOpt = Annotated[Path, typer.Option("--matrix", "-m", help="Matrix file (YAML).")]
-WheelhouseOpt = Annotated[Path | None, typer.Option(
-    "--wheelhouse", help="Install wheels from this directory (--no-index) instead of the cells' index URLs.",
-    exists=True, file_okay=False)]
-CellOpt = Annotated[list[str] | None, typer.Option(
-    "--cell", metavar="TAG", help="Only cells with this tag (repeatable).")]
-MatchOpt = Annotated[str | None, typer.Option(
-    "--match", metavar="GLOB", help="Only cells whose tag matches this glob (e.g. 'rocm7.2_*_gfx94X-dcgpu_*').")]
-RegistryOpt = Annotated[str | None, typer.Option(
-    "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
-    help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials: RIF_REGISTRY_USER and "
-         "RIF_REGISTRY_PASSWORD, or docker login.")]
-GpuOpt = Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks, with the host's ROCm devices.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
-                                        help="Accepted for old scripts: build logs always go to .rif/logs.")]
-
-
-class Progress(StrEnum):
-    auto = "auto"
-    plain = "plain"
-    json = "json"
-
-
-ProgressOpt = Annotated[Progress, typer.Option(
-    "--progress", help="auto: a live view on a terminal, plain lines otherwise; plain: one line per stage (CI "
-                       "logs); json: one JSON object per event. Build logs always go to .rif/logs/<tag>.log.")]
-
-
-class Terminated(Exception):
-    """SIGTERM, turned into an exception so cleanup and the run record happen as for Ctrl-C."""
-
-
-def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Bad input exits 2 with every problem listed; interruptions 130/143; anything unexpected 1, with a log."""
-    @wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except InputError as exc:
-            for problem in exc.problems:
-                show.error(str(problem))
-            raise typer.Exit(EXIT_BAD_INPUT) from exc
-        except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError) as exc:
-            show.error(str(exc))
-            raise typer.Exit(EXIT_BAD_INPUT) from exc
-        except RegistryError as exc:  # the registry refused or is down before any image was touched
-            show.error(f"registry: {exc}")
-            raise typer.Exit(EXIT_FAILED) from exc
-        except KeyboardInterrupt:
-            show.error("interrupted")
-            raise typer.Exit(EXIT_SIGINT) from None
-        except Terminated:
-            show.error("terminated")
-            raise typer.Exit(EXIT_SIGTERM) from None
-        except (typer.Exit, typer.Abort, SystemExit):
-            raise
-        except Exception as exc:
-            log = _crash_log()
-            show.error(f"unexpected {type(exc).__name__}: {exc} (traceback in {log})")
-            raise typer.Exit(EXIT_FAILED) from exc
-    return wrapper
-
-
-def _crash_log() -> Path:
-    path = Path(tempfile.gettempdir()) / f"rif-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    path.write_text(traceback.format_exc())
-    return path
-
 
 def _source(wheelhouse_dir: Path | None) -> WheelSource:
     return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None)
@@ -177,18 +110,9 @@ def _run(jobs: list[pipeline.Job], options: pipeline.Options, progress: Progress
          registry: str | None) -> None:
     """Run the jobs, print the summary, and write the record whatever happens (interruptions included)."""
     client = connect()
-    reports: list[record.ImageReport] = []
     view = RunView([j.tag for j in jobs], progress.value, console=show.out)
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        with view.running():
-            pipeline.run(client, jobs, options, view.events(), reports)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        done = {r.tag for r in reports}
-        reports += [_not_attempted(j) for j in jobs if j.tag not in done]
-        if report_path is not None:
-            record.write(report_path, reports, registry, finished=not any(r.state == "planned" for r in reports))
+    with terminates(), view.running():
+        reports = pipeline.run_and_record(client, jobs, options, view.events(), report_path, registry)
     if progress == Progress.json:
         print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
     else:
@@ -198,14 +122,7 @@ def _run(jobs: list[pipeline.Job], options: pipeline.Options, progress: Progress
     raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
 
 
-def _not_attempted(job: pipeline.Job) -> record.ImageReport:
-    report = job.report()
-    report.state = "not-attempted"
-    return report
 
-
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
 
 
 @app.command()
@@ -317,34 +234,10 @@ def wheelhouse_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     show.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {show.safe(dest)}")
 
 
-def _show_version(value: bool) -> None:
-    if value:
-        show.out.print(f"builder (rocm-image-factory) {version('rocm-image-factory')}")
-        raise typer.Exit(EXIT_OK)
-
-
 @app.callback()
 def _options(show_version: Annotated[bool, typer.Option(
-        "--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
+        "--version", callback=show_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
     """Builds, validates and publishes PyTorch images for AMD GPUs (ROCm) from a YAML matrix."""
-
-
-def _flags_as_flags(command: Any) -> None:
-    """Help shows `--push`, not `--push <bool>`: a flag takes no value."""
-    for param in command.params:
-        if getattr(param, "is_flag", False):
-            param.metavar = ""
-    help_option = command.get_help_option
-
-    def flag_help(ctx: Any) -> Any:
-        option = help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
-
-    command.get_help_option = flag_help
-    for sub in getattr(command, "commands", {}).values():
-        _flags_as_flags(sub)
 
 
 @app.command("catalog")
@@ -375,8 +268,35 @@ def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
     show.out.print(f"catalog of {len(catalog.images)} images: {show.safe(out / 'index.html')}")
 
 
+@app.command("which")
+@handles_errors
+def which_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
+              gfx: Annotated[list[str] | None, typer.Option(
+                  "--gfx", metavar="TARGET", help="Skip detection: a GPU of this target, as rocminfo names it "
+                                                  "(Name: gfx1100); repeatable.")] = None,
+              rocm: Annotated[str | None, typer.Option("--rocm", metavar="X.Y", help="Only this ROCm line.")] = None,
+              os_name: Annotated[str | None, typer.Option("--os", metavar="NAME", help="Only this OS, e.g. "
+                                                                                       "ubuntu-24.04.")] = None,
+              flavor: Annotated[str | None, typer.Option("--flavor", help="runtime or devel.")] = None,
+              registry: Annotated[str | None, typer.Option(
+                  "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
+                  help="Where the images are published (env RIF_REGISTRY); default: the local name builder build "
+                       "gives them.")] = None,
+              as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+              root: Annotated[Path, typer.Option(
+                  "--root", "--sysfs", metavar="DIR",
+                  help="Read sys/, dev/ and etc/group under DIR instead of / (a recorded host).")] = Path("/"),
+              ) -> None:
+    """Which image runs this host's AMD GPUs, and its docker run line (reads /sys and /dev; runs nothing)."""
+    from builder import which
+
+    answer = which.recommend(matrix, root, gfx, rocm, os_name, flavor, registry)
+    show.print_which(answer, as_json)
+    raise typer.Exit(answer["exit_code"])
+
+
 def main() -> None:
     os.environ.setdefault("DOCKER_BUILDKIT", "0")
     command = typer.main.get_command(app)
-    _flags_as_flags(command)
+    flags_as_flags(command)
     sys.exit(command(prog_name="builder"))

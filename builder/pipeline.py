@@ -21,7 +21,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder import tags
+from builder import record, tags
 from builder.build import build_image
 from builder.context import write_context
 from builder.dockerapi import run_captured
@@ -88,6 +88,25 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
             done.append(job.report())
             done[-1] = run_image(client, job, options, tmp / job.tag, events, done[-1])
     return done
+
+
+def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events,
+                   record_path: Path | None, registry: str | None) -> list[ImageReport]:
+    """run(), and the run record written whatever happens: images never reached are `not-attempted`."""
+    reports: list[ImageReport] = []
+    finished = False
+    try:
+        run(client, jobs, options, events, reports)
+        finished = True
+    finally:
+        done = {r.tag for r in reports}
+        for job in jobs:
+            if job.tag not in done:
+                reports.append(job.report())
+                reports[-1].state = "not-attempted"
+        if record_path is not None:
+            record.write(record_path, reports, registry, finished)
+    return reports
 
 
 def run_image(client: docker.DockerClient, job: Job, options: Options, context_dir: Path,
