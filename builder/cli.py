@@ -277,7 +277,8 @@ def which_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
               rocm: Annotated[str | None, typer.Option("--rocm", metavar="X.Y", help="Only this ROCm line.")] = None,
               os_name: Annotated[str | None, typer.Option("--os", metavar="NAME", help="Only this OS, e.g. "
                                                                                        "ubuntu-24.04.")] = None,
-              flavor: Annotated[str | None, typer.Option("--flavor", help="runtime or devel.")] = None,
+              flavor: Annotated[str | None, typer.Option("--flavor", metavar="runtime|devel", help="Only this flavor.")]
+              = None,
               registry: Annotated[str | None, typer.Option(
                   "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
                   help="Where the images are published (env RIF_REGISTRY); default: the local name builder build "

@@ -40,8 +40,41 @@ def _known_os(value: str) -> str:
 def _known_gfx(value: str) -> str:
     known = catalog.gfx_families()
     if value not in known and value != ALL_TARGETS:
-        raise ValueError(f"unknown gfx family {value!r}; known: {ALL_TARGETS}, {', '.join(sorted(known))}")
+        hint = gfx_hint(value) or f"known: {ALL_TARGETS}, {', '.join(sorted(known))}"
+        raise ValueError(f"unknown gfx family {value!r}; {hint}")
     return value
+
+
+def _squash(name: str) -> str:
+    """'AMD Radeon RX 7900 XTX' and 'rx7900xtx' alike: lower case, letters and digits only, vendor words dropped."""
+    text = "".join(ch for ch in name.lower() if ch.isalnum())
+    for word in ("amd", "radeon", "instinct"):
+        text = text.replace(word, "")
+    return text
+
+
+def gfx_hint(value: str) -> str | None:
+    """What to write instead of a gfx name that is not a family: the family of a target or GPU, or its spelling."""
+    families = catalog.gfx_families()
+
+    def use(names: list[str]) -> str:
+        return f"use gfx: [{names[0]}]" + (f" (or {', '.join(names[1:])})" if len(names) > 1 else "")
+
+    def of(names: list[str]) -> str:
+        return f"famil{'ies' if len(names) > 1 else 'y'} {', '.join(names)}: {use(names)}"
+
+    by_target = [name for name, fam in families.items() if value in fam.targets]
+    if by_target:
+        return f"{value} is a target of {of(by_target)}"
+    by_gpu = [name for name, fam in families.items() if _squash(value) in {_squash(g) for g in fam.gpus}]
+    if by_gpu and _squash(value):
+        return f"{value} is a GPU of {of(by_gpu)}"
+    spelled = [name for name in [ALL_TARGETS, *families] if name.lower() == value.lower()]
+    if spelled:
+        return f"family names are case-sensitive: {use(spelled)}"
+    if any(value in minor.pytorch.gfx for minor in catalog.compat().torch.values()):
+        return f"{value} is in no family here, but pytorch.org's wheels carry it: use gfx: [{ALL_TARGETS}]"
+    return None
 
 
 VersionStr = Annotated[str, StringConstraints(pattern=VERSION_RE), AfterValidator(_version)]

@@ -101,11 +101,14 @@ ERRORS: list[tuple[str, str, list[tuple[int | None, str, str]]]] = [
     ("unknown-os-include", inc("os: ubuntu-20.04, platform: cpu, torch: '2.1'"),
      [(6, "include[0].os", f"unknown os 'ubuntu-20.04'; {KNOWN_OS}")]),
     ("unknown-gfx", BASE + "  gfx:\n    - gfx1151\n    - gfx942\n",
-     [(7, "matrix.gfx[1]", f"unknown gfx family 'gfx942'; {KNOWN_GFX}")]),
+     [(7, "matrix.gfx[1]", "unknown gfx family 'gfx942'; gfx942 is a target of family gfx94X-dcgpu: "
+                           "use gfx: [gfx94X-dcgpu]")]),
     ("unknown-gfx-exclude", BASE + "exclude: [{gfx: MI300X}]\n",
-     [(5, "exclude[0].gfx", f"unknown gfx family 'MI300X'; {KNOWN_GFX}")]),
+     [(5, "exclude[0].gfx", "unknown gfx family 'MI300X'; MI300X is a GPU of family gfx94X-dcgpu: "
+                            "use gfx: [gfx94X-dcgpu]")]),
     ("unknown-gfx-exclude-list", BASE + "exclude: [{gfx: [all, MI300X]}]\n",
-     [(5, "exclude[0].gfx[1]", f"unknown gfx family 'MI300X'; {KNOWN_GFX}")]),
+     [(5, "exclude[0].gfx[1]", "unknown gfx family 'MI300X'; MI300X is a GPU of family gfx94X-dcgpu: "
+                               "use gfx: [gfx94X-dcgpu]")]),
     ("duplicate-os", "matrix:\n  os: [debian-12, debian-12]\n  platform: [cpu]\n  torch: ['2.1']\n",
      [(2, "matrix.os[1]", "duplicate value 'debian-12'")]),
     ("duplicate-torch-across-forms", "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch:\n"
