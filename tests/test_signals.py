@@ -14,7 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, builder_cli
 
 pytestmark = pytest.mark.docker
 
@@ -29,7 +29,11 @@ def ours() -> set[str]:
 def test_a_signal_during_validation_cleans_up_and_records(signum: int, code: int, base_image: str, wheelhouse: Path,
                                                          tmp_path: Path, docker_client: docker.DockerClient) -> None:
     before_dirs = ours()
-    before_containers = {c.id for c in docker_client.containers.list(all=True)}
+    built = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--cell", RUNTIME, "--wheelhouse", str(wheelhouse),
+                        "--no-validate")
+    assert built.returncode == 0, built.stdout + built.stderr
+    image = docker_client.images.get(f"rocm-image-factory/pytorch:{RUNTIME}").id  # only its containers count
+    before_containers = {c.id for c in docker_client.containers.list(all=True, filters={"ancestor": image})}
     report = tmp_path / "record.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "builder", "build", "--matrix", str(DATA / "e2e.yaml"), "--cell", RUNTIME,
@@ -41,7 +45,7 @@ def test_a_signal_during_validation_cleans_up_and_records(signum: int, code: int
             break
     deadline = time.monotonic() + 60  # wait until validation has its container running, then interrupt
     while time.monotonic() < deadline:
-        if {c.id for c in docker_client.containers.list(all=True)} - before_containers:
+        if {c.id for c in docker_client.containers.list(all=True, filters={"ancestor": image})} - before_containers:
             break
         time.sleep(0.2)
     os.kill(proc.pid, signum)
@@ -52,6 +56,6 @@ def test_a_signal_during_validation_cleans_up_and_records(signum: int, code: int
     assert data["complete"] is False
     [row] = data["images"]
     assert row["tag"] == RUNTIME and row["state"] not in ("validated", "published")
-    left = {c.id for c in docker_client.containers.list(all=True)} - before_containers
+    left = {c.id for c in docker_client.containers.list(all=True, filters={"ancestor": image})} - before_containers
     assert not left, f"containers left behind: {left}"
     assert ours() <= before_dirs, f"temporary folders left behind: {ours() - before_dirs}"
