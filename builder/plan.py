@@ -14,6 +14,7 @@ from pathlib import Path
 
 from builder import tags
 from builder.errors import InputError, Problem
+from builder.schema import gfx_hint
 from builder.spec import ALL_TARGETS, CellSpec
 
 COMMAND_LINE = Path("(command line)")
@@ -64,6 +65,9 @@ def select(cells: list[CellSpec], names: list[str] | None, matrix: Path, match: 
         if not chosen:
             close = difflib.get_close_matches(match, [c.tag for c in cells], n=3, cutoff=0.4)
             hint = f"; closest tags: {', '.join(close)}" if close else ""
+            family = _gfx_in(match)
+            if family:
+                hint += f"; {family} (tags name families, e.g. '*_gfx94X-dcgpu_*')"
             raise usage_error("--match", f"{match!r} matches no cell (a glob: * any text, ? one character, [abc] "
                                          f"one of){hint}")
         cells = chosen
@@ -75,6 +79,15 @@ def select(cells: list[CellSpec], names: list[str] | None, matrix: Path, match: 
         raise InputError([Problem(matrix, None, "--cell", f"no cell has tag {t!r}{_closest(t, known)}")
                           for t in unknown])
     return [c for c in cells if c.tag in names or c.content_cell().tag in names]
+
+
+def _gfx_in(pattern: str) -> str | None:
+    """A gfx target or GPU name inside a --match pattern: which family's tags to match instead."""
+    for word in re.findall(r"[A-Za-z0-9]+", pattern):
+        hint = gfx_hint(word) if re.fullmatch(r"gfx[0-9a-f]+|MI[0-9]+[A-Z]*", word, re.IGNORECASE) else None
+        if hint:
+            return hint
+    return None
 
 
 def _closest(name: str, known: set[str]) -> str:

@@ -204,3 +204,9 @@ def test_a_match_that_selects_nothing_is_bad_input_with_the_closest_tags() -> No
     assert proc.returncode == 2
     assert "matches no cell" in proc.stderr and "closest tags: cpu_debian12_py3.11_torch2.13.0_runtime" in proc.stderr
     assert builder_cli("matrix", "--matrix", str(DATA / "e2e.yaml"), "--match", "^cpu.*$").returncode == 2  # no regex
+
+
+def test_a_match_naming_a_gfx_target_says_which_family_holds_it() -> None:
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--match", "*gfx942*")
+    assert proc.returncode == 2
+    assert "gfx942 is a target of family gfx94X-dcgpu" in proc.stderr
