@@ -1,49 +1,66 @@
-"""Publishing on real registries: skip by content, promote by digest, survive a dying registry, auth."""
+"""Publishing on real registries: skip by content, promote by digest, survive a dying registry, auth.
+
+Each test proves what its name says with structure, never with timings: the run record, the digests the
+registry serves, and (through tests.registries.RecordingProxy) the requests that reached the registry.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tarfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import bcrypt
 import docker
 import pytest
 
+from builder import pipeline, tags
 from builder.credentials import Credentials
+from builder.publish import Target
 from builder.registry import RegistryClient
-from tests.conftest import ROOT, unavailable
+from tests.conftest import ROOT
+from tests.registries import RecordingProxy, Registry, free_port, need_docker_registry, write_htpasswd
+
+__all__ = ["DEVEL", "MATRIX", "RUNTIME", "Registry", "free_port", "publish"]
 
 pytestmark = pytest.mark.docker
 
 RUNTIME = "cpu_debian12_py3.11_torch2.13.0_runtime"
 DEVEL = "cpu_debian12_py3.11_torch2.13.0_devel"
+MISSING = "cpu_debian12_py3.11_torch2.12.0_runtime"  # the wheelhouse holds no torch 2.12.0: its build fails
 TORCH = "{version: '2.13.0', torchvision: null, torchaudio: null}"
 MATRIX = f"image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: [{TORCH}]\n" \
          "  flavor: [runtime, devel]\n"
 
 
 def cell_override(flavor: str, tag: str, extra: str) -> str:
-    """A matrix in which one cell's input changes and every other cell stays the same."""
+    """A matrix in which one cell's input changes and every other cell stays the same (explicit tag: never latest)."""
     return (MATRIX + f"exclude:\n  - {{flavor: {flavor}}}\ninclude:\n"
             f"  - {{os: debian-12, platform: cpu, torch: {TORCH}, flavor: {flavor}, tag: {tag}, {extra}}}\n")
+
+
+def runtime_as(extra: str) -> str:
+    """The runtime cell with one input changed, through an include WITHOUT `tag:`: same readable tag, and
+    still the `latest` candidate (builder.plan.latest_cell never picks an explicit-tag cell)."""
+    return (MATRIX + "exclude:\n  - {flavor: runtime}\ninclude:\n"
+            f"  - {{os: debian-12, platform: cpu, torch: {TORCH}, flavor: runtime, {extra}}}\n")
 
 
 @dataclass
 class Run:
     proc: subprocess.CompletedProcess[str]
     record: dict[str, dict[str, object]]
-    seconds: float
+
+    @property
+    def output(self) -> str:
+        return self.proc.stdout + self.proc.stderr
 
 
 def publish(matrix_text: str, registry: str, wheelhouse: Path, tmp: Path, env: dict[str, str] | None = None,
@@ -51,118 +68,241 @@ def publish(matrix_text: str, registry: str, wheelhouse: Path, tmp: Path, env: d
     matrix = tmp / f"m-{uuid.uuid4().hex[:6]}.yaml"
     matrix.write_text(matrix_text)
     record = tmp / f"r-{uuid.uuid4().hex[:6]}.json"
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "builder", "publish", "--matrix", str(matrix), "--registry", registry,
                            "--wheelhouse", str(wheelhouse), "--record", str(record), "--quiet", *extra],
                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})}, check=False)
-    seconds = time.monotonic() - start
     cells = {c["tag"]: c for c in json.loads(record.read_text())["images"]} if record.exists() else {}
-    return Run(proc, cells, seconds)
+    return Run(proc, cells)
+
+
+@dataclass
+class Namespace:
+    """A fresh namespace on the shared test registry, published to directly or through a proxy."""
+
+    registry: str
+    name: str
+    api: RegistryClient
+
+    @property
+    def target(self) -> str:
+        return f"{self.registry}/{self.name}"
+
+    @property
+    def repo(self) -> str:
+        return f"{self.name}/pytorch"
+
+    def via(self, proxy: RecordingProxy) -> str:
+        return f"{proxy.address}/{self.name}"
+
+    def digests(self) -> dict[str, str | None]:
+        return {tag: self.api.digest(self.repo, tag) for tag in self.api.tags(self.repo)}
 
 
 @pytest.fixture
-def ns(registry: str) -> tuple[str, RegistryClient, str]:
-    name = f"pub{uuid.uuid4().hex[:8]}"
-    return f"{registry}/{name}", RegistryClient(registry), f"{name}/pytorch"
+def ns(registry: str) -> Namespace:
+    return Namespace(registry, f"pub{uuid.uuid4().hex[:8]}", RegistryClient(registry))
 
 
-def test_republish_builds_and_pushes_nothing(ns: tuple[str, RegistryClient, str], base_image: str,
+@pytest.fixture
+def proxy(registry: str) -> Iterator[RecordingProxy]:
+    """Between the factory (its own client and dockerd's pushes) and the shared registry: records each request."""
+    recording = RecordingProxy(registry)
+    yield recording
+    recording.close()
+
+
+def uploads(proxy: RecordingProxy) -> list[str]:
+    """Blob uploads that reached the registry: POST/PATCH/PUT under /blobs/uploads/."""
+    return [f"{r.method} {r.path}" for r in proxy.snapshot() if "/blobs/uploads/" in r.path]
+
+
+def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: RecordingProxy, base_image: str,
                                              wheelhouse: Path, tmp_path: Path) -> None:
-    target, api, repo = ns
-    first = publish(MATRIX, target, wheelhouse, tmp_path)
-    assert first.proc.returncode == 0, first.proc.stdout + first.proc.stderr
+    first = publish(MATRIX, ns.target, wheelhouse, tmp_path)
+    assert first.proc.returncode == 0, first.output
     assert {k: v["state"] for k, v in first.record.items()} == {RUNTIME: "published", DEVEL: "published"}
-    digests = {tag: api.digest(repo, tag) for tag in api.tags(repo)}
+    digests = ns.digests()
     immutable = {str(r["immutable_tag"]) for r in first.record.values()}
     assert set(digests) == {RUNTIME, DEVEL, "latest"} | immutable
     assert digests[RUNTIME] == digests["latest"] == first.record[RUNTIME]["digest"]
 
-    again = publish(MATRIX, target, wheelhouse, tmp_path)
-    assert again.proc.returncode == 0
+    again = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path)
+    assert again.proc.returncode == 0, again.output
     assert {k: (v["state"], v["pushed"], v["moved"]) for k, v in again.record.items()} == {
         RUNTIME: ("skipped", False, []), DEVEL: ("skipped", False, [])}
-    assert {tag: api.digest(repo, tag) for tag in api.tags(repo)} == digests
+    assert ns.digests() == digests
     assert "0 built, 2 unchanged, 0 failed" in again.proc.stdout
-    assert again.seconds < first.seconds / 2
+    assert "==> build" not in again.proc.stdout
+    # The second run went through the proxy (it looked the immutable tags up there) and wrote nothing.
+    seen = {r.path for r in proxy.snapshot()}
+    assert {f"/v2/{ns.repo}/manifests/{tag}" for tag in immutable} <= seen
+    assert proxy.writes == []
 
 
-def test_dry_run_touches_nothing(ns: tuple[str, RegistryClient, str], base_image: str, wheelhouse: Path,
+def test_dry_run_touches_nothing(ns: Namespace, proxy: RecordingProxy, base_image: str, wheelhouse: Path,
                                  tmp_path: Path, docker_client: docker.DockerClient) -> None:
-    target, api, repo = ns
-    run = publish(MATRIX, target, wheelhouse, tmp_path, None, "--dry-run")
-    assert run.proc.returncode == 0, run.proc.stderr
+    run = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, "--dry-run")
+    assert run.proc.returncode == 0, run.output
     assert {k: (v["state"], v["moved"]) for k, v in run.record.items()} == {
         RUNTIME: ("would-build", [RUNTIME, "latest"]), DEVEL: ("would-build", [DEVEL])}
-    assert api.tags(repo) == []
+    assert ns.api.tags(ns.repo) == []
+    assert proxy.snapshot() and proxy.writes == []
 
 
-def test_changed_cell_alone_is_rebuilt_and_a_failing_cell_keeps_its_good_digest(
-        ns: tuple[str, RegistryClient, str], base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
-    target, api, repo = ns
-    first = publish(MATRIX, target, wheelhouse, tmp_path)
-    assert first.proc.returncode == 0, first.proc.stderr
-    good = {RUNTIME: api.digest(repo, RUNTIME), DEVEL: api.digest(repo, DEVEL)}
+def test_dry_run_on_a_populated_namespace_would_skip_and_sends_no_write(
+        ns: Namespace, proxy: RecordingProxy, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
+    first = publish(MATRIX, ns.target, wheelhouse, tmp_path)
+    assert first.proc.returncode == 0, first.output
+    # Someone moved `latest` by hand: a real publish would move it back, a dry run only says so.
+    devel = ns.api.manifest(ns.repo, DEVEL)
+    assert devel is not None
+    ns.api.put_tag(ns.repo, "latest", devel)
+    before = ns.digests()
 
-    changed = publish(cell_override("devel", DEVEL, "user: ml"), target, wheelhouse, tmp_path)
-    assert changed.proc.returncode == 0, changed.proc.stderr
-    assert changed.record[RUNTIME]["state"] == "skipped"
-    assert changed.record[DEVEL]["state"] == "published" and changed.record[DEVEL]["moved"] == [DEVEL]
-    assert api.digest(repo, RUNTIME) == good[RUNTIME]
-    assert api.digest(repo, DEVEL) == changed.record[DEVEL]["digest"] != good[DEVEL]
-
-    broken = publish(cell_override("runtime", RUNTIME, "expect: {torch: '2.12.0'}"), target, wheelhouse, tmp_path)
-    assert broken.proc.returncode == 1
-    assert broken.record[RUNTIME]["state"] == "failed" and broken.record[RUNTIME]["failure"] == "validation"
-    assert any("torch" in str(c) for c in broken.record[RUNTIME]["failed_checks"])  # type: ignore[attr-defined]
-    assert api.digest(repo, RUNTIME) == api.digest(repo, "latest") == good[RUNTIME]
-
-
-# -- registries started by the tests themselves ------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    dry = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, "--dry-run")
+    assert dry.proc.returncode == 0, dry.output
+    assert {k: (v["state"], v["pushed"], v["moved"]) for k, v in dry.record.items()} == {
+        RUNTIME: ("would-skip", False, ["latest"]), DEVEL: ("would-skip", False, [])}
+    assert "==> build" not in dry.proc.stdout
+    assert any(r.method == "GET" and r.path == f"/v2/{ns.repo}/manifests/latest" for r in proxy.snapshot())
+    assert proxy.writes == []
+    assert ns.digests() == before
 
 
-class Registry:
-    """A real distribution registry on its own port and storage, which a test may stop and start."""
+def test_latest_follows_new_content_across_runs(ns: Namespace, base_image: str, wheelhouse: Path,
+                                                tmp_path: Path) -> None:
+    first = publish(MATRIX, ns.target, wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    assert first.proc.returncode == 0, first.output
+    old = first.record[RUNTIME]["digest"]
+    assert ns.api.digest(ns.repo, "latest") == ns.api.digest(ns.repo, RUNTIME) == old
 
-    def __init__(self, root: Path, htpasswd: Path | None = None) -> None:
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        auth = f"auth:\n  htpasswd:\n    realm: rif-test\n    path: {htpasswd}\n" if htpasswd else ""
-        self.config = root / f"registry-{self.port}.yml"
-        self.config.write_text(f"version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: "
-                               f"{root / 'storage'}}}\nhttp:\n  addr: {self.address}\n{auth}")
-        self.proc: subprocess.Popen[bytes] | None = None
+    # Same tag, new content (another user): the runtime cell is still the `latest` candidate.
+    second = publish(runtime_as("user: ml"), ns.target, wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    assert second.proc.returncode == 0, second.output
+    cell = second.record[RUNTIME]
+    assert (cell["state"], cell["moved"], cell["previous_digest"]) == ("published", [RUNTIME, "latest"], old)
+    assert cell["digest"] != old
+    assert ns.api.digest(ns.repo, "latest") == ns.api.digest(ns.repo, RUNTIME) == cell["digest"]
+    assert ns.api.config_labels(ns.repo, "latest")[tags.HASH_LABEL] == cell["content_hash"]
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(["docker-registry", "serve", str(self.config)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        for _ in range(50):
-            try:
-                urllib.request.urlopen(f"http://{self.address}/v2/", timeout=1)
-                return
-            except urllib.error.HTTPError:
-                return  # 401 from an auth registry: it is up
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("registry did not start")
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-            self.proc = None
+def test_latest_stays_on_the_good_image_when_its_candidate_fails(ns: Namespace, base_image: str, wheelhouse: Path,
+                                                                 tmp_path: Path) -> None:
+    first = publish(MATRIX, ns.target, wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    assert first.proc.returncode == 0, first.output
+    good = first.record[RUNTIME]["digest"]
+
+    broken = publish(runtime_as("expect: {torch: '2.12.0'}"), ns.target, wheelhouse, tmp_path, None,
+                     "--cell", RUNTIME)
+    assert broken.proc.returncode == 1, broken.output
+    cell = broken.record[RUNTIME]
+    assert "latest" in cell["tags"]  # type: ignore[operator]  # the failing image WAS the one to get `latest`
+    assert (cell["state"], cell["failed_stage"], cell["moved"]) == ("failed", "validate", [])
+    assert ns.api.digest(ns.repo, "latest") == ns.api.digest(ns.repo, RUNTIME) == good
+    assert str(cell["immutable_tag"]) not in ns.api.tags(ns.repo)
+
+
+def test_revert_moves_tags_back_by_digest_without_upload(ns: Namespace, proxy: RecordingProxy, base_image: str,
+                                                         wheelhouse: Path, tmp_path: Path) -> None:
+    content_a, content_b = MATRIX, runtime_as("user: ml")
+    a = publish(content_a, ns.target, wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    assert a.proc.returncode == 0, a.output
+    b = publish(content_b, ns.target, wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    assert b.proc.returncode == 0, b.output
+    digest_a, digest_b = a.record[RUNTIME]["digest"], b.record[RUNTIME]["digest"]
+    assert digest_a != digest_b and ns.api.digest(ns.repo, RUNTIME) == digest_b
+
+    back = publish(content_a, ns.via(proxy), wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    assert back.proc.returncode == 0, back.output
+    cell = back.record[RUNTIME]
+    assert (cell["state"], cell["pushed"], cell["moved"]) == ("skipped", False, [RUNTIME, "latest"])
+    assert (cell["digest"], cell["previous_digest"]) == (digest_a, digest_b)
+    assert ns.api.digest(ns.repo, RUNTIME) == ns.api.digest(ns.repo, "latest") == digest_a
+    # Registry-side re-tags only: two manifest PUTs, not one blob.
+    assert uploads(proxy) == []
+    assert sorted(f"{r.method} {r.path}" for r in proxy.writes) == [
+        f"PUT /v2/{ns.repo}/manifests/{RUNTIME}", f"PUT /v2/{ns.repo}/manifests/latest"]
 
 
 @pytest.fixture
+def tiny_image(base_image: str, docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
+    """A small image carrying the factory's labels (FROM the local debian:12), built in seconds: (tag, hash, ID)."""
+    tag, content_hash = f"guard{uuid.uuid4().hex[:6]}", "sha256:" + uuid.uuid4().hex * 2
+    dockerfile = f'FROM {base_image}\nLABEL {tags.TAG_LABEL}="{tag}" {tags.HASH_LABEL}="{content_hash}"\n'
+    local = f"rif-test/pytorch:{tag}"  # a name of its own: pushing removes only the push alias
+    image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=local, rm=True, pull=False)
+    yield tag, content_hash, str(image.id)
+    docker_client.images.remove(local)
+
+
+def test_digest_mismatch_guard_fails_the_image_and_moves_no_tag(
+        ns: Namespace, tiny_image: tuple[str, str, str], docker_client: docker.DockerClient) -> None:
+    tag, labelled, image_id = tiny_image
+    target = Target(ns.target, ns.api, None)
+    options = pipeline.Options(validate=False, target=target)
+
+    def job(content_hash: str) -> pipeline.Job:
+        return pipeline.Job(tag, "pytorch", [tag, "latest"], content_hash, {}, None, local_image=image_id)
+
+    # The run believes it validated other content than what the pushed immutable tag holds.
+    claimed = "sha256:" + uuid.uuid4().hex * 2
+    [report] = pipeline.run(docker_client, [job(claimed)], options)
+    assert (report.state, report.failed_stage, report.moved) == ("failed", "push", [])
+    assert report.failure is not None and "holds another image" in report.failure, report.failure
+    assert ns.api.tags(ns.repo) == [tags.immutable_tag(tag, claimed)]  # pushed, never promoted
+
+    # The same image, claimed for what it is: the guard lets it through and the tags move.
+    [report] = pipeline.run(docker_client, [job(labelled)], options)
+    assert (report.state, report.moved) == ("published", [tag, "latest"]), report.failure
+    assert ns.api.digest(ns.repo, tag) == ns.api.digest(ns.repo, "latest") == report.digest
+
+
+def test_a_failed_build_is_recorded_and_the_other_cells_publish(ns: Namespace, base_image: str, wheelhouse: Path,
+                                                                tmp_path: Path) -> None:
+    missing = "{version: '2.12.0', torchvision: null, torchaudio: null}"
+    matrix = (f"image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: [{missing}, {TORCH}]\n"
+              "  flavor: [runtime, devel]\nexclude:\n  - {torch: '2.12.0', flavor: devel}\n")
+    run = publish(matrix, ns.target, wheelhouse, tmp_path)
+    assert run.proc.returncode == 1, run.output
+    assert list(run.record) == [MISSING, RUNTIME, DEVEL]  # the failure comes first, the others still go on
+    failed = run.record[MISSING]
+    assert (failed["state"], failed["failed_stage"], failed["pushed"]) == ("failed", "build", False)
+    assert str(failed["failure"]).startswith("build:") and failed["log_tail"], failed
+    assert {k: v["state"] for k, v in run.record.items() if k != MISSING} == {RUNTIME: "published",
+                                                                              DEVEL: "published"}
+    published = set(ns.api.tags(ns.repo))
+    assert {RUNTIME, DEVEL, "latest"} <= published
+    assert MISSING not in published and str(failed["immutable_tag"]) not in published
+    for cell in (RUNTIME, DEVEL):
+        assert ns.api.digest(ns.repo, cell) == run.record[cell]["digest"]
+
+
+def test_changed_cell_alone_is_rebuilt_and_a_failing_cell_keeps_its_good_digest(
+        ns: Namespace, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
+    first = publish(MATRIX, ns.target, wheelhouse, tmp_path)
+    assert first.proc.returncode == 0, first.output
+    good = {RUNTIME: ns.api.digest(ns.repo, RUNTIME), DEVEL: ns.api.digest(ns.repo, DEVEL)}
+
+    changed = publish(cell_override("devel", DEVEL, "user: ml"), ns.target, wheelhouse, tmp_path)
+    assert changed.proc.returncode == 0, changed.output
+    assert changed.record[RUNTIME]["state"] == "skipped"
+    assert changed.record[DEVEL]["state"] == "published" and changed.record[DEVEL]["moved"] == [DEVEL]
+    assert ns.api.digest(ns.repo, RUNTIME) == good[RUNTIME]
+    assert ns.api.digest(ns.repo, DEVEL) == changed.record[DEVEL]["digest"] != good[DEVEL]
+
+    broken = publish(cell_override("runtime", RUNTIME, "expect: {torch: '2.12.0'}"), ns.target, wheelhouse, tmp_path)
+    assert broken.proc.returncode == 1
+    assert broken.record[RUNTIME]["state"] == "failed" and broken.record[RUNTIME]["failure"] == "validation"
+    assert any("torch" in str(c) for c in broken.record[RUNTIME]["failed_checks"])  # type: ignore[attr-defined]
+    assert ns.api.digest(ns.repo, RUNTIME) == ns.api.digest(ns.repo, "latest") == good[RUNTIME]
+
+
+# -- registries started by the tests themselves (tests.registries) ------------------------------------------
+
+@pytest.fixture
 def own_registry(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[Registry]:
-    if subprocess.run(["sh", "-c", "command -v docker-registry"], capture_output=True, check=False).returncode:
-        unavailable("docker-registry is not installed")
-    reg = Registry(tmp_path)
-    reg.start()
+    need_docker_registry()
+    reg = Registry(tmp_path).start()
     yield reg
     reg.stop()
 
@@ -213,21 +353,46 @@ SECRET = f"s3cret-{uuid.uuid4().hex}"
 
 @pytest.fixture
 def auth_registry(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[Registry]:
-    if subprocess.run(["sh", "-c", "command -v docker-registry"], capture_output=True, check=False).returncode:
-        unavailable("docker-registry is not installed")
-    htpasswd = tmp_path / "htpasswd"
-    htpasswd.write_text(f"alice:{bcrypt.hashpw(SECRET.encode(), bcrypt.gensalt(rounds=5)).decode()}\n")
-    reg = Registry(tmp_path, htpasswd)
-    reg.start()
+    need_docker_registry()
+    reg = Registry(tmp_path, write_htpasswd(tmp_path / "htpasswd", "alice", SECRET)).start()
     yield reg
     reg.stop()
+
+
+def assert_secret_in_no_layer(client: docker.DockerClient, image_id: str, secret: str, tmp: Path) -> None:
+    """The secret is in no label, history entry, config or file of any layer of the image."""
+    image = client.images.get(image_id)
+    assert secret not in json.dumps(image.attrs) + json.dumps(image.history())
+    saved = tmp / "image.tar"
+    with saved.open("wb") as fh:
+        for chunk in image.save(named=True):
+            fh.write(chunk)
+    layers = 0
+    with tarfile.open(saved) as outer:
+        for member in outer.getmembers():
+            data = outer.extractfile(member) if member.isfile() else None
+            if data is None:
+                continue
+            if member.name.endswith("layer.tar"):
+                layers += 1
+                with tarfile.open(fileobj=data) as layer:
+                    for entry in layer.getmembers():
+                        if entry.isfile():  # hard links point at files checked on their own
+                            content = layer.extractfile(entry)
+                            assert content is not None and secret.encode() not in content.read(), entry.name
+            else:
+                assert secret.encode() not in data.read(), member.name
+    assert layers > 1, "the saved image has no layers to scan"
 
 
 def test_htpasswd_registry_with_good_and_wrong_credentials(
         auth_registry: Registry, base_image: str, wheelhouse: Path, tmp_path: Path,
         docker_client: docker.DockerClient) -> None:
     target = f"{auth_registry.address}/private"
-    wrong = publish(MATRIX, target, wheelhouse, tmp_path,
+    # A user name never used before: new content, so the image scanned below is built by this very run,
+    # with the credentials in the builder's environment.
+    matrix = cell_override("runtime", RUNTIME, f"user: u{uuid.uuid4().hex[:8]}")
+    wrong = publish(matrix, target, wheelhouse, tmp_path,
                     {"RIF_REGISTRY_USER": "alice", "RIF_REGISTRY_PASSWORD": "not-the-password"}, "--cell", RUNTIME)
     assert wrong.proc.returncode == 1
     # Rejected credentials stop the run before any build: one line naming registry and user, a full record.
@@ -235,33 +400,19 @@ def test_htpasswd_registry_with_good_and_wrong_credentials(
     assert auth_registry.address in message and "'alice'" in message and "RIF_REGISTRY_USER" in message
     assert "==> build" not in wrong.proc.stdout and "Traceback" not in message
     assert wrong.record[RUNTIME]["state"] == "not-attempted"
-    assert "not-the-password" not in wrong.proc.stdout + wrong.proc.stderr + json.dumps(wrong.record)
+    assert "not-the-password" not in wrong.output + json.dumps(wrong.record)
 
-    good = publish(MATRIX, target, wheelhouse, tmp_path,
+    good = publish(matrix, target, wheelhouse, tmp_path,
                    {"RIF_REGISTRY_USER": "alice", "RIF_REGISTRY_PASSWORD": SECRET}, "--cell", RUNTIME)
-    assert good.proc.returncode == 0, good.proc.stdout + good.proc.stderr
+    assert good.proc.returncode == 0, good.output
+    cell = good.record[RUNTIME]
+    assert f"==> build {RUNTIME}" in good.proc.stdout and cell["build_seconds"] is not None  # built here
+    assert cell["state"] == "published" and cell["pushed"] is True
     api = RegistryClient(auth_registry.address, Credentials("alice", SECRET, "test"))
-    assert api.digest("private/pytorch", RUNTIME) == good.record[RUNTIME]["digest"]
+    assert api.digest("private/pytorch", RUNTIME) == cell["digest"]
 
     # The secret is in no log line, run record, label, history entry or layer of the image.
-    logs = good.proc.stdout + good.proc.stderr + json.dumps(good.record)
-    assert SECRET not in logs
-    image = docker_client.images.get(f"rocm-image-factory/pytorch:{RUNTIME}")
-    assert SECRET not in json.dumps(image.attrs) + json.dumps(image.history())
-    saved = tmp_path / "image.tar"
-    with saved.open("wb") as fh:
-        for chunk in image.save(named=True):
-            fh.write(chunk)
-    with tarfile.open(saved) as outer:
-        for member in outer.getmembers():
-            data = outer.extractfile(member) if member.isfile() else None
-            if data is None:
-                continue
-            if member.name.endswith("layer.tar"):
-                with tarfile.open(fileobj=data) as layer:
-                    for entry in layer.getmembers():
-                        if entry.isfile():  # hard links point at files checked on their own
-                            content = layer.extractfile(entry)
-                            assert content is not None and SECRET.encode() not in content.read(), entry.name
-            else:
-                assert SECRET.encode() not in data.read(), member.name
+    assert SECRET not in good.output + json.dumps(good.record)
+    image_id = str(cell["image_id"])
+    assert docker_client.images.get(image_id).labels[tags.HASH_LABEL] == cell["content_hash"]
+    assert_secret_in_no_layer(docker_client, image_id, SECRET, tmp_path)
