@@ -190,7 +190,18 @@ def _validate(client: docker.DockerClient, job: Job, options: Options, events: E
         report.fail("validate", "validation")
         return False
     report.state = "validated"
+    report.packages = _packages(client, report.image_id)
     return True
+
+
+def _packages(client: docker.DockerClient, image_id: str) -> list[str]:
+    """What is in the image's environment, for the record and the catalog (empty when pip cannot say)."""
+    try:
+        pip = [f"{tags.VENV_DIR}/bin/python", "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"]
+        code, out, _ = run_captured(client, image_id, pip, timeout=120, entrypoint=[])
+    except (TimeoutError, DockerException):
+        return []
+    return sorted(line for line in out.splitlines() if "==" in line) if code == 0 else []
 
 
 def _has_image(client: docker.DockerClient, ref: str, content_hash: str) -> bool:

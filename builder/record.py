@@ -43,6 +43,7 @@ class ImageReport:
     moved: list[str] = field(default_factory=list)
     compressed_bytes: int | None = None
     log_tail: list[str] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)  # `name==version` of the image's Python environment
     seconds: float = 0.0
 
     @property

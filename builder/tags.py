@@ -19,6 +19,7 @@ HASH_LABEL = LABEL_PREFIX + "content-hash"
 TAG_LABEL = LABEL_PREFIX + "tag"
 IMAGE_LABEL = LABEL_PREFIX + "image"  # the repository name the image is published under
 RIF_DIR = "/opt/rif"  # the factory's files inside every image
+VENV_DIR = "/opt/venv"  # the Python environment with torch, first on PATH
 CELL_FILE = "cell.json"  # the image's expectations, read by torch-smoke
 LOCAL_NAMESPACE = "rocm-image-factory"  # local image names: rocm-image-factory/<image>:<tag>
 

@@ -54,6 +54,7 @@ def test_registry_has_good_cells_with_their_digests_and_not_the_broken_one(e2e_r
     runtime = next(r for r in good if r["tag"] == GOOD[0])
     assert client.digest(f"{ns}/pytorch", "latest") == runtime["digest"] and "latest" in runtime["moved"]
     for row in good:
+        assert "torch==2.13.0+cpu" in row["packages"] and any(p.startswith("numpy==") for p in row["packages"])
         for tag in (str(row["tag"]), str(row["immutable_tag"])):
             assert client.digest(f"{ns}/pytorch", tag) == row["digest"]
             labels = client.config_labels(f"{ns}/pytorch", tag)
