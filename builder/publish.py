@@ -95,10 +95,10 @@ class Target:
                 report.previous_digest = current
             if current == manifest.digest:
                 continue
-            report.moved.append(tag)
             if not dry_run:
                 on_stage(f"tag {tag}")
                 self.api.put_tag(repo, tag, manifest)
+            report.moved.append(tag)  # only once it moved: a failed move is never reported as done
 
 
 def compressed_size(body: bytes) -> int | None:

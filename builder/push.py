@@ -2,14 +2,18 @@
 
 Push errors arrive inside the engine's JSON stream, not as exceptions, and carry no status code. A push
 counts as done only when the stream ends with the registry's digest. A failed push is classified by
-asking the registry itself (one structured request: 401/403 is an auth failure, a connection error or a
-5xx is transient) and retried under the one retry policy of builder.retry.
+asking the registry itself (it is asked to start a blob upload, the push's own first write, and the session
+is cancelled: 401/403 is an auth failure, a connection error or a 5xx is transient) and retried under the
+one retry policy of builder.retry. The engine retries failed uploads itself, for up to a minute per push, so
+a push still running when the policy's total time is up is given up (the engine's stream is closed, which
+cancels it) and classified the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import time
 
 import docker
 from docker.errors import APIError, DockerException
@@ -31,8 +35,9 @@ def push_image(client: docker.DockerClient, image_id: str, api: RegistryClient, 
         client.images.get(image_id).tag(remote, tag)
     except DockerException as exc:
         raise RegistryError(f"cannot tag {image_id} as {remote}:{tag}: {exc}") from exc
+    deadline = time.monotonic() + policy.total_s
     try:
-        return retry.call(lambda: _push_once(client, api, remote, repository, tag, credentials),
+        return retry.call(lambda: _push_once(client, api, remote, repository, tag, credentials, deadline),
                           f"push {remote}:{tag}", policy)
     finally:
         with contextlib.suppress(DockerException):
@@ -40,11 +45,13 @@ def push_image(client: docker.DockerClient, image_id: str, api: RegistryClient, 
 
 
 def _push_once(client: docker.DockerClient, api: RegistryClient, remote: str, repository: str, tag: str,
-               credentials: Credentials | None) -> str:
+               credentials: Credentials | None, deadline: float) -> str:
     digest: str | None = None
     auth = credentials.auth_config() if credentials else None
+    stream = None
     try:
-        for chunk in client.api.push(remote, tag, stream=True, decode=True, auth_config=auth):
+        stream = client.api.push(remote, tag, stream=True, decode=True, auth_config=auth)
+        for chunk in stream:
             if "error" in chunk:
                 detail = chunk.get("errorDetail") or {}
                 raise _classify(api, repository, detail.get("code"), str(chunk["error"]).strip())
@@ -53,11 +60,18 @@ def _push_once(client: docker.DockerClient, api: RegistryClient, remote: str, re
                 digest = str(aux["Digest"])
             elif (match := DIGEST_RE.search(str(chunk.get("status", "")))) is not None:
                 digest = match.group(1)
+            if digest is None and time.monotonic() > deadline:  # the engine is still retrying its uploads
+                found = _classify(api, repository, None, "the push was still running when the retry policy's "
+                                                         "time was up")
+                raise found if isinstance(found, AuthError) else RegistryError(str(found), found.status, found.code)
     except APIError as exc:  # the engine's own HTTP answer, with its status
         status = exc.response.status_code if exc.response is not None else None
         raise _classify(api, repository, status, f"Docker engine error: {exc.explanation or exc}") from exc
     except DockerException as exc:
         raise RegistryError(f"Docker engine error: {exc}") from exc
+    finally:
+        if stream is not None:
+            stream.close()  # drops the engine's connection: an unfinished push is cancelled, not left running
     if digest is None:
         raise TransientError("the push stream ended without a digest")
     return digest
@@ -71,7 +85,7 @@ def _classify(api: RegistryClient, repository: str, code: object, message: str) 
         return RegistryError(message, code)
     probe = RegistryClient(api.address, api.credentials, api.scheme, PROBE)
     try:
-        probe.ping(repository, write=True)
+        probe.probe_upload(repository)
     except AuthError as exc:
         return AuthError(f"{exc} (the push said: {message})", exc.status, exc.code)
     except RegistryError as exc:

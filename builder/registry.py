@@ -12,6 +12,7 @@ policy (builder.retry) decides what is worth another try.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ipaddress
 import json
 import re
@@ -83,6 +84,19 @@ class RegistryClient:
     def ping(self, repository: str, write: bool = False) -> None:
         """Raise unless the credentials may read (or write) repository: a publish checks this first."""
         self._call("GET", f"{repository}/tags/list", repository, missing_ok=True, write=write)
+
+    def probe_upload(self, repository: str) -> None:
+        """Raise unless repository takes a blob upload now: start an upload session, then cancel it.
+
+        What a failed push is classified by: a registry that denies writes, or whose storage is full, answers
+        this with its status and error body, where the engine's push reports no more than the status.
+        """
+        started = self._call("POST", f"{repository}/blobs/uploads/", repository)
+        location = urllib.parse.urlsplit(started.headers.get("location", "") if started is not None else "")
+        if location.path.startswith("/v2/") and location.netloc in ("", self.address):  # never credentials elsewhere
+            session = location.path[len("/v2/"):] + (f"?{location.query}" if location.query else "")
+            with contextlib.suppress(RegistryError):
+                self._call("DELETE", session, repository)
 
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""
