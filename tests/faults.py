@@ -31,7 +31,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, Literal
 
-from tests.registries import LOOPBACK
+LOOPBACK = "127.0.0.1"
+WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
+
 
 Kind = Literal["respond", "reset", "drop", "stall"]
 REASONS = {401: "Unauthorized", 403: "Forbidden", 500: "Internal Server Error", 503: "Service Unavailable"}
@@ -161,6 +163,11 @@ class FaultProxy:
         with self._lock:
             self.rules.clear()
             self.seen.clear()
+
+    @property
+    def writes(self) -> list[Seen]:
+        """The requests that could change the registry: a dry run or a no-op republish sends none."""
+        return [s for s in self.snapshot() if s.method in WRITES]
 
     def snapshot(self) -> list[Seen]:
         with self._lock:

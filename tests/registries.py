@@ -1,4 +1,4 @@
-"""Real registries started by the tests themselves, a token server for them, and a recording proxy.
+"""Real registries started by the tests themselves, and a token server for them.
 
 All of it listens on 127.0.0.1 only, on free ports:
 - Registry: the distribution registry (`docker-registry serve`) on its own port and storage, anonymous, with
@@ -6,14 +6,13 @@ All of it listens on 127.0.0.1 only, on free ports:
 - TokenServer: the token side of the distribution token spec, in a thread: checks Basic credentials, and
   issues RS256 JWTs granting exactly the scopes asked for, signed by a key whose self-signed certificate is
   the registry's rootcertbundle (the token carries it in its `x5c` header);
-- RecordingProxy: a TCP forwarder between a client and a registry that parses the requests passing through
+- the proxy that records (and may fault) requests is tests.faults.FaultProxy; with no rules it only records
   (method and path, bodies skipped) and forwards every byte unchanged, so a test can count writes.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime
 import json
 import signal
@@ -28,7 +27,6 @@ import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import BinaryIO
 
 import bcrypt
 import jwt
@@ -40,7 +38,6 @@ from cryptography.x509.oid import NameOID
 from tests.conftest import unavailable
 
 LOOPBACK = "127.0.0.1"
-WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 
 
 def free_port() -> int:
@@ -226,144 +223,3 @@ class Registry:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
             self.proc = None
-
-
-# -- the recording proxy -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-
-
-class RecordingProxy:
-    """127.0.0.1:PORT -> upstream: every byte forwarded unchanged, every request's method and path recorded.
-
-    The Host header is left alone, so the registry's Location URLs (upload sessions) point back at the proxy
-    and a client's whole conversation, docker's pushes included, passes through it.
-    """
-
-    def __init__(self, upstream: str) -> None:
-        host, _, port = upstream.rpartition(":")
-        self.upstream = (host, int(port))
-        self.requests: list[Request] = []
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._listener = socket.create_server((LOOPBACK, 0))
-        self.address = f"{LOOPBACK}:{self._listener.getsockname()[1]}"
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def writes(self) -> list[Request]:
-        return [r for r in self.snapshot() if r.method in WRITES]
-
-    def snapshot(self) -> list[Request]:
-        with self._lock:
-            return list(self.requests)
-
-    def clear(self) -> None:
-        with self._lock:
-            self.requests.clear()
-
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
-        with self._lock:
-            for sock in self._sockets:
-                _close(sock)
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._connection, args=(client,), daemon=True).start()
-
-    def _connection(self, client: socket.socket) -> None:
-        try:
-            upstream = socket.create_connection(self.upstream, timeout=None)
-        except OSError:
-            _close(client)
-            return
-        with self._lock:
-            self._sockets += [client, upstream]
-        threading.Thread(target=_pipe, args=(upstream, client), daemon=True).start()
-        try:
-            self._requests(client.makefile("rb"), upstream)
-        except OSError:
-            pass
-        finally:
-            _close(upstream)  # its reader thread then closes the client side
-
-    def _requests(self, rfile: BinaryIO, upstream: socket.socket) -> None:
-        """Parse request after request (line, headers, body by Content-Length or chunks), forwarding all."""
-        while True:
-            line = rfile.readline(65536)
-            if not line:
-                return
-            parts = line.split(b" ")
-            if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):  # not HTTP (a TLS hello?): just pipe it
-                upstream.sendall(line)
-                while chunk := rfile.read1(65536):  # type: ignore[attr-defined]
-                    upstream.sendall(chunk)
-                return
-            head = [line]
-            length, chunked = 0, False
-            while (header := rfile.readline(65536)) not in (b"\r\n", b"\n", b""):
-                head.append(header)
-                name, _, value = header.decode("latin-1").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value.strip())
-                elif name.strip().lower() == "transfer-encoding" and "chunked" in value.lower():
-                    chunked = True
-            head.append(b"\r\n")
-            method, target = parts[0].decode("ascii", "replace"), parts[1].decode("ascii", "replace")
-            with self._lock:
-                self.requests.append(Request(method, urllib.parse.urlsplit(target).path))
-            upstream.sendall(b"".join(head))
-            if chunked:
-                _forward_chunks(rfile, upstream)
-            else:
-                _forward(rfile, upstream, length)
-
-
-def _forward(rfile: BinaryIO, upstream: socket.socket, length: int) -> None:
-    while length > 0:
-        chunk = rfile.read(min(length, 1 << 20))
-        if not chunk:
-            raise OSError("client closed mid-body")
-        upstream.sendall(chunk)
-        length -= len(chunk)
-
-
-def _forward_chunks(rfile: BinaryIO, upstream: socket.socket) -> None:
-    while True:
-        size_line = rfile.readline(65536)
-        if not size_line:
-            raise OSError("client closed mid-chunk")
-        upstream.sendall(size_line)
-        size = int(size_line.split(b";")[0].strip() or b"0", 16)
-        if size == 0:
-            while (trailer := rfile.readline(65536)) not in (b"\r\n", b"\n", b""):
-                upstream.sendall(trailer)
-            upstream.sendall(b"\r\n")
-            return
-        _forward(rfile, upstream, size + 2)  # the chunk and its CRLF
-
-
-def _pipe(source: socket.socket, dest: socket.socket) -> None:
-    try:
-        while chunk := source.recv(1 << 20):
-            dest.sendall(chunk)
-    except OSError:
-        pass
-    finally:
-        _close(dest)
-
-
-def _close(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    sock.close()

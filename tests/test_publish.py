@@ -1,7 +1,7 @@
 """Publishing on real registries: skip by content, promote by digest, survive a dying registry, auth.
 
 Each test proves what its name says with structure, never with timings: the run record, the digests the
-registry serves, and (through tests.registries.RecordingProxy) the requests that reached the registry.
+registry serves, and (through tests.faults.FaultProxy, with no faults) the requests that reached the registry.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from builder.credentials import Credentials
 from builder.publish import Target
 from builder.registry import RegistryClient
 from tests.conftest import ROOT
-from tests.registries import RecordingProxy, Registry, free_port, need_docker_registry, write_htpasswd
+from tests.faults import FaultProxy
+from tests.registries import Registry, free_port, need_docker_registry, write_htpasswd
 
 __all__ = ["DEVEL", "MATRIX", "RUNTIME", "Registry", "free_port", "publish"]
 
@@ -91,7 +92,7 @@ class Namespace:
     def repo(self) -> str:
         return f"{self.name}/pytorch"
 
-    def via(self, proxy: RecordingProxy) -> str:
+    def via(self, proxy: FaultProxy) -> str:
         return f"{proxy.address}/{self.name}"
 
     def digests(self) -> dict[str, str | None]:
@@ -104,19 +105,19 @@ def ns(registry: str) -> Namespace:
 
 
 @pytest.fixture
-def proxy(registry: str) -> Iterator[RecordingProxy]:
+def proxy(registry: str) -> Iterator[FaultProxy]:
     """Between the factory (its own client and dockerd's pushes) and the shared registry: records each request."""
-    recording = RecordingProxy(registry)
+    recording = FaultProxy(registry)
     yield recording
     recording.close()
 
 
-def uploads(proxy: RecordingProxy) -> list[str]:
+def uploads(proxy: FaultProxy) -> list[str]:
     """Blob uploads that reached the registry: POST/PATCH/PUT under /blobs/uploads/."""
     return [f"{r.method} {r.path}" for r in proxy.snapshot() if "/blobs/uploads/" in r.path]
 
 
-def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: RecordingProxy, base_image: str,
+def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: FaultProxy, base_image: str,
                                              wheelhouse: Path, tmp_path: Path) -> None:
     first = publish(MATRIX, ns.target, wheelhouse, tmp_path)
     assert first.proc.returncode == 0, first.output
@@ -139,7 +140,7 @@ def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: RecordingProx
     assert proxy.writes == []
 
 
-def test_dry_run_touches_nothing(ns: Namespace, proxy: RecordingProxy, base_image: str, wheelhouse: Path,
+def test_dry_run_touches_nothing(ns: Namespace, proxy: FaultProxy, base_image: str, wheelhouse: Path,
                                  tmp_path: Path, docker_client: docker.DockerClient) -> None:
     run = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, "--dry-run")
     assert run.proc.returncode == 0, run.output
@@ -150,7 +151,7 @@ def test_dry_run_touches_nothing(ns: Namespace, proxy: RecordingProxy, base_imag
 
 
 def test_dry_run_on_a_populated_namespace_would_skip_and_sends_no_write(
-        ns: Namespace, proxy: RecordingProxy, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
+        ns: Namespace, proxy: FaultProxy, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
     first = publish(MATRIX, ns.target, wheelhouse, tmp_path)
     assert first.proc.returncode == 0, first.output
     # Someone moved `latest` by hand: a real publish would move it back, a dry run only says so.
@@ -202,7 +203,7 @@ def test_latest_stays_on_the_good_image_when_its_candidate_fails(ns: Namespace, 
     assert str(cell["immutable_tag"]) not in ns.api.tags(ns.repo)
 
 
-def test_revert_moves_tags_back_by_digest_without_upload(ns: Namespace, proxy: RecordingProxy, base_image: str,
+def test_revert_moves_tags_back_by_digest_without_upload(ns: Namespace, proxy: FaultProxy, base_image: str,
                                                          wheelhouse: Path, tmp_path: Path) -> None:
     content_a, content_b = MATRIX, runtime_as("user: ml")
     a = publish(content_a, ns.target, wheelhouse, tmp_path, None, "--cell", RUNTIME)
