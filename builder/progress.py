@@ -9,7 +9,6 @@ through `logged_run`, which does the same for one command.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,7 +108,3 @@ class RunView:
             elapsed = f"{now - row.started:5.0f}s" if row else ""
             table.add_row(f"{i}/{len(self.tags)}", row.stage if row else "waiting", elapsed, tag)
         return table
-
-
-def default_mode() -> Mode:
-    return "auto" if sys.stdout.isatty() else "plain"
