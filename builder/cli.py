@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -81,21 +80,28 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
 @app.command()
 @handles_errors
 def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
-           out_dir: Annotated[Path, typer.Option("--out", help="Where the per-image folders go.")] = PRODUCTION_IMAGES,
+           out_dir: Annotated[Path, typer.Option("--out", help="Where the build tree goes.")] = PRODUCTION_IMAGES,
            check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if --out has drifted.")] = False,
            prune: Annotated[bool, typer.Option("--prune", help=(
-               "Remove folders this factory rendered before and the matrix no longer renders (default for the "
+               "Remove files this factory rendered before and the matrix no longer renders (default for the "
                "production matrix into images/); nothing it did not write is ever removed."))] = False,
+           wheelhouse_dir: WheelhouseOpt = None,
            ) -> None:
-    """Render every image's Dockerfile into images/<tag>/ (production wheel sources), or check for drift."""
+    """Render the build tree: one Dockerfile per combination, each image a target of docker-bake.json.
+
+    The tree builds without Python: `docker buildx bake -f images/docker-bake.json TARGET` from the checkout.
+    """
     production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
-    if out_dir == PRODUCTION_IMAGES and not production and not check:
-        raise usage_error("--out", f"{matrix} is not the production matrix: its Dockerfiles do not go into "
+    if out_dir == PRODUCTION_IMAGES and not (production and wheelhouse_dir is None) and not check:
+        raise usage_error("--out", f"only the production matrix with its index URLs is rendered into "
                                    f"{PRODUCTION_IMAGES}/ (pass --out DIR)")
-    rendered = render_all(load_matrix(matrix))
+    source = _source(wheelhouse_dir)
+    rendered = render_all(load_matrix(matrix), source)
     if not check:
-        written = imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES))
-        show.out.print(f"wrote {len(written)} Dockerfiles under {show.safe(out_dir)}")
+        imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES), source)
+        groups = len({r.group for r in rendered})
+        show.out.print(f"wrote {len(rendered)} images in {groups} Dockerfiles and "
+                       f"{show.safe(out_dir / imagetree.BAKE_FILE)}")
         return
     problems = imagetree.drift(out_dir, rendered)
     for p in problems:
@@ -103,7 +109,7 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
     if problems:
         show.err.print("run `builder render` and commit the result")
         raise typer.Exit(EXIT_FAILED)
-    show.out.print(f"{len(rendered)} Dockerfiles in {show.safe(out_dir)} match the template and matrix")
+    show.out.print(f"{len(rendered)} images in {show.safe(out_dir)} match the template and matrix")
 
 
 def _run(jobs: list[pipeline.Job], options: pipeline.Options, progress: Progress, report_path: Path | None,
@@ -192,7 +198,7 @@ def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to valid
     plans = plan_images(load_matrix(matrix)) if matrix is not None else None
     client = connect()
     job = pipeline.job_for_image(client, image, plans, _source(wheelhouse_dir))
-    result = pipeline.run_image(client, job, pipeline.Options(gpu=gpu), Path(tempfile.gettempdir()))
+    result = pipeline.run_image(client, job, pipeline.Options(gpu=gpu))
     show.print_checks(image, result.validation)
     if result.failed:
         show.print_failed_checks(image, result.validation)

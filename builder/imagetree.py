@@ -1,86 +1,139 @@
-"""The committed images/ tree (Dockerfiles only, docker-library style): write it, check it for drift.
+"""A build tree (docker-library style: generated, committed, drift-checked): write it, check it for drift.
 
-The tree is owned through a manifest (`.rif-rendered.json`) naming the folders the factory wrote. Pruning
-removes only such folders that the matrix no longer renders, and only the files the factory put there:
-whatever else lives in the output folder (`.git`, notes, a maintainer's files) is never touched.
+The tree is what `docker buildx bake -f DIR/docker-bake.json` needs: the bake file, one folder per
+combination with its Dockerfile, `cells/<tag>.json` per image and the smoke program, plus `wheels/` (links
+to a local wheelhouse) when building offline. It is owned through a manifest (`.rif-rendered.json`) that
+lists every file the factory wrote. Pruning removes only listed files that the matrix no longer renders,
+and folders only when that leaves them empty: whatever else lives in the output folder (`.git`, notes, a
+maintainer's files) is never touched.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 from pathlib import Path
 
-from builder.render import RenderedCell
-from builder.tags import TAG_RE
+from builder import bakefile
+from builder.render import WHEELS_DIR, RenderedCell, WheelSource, tree_files
 
 MANIFEST = ".rif-rendered.json"
+BAKE_FILE = "docker-bake.json"
 DOCKERFILE = "Dockerfile"
+_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 class TreeError(RuntimeError):
     """The output folder cannot be written as asked (it is a file, or not writable)."""
 
 
-def dockerfile_path(images_dir: Path, rendered: RenderedCell) -> Path:
-    return images_dir / rendered.cell.tag / DOCKERFILE
+def context_path(tree: Path) -> str:
+    """How the bake file names its context: relative to the working folder when inside it (images/ in a
+    checkout, so the committed file works from the repository's root), else absolute."""
+    resolved, here = tree.resolve(), Path.cwd().resolve()
+    return os.path.relpath(resolved, here) if resolved.is_relative_to(here) else str(resolved)
 
 
-def written_before(images_dir: Path) -> set[str]:
-    """Folder names the manifest says the factory wrote; names that are not plain tags are ignored."""
+def contents(tree: Path, rendered: list[RenderedCell]) -> dict[str, bytes]:
+    """Every file of the tree, path relative to it -> bytes (wheel links excepted)."""
+    files = tree_files(rendered)
+    files[BAKE_FILE] = bakefile.dumps(bakefile.definition(rendered, context_path(tree)))
+    return dict(sorted(files.items()))
+
+
+def written_before(tree: Path) -> set[str]:
+    """Files the manifest says the factory wrote; paths that could leave the tree are ignored."""
     try:
-        data = json.loads((images_dir / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads((tree / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return set()
-    names = data.get("folders") if isinstance(data, dict) else None
-    return {n for n in names if isinstance(n, str) and TAG_RE.fullmatch(n)} if isinstance(names, list) else set()
+    if not isinstance(data, dict):
+        return set()
+    listed = data.get("files")
+    if not isinstance(listed, list):  # the first manifests listed per-image folders of one Dockerfile each
+        folders = data.get("folders")
+        listed = [f"{n}/{DOCKERFILE}" for n in folders if isinstance(n, str)] if isinstance(folders, list) else []
+    return {p for p in listed if isinstance(p, str) and all(_PART.fullmatch(x) for x in p.split("/"))}
 
 
-def stale(images_dir: Path, rendered: list[RenderedCell]) -> list[Path]:
-    """Folders the factory wrote earlier and the matrix no longer renders."""
-    wanted = {r.cell.tag for r in rendered}
-    return sorted(images_dir / n for n in written_before(images_dir) - wanted if (images_dir / n).is_dir())
-
-
-def write(images_dir: Path, rendered: list[RenderedCell], prune: bool) -> list[Path]:
-    """Write images/<tag>/Dockerfile per image and the manifest; with prune, remove what went stale."""
-    if images_dir.exists() and not images_dir.is_dir():
-        raise TreeError(f"{images_dir} is not a directory")
+def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSource | None = None) -> list[Path]:
+    """Write the tree and its manifest; with prune, remove what the factory wrote before and no longer renders."""
+    if tree.exists() and not tree.is_dir():
+        raise TreeError(f"{tree} is not a directory")
     try:
-        written = []
-        for r in rendered:
-            path = dockerfile_path(images_dir, r)
+        files = contents(tree, rendered)
+        for rel, data in files.items():
+            path = tree / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(r.dockerfile, encoding="utf-8")
-            written.append(path)
-        owned = {r.cell.tag for r in rendered}
-        for folder in stale(images_dir, rendered):
-            if prune:
-                _remove_ours(folder)
-            else:
-                owned.add(folder.name)  # still ours, kept: a later --prune may remove it
-        (images_dir / MANIFEST).write_text(json.dumps({"folders": sorted(owned)}, indent=1) + "\n", encoding="utf-8")
+            if not _inside(tree, path):
+                raise TreeError(f"{path.parent} leads out of {tree} (a symbolic link?): nothing written there")
+            if not path.is_file() or path.read_bytes() != data:
+                path.write_bytes(data)
+            path.chmod(0o755 if rel.endswith(".pyz") else 0o644)
+        owned = set(files) | _link_wheels(tree, source or WheelSource())
+        stale = sorted(written_before(tree) - owned)
+        if prune:
+            _remove_ours(tree, stale)
+        else:
+            owned |= {p for p in stale if (tree / p).exists()}  # still ours, kept: a later --prune may remove it
+        (tree / MANIFEST).write_text(json.dumps({"files": sorted(owned)}, indent=1) + "\n", encoding="utf-8")
     except OSError as exc:
-        raise TreeError(f"cannot write {images_dir}: {exc.strerror or exc}") from exc
-    return written
+        raise TreeError(f"cannot write {tree}: {exc.strerror or exc}") from exc
+    return [tree / rel for rel in files]
 
 
-def _remove_ours(folder: Path) -> None:
-    """Remove the Dockerfile the factory wrote, and the folder if nothing else is left in it."""
-    (folder / DOCKERFILE).unlink(missing_ok=True)
-    if not any(folder.iterdir()):
-        folder.rmdir()
+def _link_wheels(tree: Path, source: WheelSource) -> set[str]:
+    """A wheelhouse goes into the tree as hard links (free for a 4 GB wheel), bind-mounted by the build."""
+    if source.wheelhouse is None:
+        return set()
+    names = set()
+    (tree / WHEELS_DIR).mkdir(exist_ok=True)
+    for wheel in sorted(source.wheelhouse.glob("*.whl")):
+        dest = tree / WHEELS_DIR / wheel.name
+        dest.unlink(missing_ok=True)
+        try:
+            os.link(wheel, dest)
+        except OSError:
+            shutil.copy2(wheel, dest)
+        names.add(f"{WHEELS_DIR}/{wheel.name}")
+    return names
 
 
-def drift(images_dir: Path, rendered: list[RenderedCell]) -> list[str]:
-    """Files under images_dir that differ from what the template and matrix produce (verify-templating)."""
+def _inside(tree: Path, path: Path) -> bool:
+    """The file's folder really is under the tree: a folder replaced by a link never leads a write or a
+    removal elsewhere."""
+    return path.parent.resolve().is_relative_to(tree.resolve())
+
+
+def _remove_ours(tree: Path, stale: list[str]) -> None:
+    """Remove files the factory wrote, then each folder it emptied; nothing else."""
+    folders: set[Path] = set()
+    for rel in stale:
+        path = tree / rel
+        if _inside(tree, path) and (path.is_symlink() or path.is_file()):
+            path.unlink()
+        folders.update(p for p in Path(rel).parents if p != Path("."))
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        path = tree / folder
+        if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
+            path.rmdir()
+
+
+def drift(tree: Path, rendered: list[RenderedCell]) -> list[str]:
+    """Files under tree that differ from what the template and matrix produce (verify-templating)."""
     problems = []
-    for r in rendered:
-        path = dockerfile_path(images_dir, r)
+    files = contents(tree, rendered)
+    for rel, data in files.items():
+        path = tree / rel
         if not path.is_file():
             problems.append(f"{path}: missing")
-        elif path.read_text(encoding="utf-8") != r.dockerfile:
+        elif path.read_bytes() != data:
             problems.append(f"{path}: differs from the rendered template")
-    problems += [f"{p}: no cell of the matrix renders here" for p in stale(images_dir, rendered)]
-    if rendered and written_before(images_dir) != {r.cell.tag for r in rendered}:
-        problems.append(f"{images_dir / MANIFEST}: does not list exactly the rendered folders")
+    listed = written_before(tree)
+    problems += [f"{tree / p}: no cell of the matrix renders here" for p in sorted(listed - set(files))
+                 if (tree / p).exists()]
+    if rendered and listed != set(files):
+        problems.append(f"{tree / MANIFEST}: does not list exactly the rendered files")
     return problems

@@ -1,19 +1,19 @@
-"""The one image lifecycle: render -> context -> build -> validate -> push (immutable tag) -> move tags.
+"""The one image lifecycle: render -> bake -> validate -> push (immutable tag) -> move tags.
 
 `builder build`, `builder push` and `builder publish` all run every image through `run_image`; they differ
-only in their Options (publish adds the skip-by-content-hash decision). A failure in one image is
-recorded in its ImageReport and the next image goes on; an image is pushed only after its own
-validation passed, and its moving tags move only after its immutable tag holds exactly that image.
+only in their Options (publish adds the skip-by-content-hash decision). The build stage is one
+`docker buildx bake` of every image that needs building (shared stages are built once); then each image
+goes through validation and push on its own. A failure in one image is recorded in its ImageReport and
+the next image goes on; an image is pushed only after its own validation passed, and its moving tags move
+only after its immutable tag holds exactly that image.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,15 +21,15 @@ from typing import Any
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder import record, tags
-from builder.build import build_image
-from builder.context import write_context
+from builder import imagetree, record, tags
+from builder.bake import BuildResult, bake, require_buildx
 from builder.dockerapi import run_captured
 from builder.matrix import expand_matrix
 from builder.plan import ImagePlan, check_registry, latest_cell, plan_images, select, usage_error
 from builder.publish import Target
 from builder.record import ImageReport, Stage
-from builder.render import RenderedCell, WheelSource, render_cell
+from builder.registry import Manifest
+from builder.render import RenderedCell, WheelSource, render_cell, render_images
 from builder.retry import RegistryError
 from builder.validate import validate_image
 
@@ -66,8 +66,8 @@ class Job:
     local_image: str | None = None
 
     @classmethod
-    def of(cls, plan: ImagePlan, source: WheelSource) -> Job:
-        rendered = render_cell(plan.content, source)
+    def of(cls, plan: ImagePlan, source: WheelSource, rendered: RenderedCell | None = None) -> Job:
+        rendered = rendered or render_cell(plan.content, source)
         cell = rendered.cell
         return cls(cell.tag, cell.image, plan.tags, rendered.content_hash, cell.expectations(), rendered.labels,
                    rendered, tags.local_ref(cell.image, cell.tag))
@@ -77,17 +77,67 @@ class Job:
                            self.content_hash, local_image=self.local_image)
 
 
+@dataclass
+class Prepared:
+    """What the run learnt before the images' own lifecycles: which were published, which were baked."""
+
+    published: dict[str, Manifest | None] = field(default_factory=dict)  # tag -> its immutable manifest
+    built: dict[str, BuildResult] = field(default_factory=dict)  # tag -> the bake's result
+    errors: dict[str, RegistryError] = field(default_factory=dict)  # tag -> why it could not be looked up
+
+
 def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events = Events(),
         reports: list[ImageReport] | None = None) -> list[ImageReport]:
     """Every job in turn; reports (when given) is filled as the run goes, so an interrupted run can be recorded."""
     done = reports if reports is not None else []
     if options.target is not None and jobs and not options.dry_run:
         options.target.preflight(jobs[0].repository)
-    with _contexts() as tmp:
-        for job in jobs:
-            done.append(job.report())
-            done[-1] = run_image(client, job, options, tmp / job.tag, events, done[-1])
+    prepared = prepare(client, jobs, options, events)
+    for job in jobs:
+        done.append(job.report())
+        done[-1] = run_image(client, job, options, prepared, events, done[-1])
     return done
+
+
+def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events = Events()) -> Prepared:
+    """The build stage for all jobs at once: look up what is published, then one bake of what is left."""
+    prepared = Prepared()
+    wanted = []
+    for job in jobs:
+        if options.target is not None and options.skip_published:
+            try:
+                found = prepared.published[job.tag] = options.target.published(job.report())
+            except RegistryError as exc:  # the image's own failure, reported by its lifecycle
+                prepared.errors[job.tag] = exc
+                continue
+            if found is not None or options.dry_run:
+                continue
+        if job.rendered is None or (options.skip_published and _has_image(client, _content_ref(job), job.content_hash)):
+            continue  # nothing to build, or a rerun after a failed push finds its own build
+        wanted.append(job)
+    if wanted:
+        prepared.built = _bake(wanted, options.source, events)
+    return prepared
+
+
+def _bake(jobs: list[Job], source: WheelSource, events: Events) -> dict[str, BuildResult]:
+    """One bake of the jobs' images from a fresh build tree (rendered together: one Dockerfile per combination)."""
+    require_buildx()
+    rendered = render_images([j.rendered.cell for j in jobs if j.rendered is not None], source)
+    by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
+    for r, job in zip(rendered, jobs, strict=True):
+        assert r.content_hash == job.content_hash, f"{job.tag}: rendered alone and together, hashes differ"
+        events.stage(job.tag, "build")
+
+    def line(target: str | None, text: str) -> None:
+        for job in [by_target[target]] if target in by_target else jobs:
+            events.line(job.tag, text)
+
+    with tempfile.TemporaryDirectory(prefix="rif-tree-") as tmp:
+        tree = Path(tmp) / "images"
+        imagetree.write(tree, rendered, prune=False, source=source)
+        results = bake(tree / imagetree.BAKE_FILE, list(by_target), line, cwd=Path(tmp))
+    return {by_target[t].tag: result for t, result in results.items()}
 
 
 def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events,
@@ -109,12 +159,12 @@ def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Option
     return reports
 
 
-def run_image(client: docker.DockerClient, job: Job, options: Options, context_dir: Path,
+def run_image(client: docker.DockerClient, job: Job, options: Options, prepared: Prepared | None = None,
               events: Events = Events(), report: ImageReport | None = None) -> ImageReport:
     report = report or job.report()
     start = time.monotonic()
     try:
-        _lifecycle(client, job, options, context_dir, events, report)
+        _lifecycle(client, job, options, prepared or prepare(client, [job], options, events), events, report)
     except RegistryError as exc:  # AuthError included: the message names registry and user, never the secret
         stage: Stage = "push" if report.image_id else "registry"
         report.fail(stage, f"{stage}: {exc}")
@@ -122,11 +172,13 @@ def run_image(client: docker.DockerClient, job: Job, options: Options, context_d
     return report
 
 
-def _lifecycle(client: docker.DockerClient, job: Job, options: Options, context_dir: Path, events: Events,
+def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared: Prepared, events: Events,
                report: ImageReport) -> None:
     target = options.target
+    if job.tag in prepared.errors:
+        raise prepared.errors[job.tag]
     if target is not None and options.skip_published:
-        published = target.published(report)
+        published = prepared.published.get(job.tag)
         if published is not None or options.dry_run:
             report.state = ("would-skip" if options.dry_run else "skipped") if published else "would-build"
             if published is not None:
@@ -134,7 +186,7 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, context_
             else:
                 report.moved = list(report.tags)
             return
-    if not _build(client, job, options, context_dir, events, report):
+    if not _build(client, job, prepared.built.get(job.tag), report):
         return
     if options.validate and not _validate(client, job, options, events, report):
         return
@@ -146,28 +198,22 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, context_
     target.promote(report, manifest, on_stage=lambda stage: events.stage(job.tag, stage))
 
 
-def _build(client: docker.DockerClient, job: Job, options: Options, context_dir: Path, events: Events,
-           report: ImageReport) -> bool:
-    """Build the job's image, or find the one it names; False when there is none to go on with."""
-    if job.rendered is None:
-        return _existing(client, job.local_image, report)
-    by_content = tags.local_ref(job.repository, report.immutable_tag)  # names one content: no other run moves it
-    if options.skip_published and _has_image(client, by_content, job.content_hash):
-        return _existing(client, by_content, report)  # a rerun after a failed push reuses its build
-    events.stage(job.tag, "build")
-    assert job.local_image is not None
-    built = build_image(client, job.rendered, write_context(job.rendered, context_dir), job.local_image,
-                        lambda line: events.line(job.tag, line))
-    report.build_seconds, report.log_tail = round(built.seconds, 3), built.log_tail
+def _build(client: docker.DockerClient, job: Job, built: BuildResult | None, report: ImageReport) -> bool:
+    """Take the bake's image for the job, or find the one it names; False when there is none to go on with."""
+    if built is None:  # not baked: an image already in the engine (builder push/test, or a rerun's own build)
+        return _existing(client, job.local_image if job.rendered is None else _content_ref(job), report)
+    report.build_seconds, report.log_tail = built.seconds, built.log_tail
     if not built.ok:
         report.fail("build", f"build: {built.error}")
         return False
     report.image_id, report.state = built.image_id, "built"
     report.image_bytes = _size(client, built.image_id)
-    with contextlib.suppress(DockerException):
-        repository, _, tag = by_content.rpartition(":")
-        client.api.tag(built.image_id, repository, tag)
     return True
+
+
+def _content_ref(job: Job) -> str:
+    """The local name that holds one content (bake tags it): no other run moves it elsewhere."""
+    return tags.local_ref(job.repository, tags.immutable_tag(job.tag, job.content_hash))
 
 
 def _existing(client: docker.DockerClient, ref: str | None, report: ImageReport) -> bool:
@@ -219,12 +265,6 @@ def _size(client: docker.DockerClient, image_id: str | None) -> int | None:
         return None
 
 
-@contextmanager
-def _contexts() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="rif-context-") as tmp:
-        yield Path(tmp)
-
-
 def job_for_image(client: docker.DockerClient, ref: str, plans: list[ImagePlan] | None = None,
                   source: WheelSource | None = None) -> Job:
     """A Job for an image already in the engine, held to its matrix cell (plans) or to what is baked into it.
@@ -261,7 +301,8 @@ def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source
     expansion = expand_matrix(matrix)
     cells = select(expansion.cells, names, matrix, match)
     plans = plan_images(cells, latest_cell(expansion.cells, expansion.default_os))
-    return [Job.of(p, source) for p in plans]
+    rendered = render_images([p.content for p in plans], source)
+    return [Job.of(p, source, r) for p, r in zip(plans, rendered, strict=True)]
 
 
 def target(registry: str) -> Target:

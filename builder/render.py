@@ -1,8 +1,13 @@
-"""Stage 2: CellSpec -> Dockerfile text, the files baked beside it, and a content hash.
+"""Stage 2: CellSpecs -> one Dockerfile per combination, each image a target of it, with its content hash.
 
-The content hash covers everything that determines the image: the Dockerfile (rendered without the
-hash label), every file copied into it, and the wheels of a local wheelhouse. Two cells with the same
-hash would build the same image.
+A combination is everything an image's Python environment shares with its siblings: OS, Python, ROCm
+line, torch and companions, channel, index and user. Its images (runtime and devel per GPU family) are
+stages of one Dockerfile: devel is `FROM` its runtime, and every family starts from one `torch` stage, so
+BuildKit builds and stores each shared layer once.
+
+An image's content hash covers exactly what determines it: the stages it is built through (their
+instructions, not their names or comments), every file those stages copy, the wheels of a local
+wheelhouse and the image's labels. A change to a sibling's stage never changes it.
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -21,10 +28,16 @@ import jinja2
 
 from builder import smoke
 from builder.plan import plan_images
-from builder.spec import CellSpec
-from builder.tags import CELL_FILE, HASH_LABEL, LABEL_PREFIX
+from builder.spec import ALL_TARGETS, CellSpec
+from builder.tags import CELL_FILE, HASH_LABEL, LABEL_PREFIX, RIF_DIR, VENV_DIR, readable_tag
 
 SMOKE_PROGRAM = smoke.PROGRAM
+SMOKE_PATH = f"rif/{SMOKE_PROGRAM}"  # in the build tree, shared by every image
+CELLS_DIR = "cells"  # the build tree's cells/<tag>.json: each image's /opt/rif/cell.json
+PIP_CACHE = "--mount=type=cache,id=rif-pip,target=/tmp"  # pip --cache-dir /tmp/pip
+WHEELS_DIR = "wheels"  # a local wheelhouse, linked into the build tree and bind-mounted, never copied
+WHEELS_MOUNT = "/mnt"  # where the build sees it: a folder every base image has, so no mount point is left
+_FROM = re.compile(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -35,8 +48,13 @@ class WheelSource:
 
     def pip_args(self, cell: CellSpec) -> list[str]:
         if self.wheelhouse is not None:
-            return ["--no-index", "--find-links", "/tmp/wheels"]
+            return ["--no-index", "--find-links", WHEELS_MOUNT]
         return ["--index-url", cell.index_url]
+
+    def mounts(self) -> list[str]:
+        """The pip cache is a cache mount either way; a wheelhouse comes in read-only by a bind mount."""
+        bind = [f"--mount=type=bind,source={WHEELS_DIR},target={WHEELS_MOUNT}"] if self.wheelhouse else []
+        return [PIP_CACHE, *bind]
 
     def describe(self, cell: CellSpec) -> str:
         return "local wheelhouse (--wheelhouse)" if self.wheelhouse else cell.index_url
@@ -44,15 +62,37 @@ class WheelSource:
 
 @dataclass(frozen=True)
 class RenderedCell:
+    """One image: the combination's Dockerfile, the stage that is this image, and its content hash."""
+
     cell: CellSpec
+    group: str  # the combination: images/<group>/Dockerfile
+    stage: str  # the Dockerfile target that is this image
     dockerfile: str
-    files: dict[str, bytes] = field(repr=False)
+    files: dict[str, bytes] = field(repr=False)  # build-tree path -> bytes, for the stages of this image
     content_hash: str
     source: WheelSource
 
     @property
     def labels(self) -> dict[str, str]:
         return image_labels(self.cell, self.content_hash)
+
+    @property
+    def target(self) -> str:
+        """Its bake target: the tag, in the characters bake allows in a name."""
+        return bake_target(self.cell.tag)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    cell: CellSpec
+    stage: str
+    parent: str = "torch"
+    device: list[str] = field(default_factory=list)
+    small: list[str] = field(default_factory=list)
+
+
+def bake_target(tag: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "-", tag)
 
 
 def template_dir() -> Path:
@@ -107,63 +147,208 @@ def image_labels(cell: CellSpec, content_hash: str) -> dict[str, str]:
     return labels
 
 
-def requirements(cell: CellSpec) -> list[str]:
-    """pip requirements; on TheRock's index, per-device extras pull only this family's kernels."""
-    extras = ""
-    if cell.channel == "therock" and cell.gfx_targets:
-        extras = "[" + ",".join(f"device-{t}" for t in cell.gfx_targets) + "]"
-    reqs = [f"torch{extras}=={cell.torch}"]
+def device_extras(cell: CellSpec) -> str:
+    """`[device-gfx942,...]` where the wheels split per target (TheRock; local mirrors of it), else ''."""
+    per_target = cell.channel == "therock" or (cell.channel == "local" and cell.gfx != ALL_TARGETS)
+    if per_target and cell.gfx_targets:
+        return "[" + ",".join(f"device-{t}" for t in cell.gfx_targets) + "]"
+    return ""
+
+
+def device_requirements(cell: CellSpec) -> list[str]:
+    """The family's own packages, installed over the shared torch stage (empty: nothing per family)."""
+    extras = device_extras(cell)
+    if not extras:
+        return []
+    return [f"torch{extras}=={cell.torch}", *([f"torchvision{extras}=={cell.torchvision}"] if cell.torchvision else [])]
+
+
+def small_requirements(cell: CellSpec) -> list[str]:
+    """The companions and numpy, torch pinned again so pip never moves it."""
+    reqs = [f"torch=={cell.torch}"]
     if cell.torchvision:
-        reqs.append(f"torchvision{extras}=={cell.torchvision}")
+        reqs.append(f"torchvision=={cell.torchvision}")
     if cell.torchaudio:
         reqs.append(f"torchaudio=={cell.torchaudio}")
     return [*reqs, "numpy"]
 
 
-def image_packages(cell: CellSpec) -> list[str]:
-    """System packages of the final image: python for the venv, plus a toolchain for extensions in devel."""
-    packages = ["python3", "ca-certificates"]
-    if cell.flavor == "devel":
-        packages += ["build-essential", "python3-dev", "git", "ninja-build"]
-    return packages
+def requirements(cell: CellSpec) -> list[str]:
+    """Every requirement of the image (the wheelhouse fetches these)."""
+    device = device_requirements(cell)
+    names = {r.split("[")[0].split("=")[0] for r in device}
+    return [*device, *(r for r in small_requirements(cell) if r.split("=")[0] not in names)]
 
 
-def baked_files(cell: CellSpec) -> dict[str, bytes]:
-    """Files COPYed into /opt/rif: the smoke-test program and the expectations it reads."""
-    expect = json.dumps(cell.expectations(), indent=2, sort_keys=True).encode() + b"\n"
-    return {f"rif/{SMOKE_PROGRAM}": smoke.bundle(), f"rif/{CELL_FILE}": expect}
+def runtime_packages() -> list[str]:
+    return ["python3", "ca-certificates"]
 
 
-def render_all(cells: list[CellSpec]) -> list[RenderedCell]:
-    """One rendered Dockerfile per image (cells with the same content share one)."""
-    return [render_cell(plan.content) for plan in plan_images(cells)]
+def venv_packages() -> list[str]:
+    """What `python3 -m venv` needs, purged once the venv exists: they ship pip and setuptools as wheels."""
+    return ["python3-venv", "python3-pip-whl", "python3-setuptools-whl"]
+
+
+def devel_packages() -> list[str]:
+    """A toolchain for extensions, over the runtime image."""
+    return ["build-essential", "python3-dev", "git", "ninja-build"]
+
+
+def cell_path(cell: CellSpec) -> str:
+    return f"{CELLS_DIR}/{cell.tag}.json"
+
+
+def cell_json(cell: CellSpec) -> bytes:
+    return json.dumps(cell.expectations(), indent=2, sort_keys=True).encode() + b"\n"
+
+
+def group_key(cell: CellSpec) -> str:
+    """What the images of one combination share: all but the family, flavor and tag."""
+    return cell.model_dump_json(exclude={"gfx", "flavor", "tag", "explicit_tag", "line", "expect_torch"})
+
+
+def group_name(cell: CellSpec) -> str:
+    parts = [cell.platform, cell.os.replace("-", ""), f"py{cell.python}", f"torch{cell.torch}"]
+    parts += [cell.channel] if cell.channel != "pytorch" else []
+    parts += [cell.user] if cell.user != "root" else []
+    return "_".join(parts)
+
+
+def _stage_name(cell: CellSpec) -> str:
+    readable = readable_tag(cell.platform, cell.os, cell.python, cell.torch, cell.gfx, cell.flavor, cell.channel)
+    if cell.tag != readable:
+        return "tag-" + cell.tag.lower()
+    return "-".join([cell.flavor, *([cell.gfx.lower()] if cell.gfx else [])])
+
+
+def runtime_parent(cell: CellSpec) -> CellSpec:
+    """The runtime image a devel image is built on: its readable runtime sibling."""
+    tag = readable_tag(cell.platform, cell.os, cell.python, cell.torch, cell.gfx, "runtime", cell.channel)
+    return cell.model_copy(update={"flavor": "runtime", "tag": tag, "explicit_tag": False, "line": None})
+
+
+def _runtime(cell: CellSpec) -> _Stage:
+    return _Stage(cell, _stage_name(cell), device=device_requirements(cell), small=small_requirements(cell))
+
+
+def _same(a: _Stage, b: _Stage) -> bool:
+    """Two runtime stages that build the same layers (the cells may differ in where they came from)."""
+    return (cell_json(a.cell), a.device, a.small) == (cell_json(b.cell), b.device, b.small)
+
+
+def render_all(cells: list[CellSpec], source: WheelSource = WheelSource()) -> list[RenderedCell]:
+    """One target per image (cells with the same content share one), grouped into combinations."""
+    return render_images([plan.content for plan in plan_images(cells)], source)
 
 
 def render_cell(cell: CellSpec, source: WheelSource = WheelSource()) -> RenderedCell:
-    if cell.os_release.family != "apt":
-        raise NotImplementedError(f"{cell.os}: rendering for {cell.os_release.family} is not implemented yet")
-    files = baked_files(cell)
-    body = _render(cell, source, content_hash="")
-    digest = hashlib.sha256(body.encode())
+    return render_images([cell], source)[0]
+
+
+def render_images(images: list[CellSpec], source: WheelSource = WheelSource()) -> list[RenderedCell]:
+    """Image cells -> rendered images, in the order given."""
+    groups: dict[str, list[CellSpec]] = {}
+    for cell in images:
+        if cell.os_release.family != "apt":
+            raise NotImplementedError(f"{cell.os}: rendering for {cell.os_release.family} is not implemented yet")
+        groups.setdefault(group_key(cell), []).append(cell)
+    names = _group_names(groups)
+    by_tag: dict[str, RenderedCell] = {}
+    for key, members in groups.items():
+        for rendered in _render_group(names[key], members, source):
+            by_tag[rendered.cell.tag] = rendered
+    return [by_tag[c.tag] for c in images]
+
+
+def _group_names(groups: dict[str, list[CellSpec]]) -> dict[str, str]:
+    """Readable names; two combinations that read the same (another index, say) get a short key hash."""
+    plain = {key: group_name(members[0]) for key, members in groups.items()}
+    clash = {n for n in plain.values() if list(plain.values()).count(n) > 1}
+    return {key: name + ("_" + hashlib.sha256(key.encode()).hexdigest()[:8] if name in clash else "")
+            for key, name in plain.items()}
+
+
+def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> list[RenderedCell]:
+    runtimes: dict[str, _Stage] = {}
+    develops: dict[str, _Stage] = {}
+    for cell in members:
+        if cell.flavor == "runtime":
+            runtimes[_stage_name(cell)] = _runtime(cell)
+    for cell in members:
+        if cell.flavor == "devel":
+            parent = _runtime(runtime_parent(cell))
+            if _same(runtimes.get(parent.stage, parent), parent) is False:  # an image of that name differs
+                parent = _Stage(parent.cell, f"{_stage_name(cell)}-runtime", device=parent.device, small=parent.small)
+            runtimes.setdefault(parent.stage, parent)
+            develops[_stage_name(cell)] = _Stage(cell, _stage_name(cell), parent=parent.stage)
+    stages = {**runtimes, **develops}
+    first = members[0]
+    text = _template().render(
+        combo=first, group=group, images=[stages[_stage_name(c)] for c in members],
+        runtimes=list(runtimes.values()), develops=list(develops.values()),
+        runtime_packages=runtime_packages(), venv_packages=venv_packages(), devel_packages=devel_packages(),
+        mounts=source.mounts(), pip_source=source.pip_args(first), wheel_source_comment=source.describe(first),
+        torch_requirement=[f"torch=={first.torch}"], cell_file={s.cell.tag: cell_path(s.cell) for s in stages.values()},
+        rif_dir=RIF_DIR, venv_dir=VENV_DIR, cell_json=CELL_FILE, smoke_program=SMOKE_PROGRAM,
+    )
+    chains = stage_chains(text)
+    out = []
+    for cell in members:
+        stage = _stage_name(cell)
+        copied = {SMOKE_PATH: smoke.bundle()}
+        copied.update({cell_path(s.cell): cell_json(s.cell) for s in stages.values()
+                       if s.stage in chains[stage].names})
+        content_hash = _content_hash(chains[stage].text, copied, source, image_labels(cell, ""))
+        out.append(RenderedCell(cell, group, stage, text, copied, content_hash, source))
+    return out
+
+
+@dataclass(frozen=True)
+class Chain:
+    names: tuple[str, ...]  # the stages an image is built through, its own last
+    text: str  # their instructions, comments and stage names left out
+
+
+def stage_chains(dockerfile: str) -> dict[str, Chain]:
+    """Per stage of a multi-stage Dockerfile, the instructions it is built from, from its base image up."""
+    bodies: dict[str, list[str]] = {}
+    parents: dict[str, str] = {}
+    current: list[str] = []
+    for line in dockerfile.splitlines():
+        found = _FROM.match(line)
+        if found:
+            name = found.group(2) or f"#{len(bodies)}"
+            parents[name], current = found.group(1), []
+            bodies[name] = current
+        elif line.strip() and not line.lstrip().startswith("#") and bodies:
+            current.append(line)
+    chains: dict[str, Chain] = {}
+    for name in bodies:
+        names, lines = [name], list(bodies[name])
+        while parents[names[0]] in bodies:
+            names.insert(0, parents[names[0]])
+            lines = bodies[names[0]] + lines
+        chains[name] = Chain(tuple(names), f"FROM {parents[names[0]]}\n" + "\n".join(lines))
+    return chains
+
+
+def _content_hash(text: str, files: dict[str, bytes], source: WheelSource, labels: dict[str, str]) -> str:
+    digest = hashlib.sha256(text.encode())
     for name in sorted(files):
-        digest.update(name.encode() + b"\0" + files[name])
+        digest.update(b"\0" + name.encode() + b"\0" + files[name])
+    digest.update(b"\0" + json.dumps(labels, sort_keys=True).encode())
     if source.wheelhouse is not None:
         digest.update(wheelhouse_digest(source.wheelhouse).encode())
-    content_hash = "sha256:" + digest.hexdigest()
-    return RenderedCell(cell, _render(cell, source, content_hash), files, content_hash, source)
+    return "sha256:" + digest.hexdigest()
 
 
-def _render(cell: CellSpec, source: WheelSource, content_hash: str) -> str:
-    return _template().render(
-        cell=cell,
-        labels=image_labels(cell, content_hash),
-        venv_packages=["python3", "python3-venv"],
-        image_packages=image_packages(cell),
-        wheelhouse=source.wheelhouse is not None,
-        wheel_source_comment=source.describe(cell),
-        pip_source=source.pip_args(cell),
-        requirements=requirements(cell),
-    )
+def tree_files(rendered: Iterable[RenderedCell]) -> dict[str, bytes]:
+    """Every file of a build tree but the bake file: the Dockerfiles, the smoke program, each cell.json."""
+    files: dict[str, bytes] = {}
+    for r in rendered:
+        files[f"{r.group}/Dockerfile"] = r.dockerfile.encode()
+        files.update(r.files)
+    return dict(sorted(files.items()))
 
 
 @cache

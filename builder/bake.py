@@ -1,0 +1,166 @@
+"""Stage 3: a build tree -> images in the engine, by `docker buildx bake`, BuildKit's log streamed live.
+
+One bake builds every selected image, so stages shared by several images (the OS base, torch, a runtime
+under its devel) are built once. BuildKit cancels every target when one fails; so after a failed bake the
+targets that failed are set aside (read from the log) and the rest are baked again, from cache: a failed
+image never blocks or taints another.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder.dockerapi import EngineUnavailable
+
+LOG_TAIL_LINES = 40
+BUILDX_HINT = ("docker buildx is missing: run `bash scripts/setup.sh` (it puts Debian trixie's docker-buildx into "
+               "~/.docker/cli-plugins) or install the docker-buildx-plugin package")
+_VERTEX = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)[ \]]")
+_VERTEX_LINE = re.compile(r"^#(\d+) ")
+_VERTEX_ERROR = re.compile(r"^#\d+ ERROR: (.*)")
+_ERROR_BLOCK = re.compile(r"^ > \[([A-Za-z0-9_-]+) ")
+
+OnLine = Callable[[str | None, str], None]  # (bake target, or None for lines of the whole bake; line)
+
+
+class BuildxUnavailable(EngineUnavailable):
+    """No buildx plugin: the build engine is BuildKit, driven by bake."""
+
+
+@dataclass
+class BuildResult:
+    target: str
+    ok: bool
+    image_id: str | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    log_tail: list[str] = field(default_factory=list)
+
+
+def require_buildx() -> str:
+    """buildx's version line; BuildxUnavailable (one line saying how to get it) without it."""
+    try:
+        proc = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildxUnavailable(f"{BUILDX_HINT} ({exc})") from exc
+    if proc.returncode != 0:
+        raise BuildxUnavailable(BUILDX_HINT)
+    return proc.stdout.strip()
+
+
+def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None,
+         cwd: Path | None = None) -> dict[str, BuildResult]:
+    """Build targets of bake_file into the engine; every target gets a result, none raises."""
+    start = time.monotonic()
+    results: dict[str, BuildResult] = {}
+    pending = list(targets)
+    while pending:
+        run = _bake_once(bake_file, pending, on_line, cwd)
+        if run.ok:
+            for target in pending:
+                image_id = run.image_ids.get(target)
+                results[target] = BuildResult(target, image_id is not None, image_id, error=None if image_id else
+                                              "bake finished without an image for this target")
+            break
+        blamed = [t for t in pending if t in run.failed] or (pending if len(pending) == 1 else [])
+        if not blamed:  # the log named no target: bake each alone rather than blame one without evidence
+            for target in pending:
+                results.update(bake(bake_file, [target], on_line, cwd))
+            break
+        for target in blamed:
+            results[target] = BuildResult(target, False, error=run.failed.get(target) or run.error or
+                                          "the build failed", log_tail=list(run.tails.get(target) or run.tail))
+        pending = [t for t in pending if t not in blamed]
+    seconds = round(time.monotonic() - start, 3)
+    for result in results.values():
+        result.seconds = seconds
+    return results
+
+
+@dataclass
+class _Run:
+    """One `docker buildx bake` call, read line by line: who logged what, who failed and why."""
+
+    targets: set[str]
+    ok: bool = False
+    image_ids: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # target -> its error line
+    error: str | None = None
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
+    tails: dict[str, deque[str]] = field(default_factory=dict)
+    vertices: dict[str, str] = field(default_factory=dict)  # BuildKit's step number -> its target
+
+    def read(self, line: str) -> str | None:
+        target = _target_of(line, self.vertices, self.targets)
+        self.tail.append(line)
+        if target is not None:
+            self.tails.setdefault(target, deque(maxlen=LOG_TAIL_LINES)).append(line)
+            found = _VERTEX_ERROR.match(line)
+            if found:
+                self.failed[target] = found.group(1)
+        if line.startswith("ERROR: "):
+            self.error = line.removeprefix("ERROR: ").strip()
+        return target
+
+
+def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None) -> _Run:
+    run = _Run(set(targets))
+    with tempfile.TemporaryDirectory(prefix="rif-bake-") as tmp:
+        metadata = Path(tmp) / "metadata.json"
+        cmd = ["docker", "buildx", "bake", "--file", str(bake_file), "--progress", "plain",
+               "--metadata-file", str(metadata), *targets]
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
+                                    errors="replace")
+        except OSError as exc:
+            run.error = f"cannot run docker buildx: {exc}"
+            return run
+        try:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.rstrip("\n")
+                on_line(run.read(line), line)
+            run.ok = proc.wait() == 0
+        finally:
+            if proc.poll() is None:  # Ctrl-C, SIGTERM: the build stops with the run
+                proc.kill()
+                proc.wait()
+        run.image_ids = _image_ids(metadata) if run.ok else {}
+    return run
+
+
+def _vertex(line: str) -> str:
+    found = _VERTEX_LINE.match(line)
+    return found.group(1) if found else ""
+
+
+def _target_of(line: str, vertices: dict[str, str], targets: set[str]) -> str | None:
+    """Which target a plain-progress line belongs to: `#N [target stage k/n]` names it, later `#N` lines
+    carry only the number, and an error summary quotes it as ` > [target stage k/n]`."""
+    named = _VERTEX.match(line) or _ERROR_BLOCK.match(line)
+    if named and named.group(named.lastindex or 1) in targets:
+        target = named.group(named.lastindex or 1)
+        if named.re is _VERTEX:
+            vertices[named.group(1)] = target
+        return target
+    number = _vertex(line)
+    return vertices.get(number) if number else None
+
+
+def _image_ids(metadata: Path) -> dict[str, str]:
+    """target -> image ID, from bake's metadata file (the docker exporter's containerimage.digest)."""
+    try:
+        data = json.loads(metadata.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {t: str(v["containerimage.digest"]) for t, v in data.items()
+            if isinstance(v, dict) and v.get("containerimage.digest")}
