@@ -31,6 +31,26 @@ if [ ! -x "$ROOT/.venv/bin/builder" ] || [ "$ROOT/pyproject.toml" -nt "$ROOT/.ve
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 
+# BuildKit's front end: docker buildx. Debian 12 has no docker-buildx package; trixie's (0.13) drives
+# dockerd 20.10's built-in BuildKit. Fetched from the host's own Debian mirror, into the user's plugin folder.
+if ! docker buildx version >/dev/null 2>&1; then
+  echo "setup: installing docker-buildx into ~/.docker/cli-plugins"
+  mirror=$("$ROOT/.venv/bin/python" -c "from builder.baseimage import host_mirror; print(host_mirror('debian') or '')")
+  mirror=${mirror:-http://deb.debian.org/debian}
+  apt_tmp=$(mktemp -d)
+  echo "deb ${mirror%/} trixie main" >"$apt_tmp/sources.list"
+  mkdir -p "$apt_tmp/lists/partial" "$apt_tmp/archives/partial"
+  apt_opts=(-o "Dir::Etc::SourceList=$apt_tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+            -o "Dir::State::Lists=$apt_tmp/lists" -o "Dir::Cache::Archives=$apt_tmp/archives" -o APT::Sandbox::User=root)
+  as_root apt-get "${apt_opts[@]}" update -qq
+  (cd "$apt_tmp" && as_root apt-get "${apt_opts[@]}" download -qq docker-buildx)
+  dpkg-deb -x "$apt_tmp"/docker-buildx_*.deb "$apt_tmp/x"
+  mkdir -p "$HOME/.docker/cli-plugins"
+  install -m 0755 "$apt_tmp/x/usr/libexec/docker/cli-plugins/docker-buildx" "$HOME/.docker/cli-plugins/docker-buildx"
+  as_root rm -rf "$apt_tmp"
+  docker buildx version
+fi
+
 wait_for() {  # wait_for WHAT SECONDS COMMAND...
   local what=$1 secs=$2; shift 2
   for _ in $(seq "$secs"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done

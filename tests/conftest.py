@@ -150,10 +150,10 @@ def require_marker(request: pytest.FixtureRequest, marker: str, fixture: str) ->
 
 # --- engine, registry and build inputs --------------------------------------------------------------------
 
-def builder_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run the real console entry point, as a maintainer would."""
+def builder_cli(*args: str, check: bool = False, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run the real console entry point, as a maintainer would (from the checkout, unless cwd says otherwise)."""
     return subprocess.run([sys.executable, "-m", "builder", *args], capture_output=True, text=True,
-                          check=check, cwd=ROOT)
+                          check=check, cwd=cwd)
 
 
 @pytest.fixture(scope="session")

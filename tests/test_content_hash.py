@@ -64,17 +64,15 @@ def test_the_template_changes_the_hash(cell: CellSpec, monkeypatch: pytest.Monke
     assert digest(cell) != before
 
 
-def test_a_baked_file_changes_the_hash(cell: CellSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_baked_file_changes_the_hash(cell: CellSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The smoke program and the image's cell.json: one byte more in either is another image."""
     before = digest(cell)
-    real = render.baked_files
-
-    def one_byte_more(c: CellSpec) -> dict[str, bytes]:
-        files = real(c)
-        name = sorted(files)[0]
-        return {**files, name: files[name] + b"\n"}
-
-    monkeypatch.setattr(render, "baked_files", one_byte_more)
-    assert digest(cell) != before
+    real_json, real_bundle = render.cell_json, render.smoke.bundle
+    monkeypatch.setattr(render, "cell_json", lambda c: real_json(c) + b"\n")
+    after_json = digest(cell)
+    monkeypatch.setattr(render, "cell_json", real_json)
+    monkeypatch.setattr(render.smoke, "bundle", lambda: real_bundle() + b"\n")
+    assert len({before, after_json, digest(cell)}) == 3
 
 
 def test_each_wheelhouse_change_changes_the_hash(cell: CellSpec, wheelhouse: Path) -> None:

