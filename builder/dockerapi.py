@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import docker
-from docker.errors import DockerException
+from docker.errors import DockerException, NotFound
+from docker.models.containers import Container
 
 
 class EngineUnavailable(RuntimeError):
@@ -22,6 +27,21 @@ def connect() -> docker.DockerClient:
     return client
 
 
+@contextmanager
+def started(client: docker.DockerClient, image: str, command: list[str], **options: Any) -> Iterator[Container]:
+    """A running container, removed afterwards whatever happens.
+
+    It is named before it exists, so an interruption that lands between the engine creating it and the
+    SDK returning (SIGTERM during containers.run) still finds and removes it.
+    """
+    name = f"rif-{uuid.uuid4().hex[:16]}"
+    try:
+        yield client.containers.run(image, command, detach=True, name=name, **options)
+    finally:
+        with contextlib.suppress(NotFound):
+            client.api.remove_container(name, force=True)
+
+
 def run_captured(client: docker.DockerClient, image: str, command: list[str], timeout: float = 600,
                  **options: Any) -> tuple[int, str, str]:
     """Run a container to completion and return (exit code, stdout, stderr).
@@ -30,14 +50,11 @@ def run_captured(client: docker.DockerClient, image: str, command: list[str], ti
     nothing for a container that exits at once; waiting first and reading the logs after never loses output.
     Raises TimeoutError when the container outlives timeout (it is killed and removed).
     """
-    container = client.containers.run(image, command, detach=True, **options)
-    try:
+    with started(client, image, command, **options) as container:
         try:
             code = int(container.wait(timeout=timeout)["StatusCode"])
         except Exception as exc:  # requests' ReadTimeout or ConnectionError: either way it did not finish
             raise TimeoutError(f"{image} {' '.join(command)} did not finish within {timeout:g} s") from exc
         out = container.logs(stdout=True, stderr=False).decode(errors="replace")
         err = container.logs(stdout=False, stderr=True).decode(errors="replace")
-    finally:
-        container.remove(force=True)
     return code, out, err

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import jinja2
 
@@ -49,7 +50,11 @@ class WheelSource:
     def pip_args(self, cell: CellSpec) -> list[str]:
         if self.wheelhouse is not None:
             return ["--no-index", "--find-links", WHEELS_MOUNT]
-        return ["--index-url", cell.index_url]
+        url = urlsplit(cell.index_url)
+        # pip ignores a plain-HTTP index unless told to trust it: a matrix that names one (a mirror inside
+        # the site's network) means it.
+        trust = ["--trusted-host", url.hostname] if url.scheme == "http" and url.hostname else []
+        return ["--index-url", cell.index_url, *trust]
 
     def mounts(self) -> list[str]:
         """The pip cache is a cache mount either way; a wheelhouse comes in read-only by a bind mount."""

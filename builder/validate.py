@@ -20,7 +20,7 @@ from typing import Any
 
 import docker
 
-from builder.dockerapi import run_captured
+from builder.dockerapi import run_captured, started
 from builder.validation import SUITE_DIR
 
 SMOKE_TIMEOUT_S = 900
@@ -64,23 +64,20 @@ def validate_image(client: docker.DockerClient, ref: str, expect: dict[str, Any]
 
 def run_testinfra(client: docker.DockerClient, ref: str, expect: dict[str, Any],
                   labels: dict[str, str] | None) -> list[Check]:
-    container = client.containers.run(ref, ["sleep", "infinity"], detach=True, entrypoint=[])
-    try:
-        with tempfile.TemporaryDirectory(prefix="rif-testinfra-") as tmp:
-            spec = Path(tmp) / "expect.json"
-            spec.write_text(json.dumps({"expect": expect, "labels": labels}))
-            junit = Path(tmp) / "junit.xml"
-            (Path(tmp) / "pytest.ini").write_text("[pytest]\n")
-            proc = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(Path(tmp) / "pytest.ini"),
-                 "--rootdir", tmp, str(SUITE_DIR / "test_image.py"), f"--hosts=docker://{container.id}",
-                 f"--rif-image={ref}", f"--rif-expect={spec}", f"--junitxml={junit}"],
-                capture_output=True, text=True, check=False)
-            if not junit.exists():
-                return [Check("testinfra", "suite", "fail", f"pytest did not run: {proc.stderr[-2000:]}")]
-            return parse_junit(junit.read_text())
-    finally:
-        container.remove(force=True)
+    with started(client, ref, ["sleep", "infinity"], entrypoint=[]) as container, \
+            tempfile.TemporaryDirectory(prefix="rif-testinfra-") as tmp:
+        spec = Path(tmp) / "expect.json"
+        spec.write_text(json.dumps({"expect": expect, "labels": labels}))
+        junit = Path(tmp) / "junit.xml"
+        (Path(tmp) / "pytest.ini").write_text("[pytest]\n")
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(Path(tmp) / "pytest.ini"),
+             "--rootdir", tmp, str(SUITE_DIR / "test_image.py"), f"--hosts=docker://{container.id}",
+             f"--rif-image={ref}", f"--rif-expect={spec}", f"--junitxml={junit}"],
+            capture_output=True, text=True, check=False)
+        if not junit.exists():
+            return [Check("testinfra", "suite", "fail", f"pytest did not run: {proc.stderr[-2000:]}")]
+        return parse_junit(junit.read_text())
 
 
 def parse_junit(xml_text: str) -> list[Check]:

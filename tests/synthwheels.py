@@ -1,0 +1,95 @@
+"""Small synthetic wheels shaped like TheRock's split: torch (the common part, with per-target extras) and
+one device package per gfx target, so tests can build family images without multi-GB downloads."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import re
+import threading
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+TORCH = "2.13.0"
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def wheel(dest: Path, name: str, version: str, requires: list[str] | None = None,
+          extras: dict[str, list[str]] | None = None, payload: bytes = b"") -> Path:
+    """A valid pure-Python wheel pip installs: a package with one data file, METADATA, WHEEL and RECORD."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta += [f"Requires-Dist: {r}" for r in requires or []]
+    for extra, reqs in (extras or {}).items():
+        meta += [f"Provides-Extra: {extra}", *(f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs)]
+    files = {
+        f"{dist}/__init__.py": f"__version__ = {version!r}\n".encode(),
+        f"{dist}/payload.bin": payload,
+        f"{info}/METADATA": ("\n".join(meta) + "\n").encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: rif-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in files.items())
+    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
+    path = dest / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name_, data in files.items():
+            archive.writestr(zipfile.ZipInfo(name_, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return path
+
+
+def therock_like(dest: Path, targets: list[str], payload: int = 4096, numpy: str = "2.4.6") -> list[Path]:
+    """torch (depending on a common library package, extras device-<target>), the device packages, numpy."""
+    dest.mkdir(parents=True, exist_ok=True)
+    extras = {f"device-{t}": [f"rif-device-{t}=={TORCH}"] for t in targets}
+    made = [wheel(dest, "torch", TORCH, ["rif-rocm-libraries==1.0"], extras, b"t" * payload),
+            wheel(dest, "rif-rocm-libraries", "1.0", payload=b"l" * payload),
+            wheel(dest, "numpy", numpy, payload=b"n" * 64)]
+    made += [wheel(dest, f"rif-device-{t}", TORCH, payload=t.encode() * payload) for t in targets]
+    return made
+
+
+class WheelIndex:
+    """A PEP 503 simple index of a folder of wheels, served over HTTP where BuildKit's RUN steps reach it
+    (the docker0 bridge), with PyPI's caching headers; it counts each wheel file's downloads."""
+
+    def __init__(self, wheels: Path, host: str) -> None:
+        self.wheels, self.downloads = wheels, Counter[str]()
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body, kind = index.answer(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", kind)
+                self.send_header("Cache-Control", "max-age=365000000, immutable, public")
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_address[1]}/simple/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, path: str) -> tuple[bytes | None, str]:
+        parts = [p for p in path.split("/") if p]
+        if len(parts) == 3 and parts[0] == "files" and (self.wheels / parts[2]).is_file():
+            self.downloads[parts[2]] += 1
+            return (self.wheels / parts[2]).read_bytes(), "application/octet-stream"
+        if len(parts) == 2 and parts[0] == "simple":
+            project = re.sub(r"[-_.]+", "-", parts[1]).lower()
+            links = [f'<a href="/files/{project}/{w.name}">{w.name}</a>' for w in sorted(self.wheels.glob("*.whl"))
+                     if re.sub(r"[-_.]+", "-", w.name.split("-")[0]).lower() == project]
+            return f"<html><body>{''.join(links)}</body></html>".encode(), "text/html"
+        return None, "text/plain"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
