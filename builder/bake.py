@@ -8,7 +8,9 @@ image never blocks or taints another.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import subprocess
 import tempfile
@@ -17,6 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from packaging.version import Version
 
 from builder.dockerapi import EngineUnavailable
 
@@ -57,14 +61,62 @@ def require_buildx() -> str:
     return proc.stdout.strip()
 
 
+@dataclass(frozen=True)
+class Builder:
+    """What the current buildx builder can do: detected from `docker buildx inspect`, never assumed."""
+
+    driver: str
+    buildkit: Version | None
+
+    @property
+    def loads_itself(self) -> bool:
+        """The docker driver builds into dockerd's image store; others must be told to load the result."""
+        return self.driver == "docker"
+
+    @property
+    def rewrites_timestamps(self) -> bool:
+        """BuildKit 0.13+ rewrites file times to SOURCE_DATE_EPOCH: the same layers, byte for byte, each rebuild."""
+        return self.buildkit is not None and self.buildkit >= Version("0.13")
+
+    @property
+    def attests(self) -> bool:
+        """SBOM and provenance attestations: BuildKit 0.11+, and an image store that keeps them (not the
+        classic docker one, which images loaded for validation go to)."""
+        return not self.loads_itself and self.buildkit is not None and self.buildkit >= Version("0.11")
+
+    def bake_args(self) -> list[str]:
+        output = ["type=docker"] if not self.loads_itself else []
+        if self.rewrites_timestamps and output:
+            output.append("rewrite-timestamp=true")
+        args = ["--set", "*.output=" + ",".join(output)] if output else []
+        if self.attests:
+            args += ["--set", "*.attest=type=sbom", "--set", "*.attest=type=provenance,mode=max"]
+        return args
+
+
+def parse_inspect(text: str) -> Builder:
+    driver = re.search(r"^Driver:\s*(\S+)", text, re.MULTILINE)
+    version = re.search(r"^\s*BuildKit(?: version)?:\s*v?(\d+\.\d+(?:\.\d+)?)", text, re.MULTILINE)
+    return Builder(driver.group(1) if driver else "docker", Version(version.group(1)) if version else None)
+
+
+def current_builder() -> Builder:
+    try:
+        proc = subprocess.run(["docker", "buildx", "inspect"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return Builder("docker", None)
+    return parse_inspect(proc.stdout)
+
+
 def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None,
-         cwd: Path | None = None) -> dict[str, BuildResult]:
+         cwd: Path | None = None, builder: Builder | None = None) -> dict[str, BuildResult]:
     """Build targets of bake_file into the engine; every target gets a result, none raises."""
+    builder = builder or current_builder()
     start = time.monotonic()
     results: dict[str, BuildResult] = {}
     pending = list(targets)
     while pending:
-        run = _bake_once(bake_file, pending, on_line, cwd)
+        run = _bake_once(bake_file, pending, on_line, cwd, builder)
         if run.ok:
             for target in pending:
                 image_id = run.image_ids.get(target)
@@ -74,7 +126,7 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
         blamed = [t for t in pending if t in run.failed] or (pending if len(pending) == 1 else [])
         if not blamed:  # the log named no target: bake each alone rather than blame one without evidence
             for target in pending:
-                results.update(bake(bake_file, [target], on_line, cwd))
+                results.update(bake(bake_file, [target], on_line, cwd, builder))
             break
         for target in blamed:
             results[target] = BuildResult(target, False, error=run.failed.get(target) or run.error or
@@ -112,15 +164,15 @@ class _Run:
         return target
 
 
-def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None) -> _Run:
+def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None, builder: Builder) -> _Run:
     run = _Run(set(targets))
     with tempfile.TemporaryDirectory(prefix="rif-bake-") as tmp:
         metadata = Path(tmp) / "metadata.json"
         cmd = ["docker", "buildx", "bake", "--file", str(bake_file), "--progress", "plain",
-               "--metadata-file", str(metadata), *targets]
+               "--metadata-file", str(metadata), *builder.bake_args(), *targets]
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
-                                    errors="replace")
+                                    errors="replace", env=_environment(builder))
         except OSError as exc:
             run.error = f"cannot run docker buildx: {exc}"
             return run
@@ -136,6 +188,19 @@ def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path |
                 proc.wait()
         run.image_ids = _image_ids(metadata) if run.ok else {}
     return run
+
+
+def _environment(builder: Builder) -> dict[str, str]:
+    """Where timestamps are rewritten: SOURCE_DATE_EPOCH (bake hands it to BuildKit) from the caller, else
+    the checkout's last commit."""
+    env = dict(os.environ)
+    if builder.rewrites_timestamps and "SOURCE_DATE_EPOCH" not in env:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            proc = subprocess.run(["git", "log", "-1", "--format=%ct"], capture_output=True, text=True, timeout=10,
+                                  check=False)
+            if proc.returncode == 0 and proc.stdout.strip().isdigit():
+                env["SOURCE_DATE_EPOCH"] = proc.stdout.strip()
+    return env
 
 
 def _vertex(line: str) -> str:

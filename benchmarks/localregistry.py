@@ -1,0 +1,134 @@
+"""A fresh, throw-away distribution registry on a free loopback port, with its storage under /tmp.
+
+The benchmark's registry figures come from two places that must agree: the manifests (which blobs an image
+names, with their compressed sizes: what a pull transfers) and the storage folder (what the registry
+really keeps: what a push uploaded). A registry of its own per layout keeps either from counting the other.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+])
+CONFIG = """version: 0.1
+log:
+  level: error
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: {root}
+http:
+  addr: 127.0.0.1:{port}
+"""
+
+
+@dataclass(frozen=True)
+class Layer:
+    digest: str
+    size: int  # compressed bytes, as stored and pulled
+    created_by: str  # the history line that made it (which instruction)
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image as the registry holds it: its layers in order."""
+
+    ref: str
+    layers: tuple[Layer, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(layer.size for layer in self.layers)
+
+    def digests(self) -> set[str]:
+        return {layer.digest for layer in self.layers}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalRegistry:
+    """`docker-registry serve` on 127.0.0.1:<free port>; stop() ends it (the folder is the caller's)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        (self.root / "storage").mkdir(parents=True, exist_ok=True)
+        config = self.root / "config.yml"
+        config.write_text(CONFIG.format(root=self.root / "storage", port=self.port))
+        self._proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
+                                      stderr=(self.root / "registry.log").open("wb"), start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{self.address}/v2/", timeout=2):
+                    return
+            except (urllib.error.URLError, OSError):
+                if self._proc.poll() is not None:
+                    break
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"docker-registry did not start on {self.address}: see {self.root / 'registry.log'}")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def stored_bytes(self) -> int:
+        """Bytes of every blob the registry keeps (layers, configs, manifests): a push's growth is its upload."""
+        blobs = self.root / "storage" / "docker" / "registry" / "v2" / "blobs"
+        return sum(p.stat().st_size for p in blobs.rglob("data") if p.is_file()) if blobs.is_dir() else 0
+
+    def push(self, source: str, repo: str, tag: str) -> str:
+        """docker tag + docker push (the engine's own upload, layer reuse included); returns the pushed ref."""
+        ref = f"{self.address}/{repo}:{tag}"
+        subprocess.run(["docker", "tag", source, ref], check=True, capture_output=True)
+        proc = subprocess.run(["docker", "push", ref], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"docker push {ref} failed: {proc.stderr.strip()[-500:]}")
+        return ref
+
+    def image(self, repo: str, tag: str) -> Image:
+        """The image's layers with compressed sizes (manifest) and the instruction of each (config history)."""
+        manifest = self._get_json(f"/v2/{repo}/manifests/{tag}", MANIFEST_TYPES)
+        config = self._get_json(f"/v2/{repo}/blobs/{manifest['config']['digest']}", "*/*")
+        made = [str(h.get("created_by", "")) for h in config.get("history", []) if not h.get("empty_layer")]
+        layers = manifest["layers"]
+        if len(made) != len(layers):
+            made = [""] * len(layers)
+        return Image(f"{repo}:{tag}", tuple(Layer(str(layer["digest"]), int(layer["size"]), line)
+                                            for layer, line in zip(layers, made, strict=True)))
+
+    def _get_json(self, path: str, accept: str) -> dict[str, Any]:
+        request = urllib.request.Request(f"http://{self.address}{path}", headers={"Accept": accept})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            data: dict[str, Any] = json.loads(response.read())
+        return data

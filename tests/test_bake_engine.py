@@ -1,0 +1,88 @@
+"""The bake driver without an engine: builder detection, and a failed target isolated from the others
+(a scripted `docker` on PATH plays BuildKit's plain log)."""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from builder import bake
+from builder.bake import Builder, parse_inspect
+
+DOCKER_DRIVER = "Name: default\nDriver: docker\n\nNodes:\nName: default\nBuildKit version: v0.8+unknown\n"
+CONTAINER_DRIVER = "Name: ci\nDriver:        docker-container\nNodes:\nBuildKit version: v0.13.2\n"
+REMOTE_OLD = "Name: k\nDriver: remote\nNodes:\nBuildKit: v0.10.6\n"
+
+
+def test_the_builder_is_detected_not_assumed() -> None:
+    assert parse_inspect(DOCKER_DRIVER) == Builder("docker", Version("0.8"))
+    assert parse_inspect(DOCKER_DRIVER).bake_args() == []  # builds straight into dockerd; nothing to add
+    modern = parse_inspect(CONTAINER_DRIVER)
+    assert (modern.attests, modern.rewrites_timestamps) == (True, True)
+    assert modern.bake_args() == ["--set", "*.output=type=docker,rewrite-timestamp=true", "--set",
+                                  "*.attest=type=sbom", "--set", "*.attest=type=provenance,mode=max"]
+    old = parse_inspect(REMOTE_OLD)
+    assert old.bake_args() == ["--set", "*.output=type=docker"] and not old.attests
+    assert parse_inspect("garbage") == Builder("docker", None)
+
+
+FAKE = r'''#!{python}
+"""A scripted `docker buildx bake`: a target named bad* fails in its own step; the others succeed."""
+import json, sys
+args = sys.argv[1:]
+if args[:2] == ["buildx", "version"]:
+    print("github.com/docker/buildx v0.13.1"); sys.exit(0)
+meta = args[args.index("--metadata-file") + 1]
+targets = [a for a in args[args.index("--metadata-file") + 2:] if not a.startswith("-")]
+with open({log!r}, "a") as fh:
+    fh.write(" ".join(targets) + "\n")
+for n, t in enumerate(targets):
+    print(f"#{{n + 10}} [{{t}} runtime 1/2] RUN pip install")
+for n, t in enumerate(targets):
+    if t.startswith("bad"):
+        print(f"#{{n + 10}} ERROR: process did not complete successfully: exit code: 1")
+        print("ERROR: failed to solve: process did not complete successfully: exit code: 1")
+        sys.exit(1)
+json.dump({{t: {{"containerimage.digest": "sha256:" + t}} for t in targets}}, open(meta, "w"))
+'''
+
+
+@pytest.fixture
+def scripted_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    log = tmp_path / "calls.log"
+    script = tmp_path / "bin" / "docker"
+    script.parent.mkdir()
+    script.write_text(FAKE.format(python=sys.executable, log=str(log)))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_a_failed_target_blocks_no_other(scripted_docker: Path, tmp_path: Path) -> None:
+    lines: list[tuple[str | None, str]] = []
+    results = bake.bake(tmp_path / "docker-bake.json", ["good-a", "bad-b", "good-c"],
+                        lambda target, line: lines.append((target, line)), builder=Builder("docker", None))
+    assert {t: (r.ok, r.image_id) for t, r in results.items()} == {
+        "good-a": (True, "sha256:good-a"), "bad-b": (False, None), "good-c": (True, "sha256:good-c")}
+    assert "exit code: 1" in (results["bad-b"].error or "")
+    assert any("ERROR" in line for line in results["bad-b"].log_tail)
+    # One bake of all three, then the rest again without the target the log blamed.
+    assert scripted_docker.read_text().splitlines() == ["good-a bad-b good-c", "good-a good-c"]
+    assert ("bad-b", "#11 [bad-b runtime 1/2] RUN pip install") in lines
+
+
+def test_without_buildx_the_message_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "docker"
+    script.write_text("#!/bin/sh\necho \"docker: 'buildx' is not a docker command.\" >&2\nexit 1\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(bake.BuildxUnavailable, match=re.escape("scripts/setup.sh")):
+        bake.require_buildx()
+    assert json.dumps(bake.BUILDX_HINT).count("\\n") == 0  # one line
