@@ -17,6 +17,7 @@ import pytest
 
 from builder import site, tags
 from builder.registry import Manifest
+from builder.render import bake_target
 from tests.conftest import DATA, ROOT, builder_cli, unavailable
 
 REGISTRY = "registry.example/rocm"
@@ -127,8 +128,10 @@ def published(tmp_path: Path) -> tuple[FakeRegistry, list[Path], Path]:
                                      "torch 2.13.0+cpu is installed, the image promises 2.12.0")]),
     ])
     images = tmp_path / "images"
-    (images / ROCM_TAG).mkdir(parents=True)
-    (images / ROCM_TAG / "Dockerfile").write_text(f'FROM ubuntu:24.04\nLABEL {tags.HASH_LABEL}="{HASH_ROCM}"\n')
+    (images / "rocm-combo").mkdir(parents=True)
+    (images / "rocm-combo" / "Dockerfile").write_text("FROM ubuntu:24.04 AS base\nFROM base AS runtime-all\n")
+    target = {"dockerfile": "rocm-combo/Dockerfile", "target": "runtime-all", "labels": {tags.HASH_LABEL: HASH_ROCM}}
+    (images / "docker-bake.json").write_text(json.dumps({"target": {bake_target(ROCM_TAG): target}}))
     return fake, [record], images
 
 
@@ -156,7 +159,8 @@ def test_one_page_per_readable_tag_joined_with_its_record(published: tuple[FakeR
     assert [layer.step for layer in rocm.published.layers] == ["", "RUN apt-get install -y python3",
                                                                "COPY dir:abc in /opt/venv"]
     assert rocm.gpus == ["MI300A", "MI300X", "MI325X"] and rocm.rocm == "7.2" and rocm.os == "ubuntu-24.04"
-    assert rocm.dockerfile_matches is True and rocm.dockerfile_source == str(images / ROCM_TAG / "Dockerfile")
+    assert rocm.dockerfile_matches is True
+    assert rocm.dockerfile_source == f"{images / 'rocm-combo' / 'Dockerfile'} (target runtime-all)"
     assert catalog.images[0].dockerfile is None and catalog.images[0].record is not None
     assert [r.tag for r in catalog.failed] == ["cpu_debian12_py3.11_torch2.13.0_broken"]
     assert catalog.rocms == ["7.2", "CPU"] and catalog.oses == ["debian-12", "ubuntu-24.04"]

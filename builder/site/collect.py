@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from builder import tags
+from builder.imagetree import BAKE_FILE
 from builder.publish import compressed_size
 from builder.registry import Manifest
+from builder.render import bake_target
 from builder.retry import AuthError, RegistryError
-from builder.site.model import Catalog, ImageEntry, Layer, Published, dockerfile_hash
+from builder.site.model import Catalog, ImageEntry, Layer, Published
 from builder.site.records import (
+    MAX_BAKE_BYTES,
     MAX_DOCKERFILE_BYTES,
     MAX_STEP_CHARS,
     RecordRow,
@@ -103,17 +106,32 @@ def _best_row(rows: list[RecordRow], tag: str, digest: str, content_hash: str | 
     return best
 
 
-def _dockerfile(dirs: list[Path], names: list[str], content_hash: str | None) -> tuple[str, str] | None:
-    """The committed Dockerfile: the one that rendered exactly this image's content if there is one."""
-    found = []
-    for directory in dirs:
-        for name in names:
-            path = directory / name / "Dockerfile"
-            if tags.TAG_RE.fullmatch(name) and path.is_file() and path.stat().st_size <= MAX_DOCKERFILE_BYTES:
-                found.append((path.read_text(encoding="utf-8", errors="replace"), str(path)))
-    exact = [f for f in found if content_hash and dockerfile_hash(f[0]) == content_hash]
+def _dockerfile(dirs: list[Path], names: list[str], content_hash: str | None) -> tuple[str, str, str | None] | None:
+    """The committed Dockerfile that builds a tag (its bake target's), with the content hash the bake file
+    gives that target: the one that rendered exactly this image's content if there is one."""
+    found = [f for directory in dirs for name in names if tags.TAG_RE.fullmatch(name)
+             for f in [_bake_target_file(directory, name)] if f]
+    exact = [f for f in found if content_hash and f[2] == content_hash]
     chosen = exact or found
     return chosen[0] if chosen else None
+
+
+def _bake_target_file(directory: Path, tag: str) -> tuple[str, str, str | None] | None:
+    bake_file = directory / BAKE_FILE
+    try:
+        if bake_file.stat().st_size > MAX_BAKE_BYTES:
+            return None
+        target = json.loads(bake_file.read_text(encoding="utf-8"))["target"][bake_target(tag)]
+        dockerfile, stage = str(target["dockerfile"]), str(target["target"])
+        content_hash = target.get("labels", {}).get(tags.HASH_LABEL)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    path = directory / dockerfile
+    if not all(tags.TAG_RE.fullmatch(part) for part in Path(dockerfile).parts) or not path.is_file() \
+            or path.stat().st_size > MAX_DOCKERFILE_BYTES:
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return text, f"{path} (target {stage})", content_hash if isinstance(content_hash, str) else None
 
 
 def collect(reader: RegistryReader, registry: str, repositories: list[str], rows: list[RecordRow],
@@ -166,7 +184,7 @@ def collect(reader: RegistryReader, registry: str, repositories: list[str], rows
                                    and tags.IMMUTABLE_SUFFIX_RE.sub("", t) == entry.tag)
             found_file = _dockerfile(dockerfile_dirs, [entry.tag, *([own] if own else [])], content_hash)
             if found_file:
-                entry.dockerfile, entry.dockerfile_source = found_file
+                entry.dockerfile, entry.dockerfile_source, entry.dockerfile_hash = found_file
         images += entries
     on_site = {(i.repository, t) for i in images for t in (i.tag, *i.also_tagged)}
     newest: dict[tuple[str, str], RecordRow] = {}

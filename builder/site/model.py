@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from builder import tags
 from builder.catalog import gfx_families
-from builder.site.records import HASH_IN_DOCKERFILE, RecordRow
+from builder.site.records import RecordRow
 from builder.validate import Check
 
 
@@ -52,13 +52,14 @@ class ImageEntry:
     record: RecordRow | None = None
     dockerfile: str | None = None
     dockerfile_source: str | None = None
+    dockerfile_hash: str | None = None  # the content hash the bake file gives the Dockerfile's target
 
     @property
     def dockerfile_matches(self) -> bool | None:
         """Whether the committed Dockerfile rendered exactly this image (its content hash); None: cannot tell."""
         if self.dockerfile is None:
             return None
-        theirs, ours = dockerfile_hash(self.dockerfile), self.published.labels.get(tags.HASH_LABEL)
+        theirs, ours = self.dockerfile_hash, self.published.labels.get(tags.HASH_LABEL)
         return None if theirs is None or ours is None else theirs == ours
 
     @property
@@ -214,7 +215,3 @@ def human_size(n: int | None) -> str:
     return f"{n} B"
 
 
-def dockerfile_hash(text: str) -> str | None:
-    """The content hash a rendered Dockerfile labels its image with."""
-    found = HASH_IN_DOCKERFILE.search(text)
-    return found.group(1) if found else None

@@ -17,7 +17,7 @@ from markupsafe import Markup, escape
 from builder import tags
 from builder.plan import usage_error
 from builder.render import template_dir
-from builder.site.model import Catalog, ImageEntry, dockerfile_hash, human_size
+from builder.site.model import Catalog, ImageEntry, human_size
 from builder.site.records import CHART_WIDTH, CHECK_STATUSES, MARKER, REFERENCES
 from builder.validate import Check
 
@@ -93,7 +93,6 @@ def _environments() -> tuple[jinja2.Environment, jinja2.Environment]:
     for env in (html, md):
         env.globals.update(human_size=human_size, references=REFERENCES, CHECK_STATUSES=CHECK_STATUSES,
                            content_hash_label=tags.HASH_LABEL)
-        env.filters["dockerfile_hash"] = dockerfile_hash
     html.filters["wbr"] = wrap_tag
     html.filters["basename"] = lambda path: Path(str(path)).name
     md.filters.update(fence=md_fence, url=md_url)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from builder import tags
 from builder.registry import Manifest
 from builder.validate import Check
 
@@ -20,7 +19,7 @@ MAX_STEP_CHARS = 400  # a build step's command, as the image's history records i
 CHECK_STATUSES = frozenset({"pass", "fail", "skip", "warn", "info"})
 REPOSITORY_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 CHART_WIDTH = 520  # px of the longest bar
-HASH_IN_DOCKERFILE = re.compile(re.escape(tags.HASH_LABEL) + r'="?(sha256:[0-9a-f]{64})')
+MAX_BAKE_BYTES = 16 << 20  # a bake file of thousands of targets is a few MB
 
 
 
