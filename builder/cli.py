@@ -56,7 +56,7 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
                    "--explain", help="Also list every dropped cell with the rule that dropped it.")] = False,
                match: MatchOpt = None,
                shard_spec: Annotated[str | None, typer.Option(
-                   "--shard", help="K/N: only the K-th of N interleaved slices of the images (for github).")] = None,
+                   "--shard", help="K/N: only the K-th of N interleaved slices of the rows (for github).")] = None,
                ) -> None:
     """List the cells the matrix expands to (after include/exclude and the compatibility rules)."""
     if fmt not in ("table", "json", "github"):
@@ -64,13 +64,13 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     if shard_spec is not None and fmt != "github":
         raise usage_error("--shard", f"applies to --format github only (not {fmt})")
     if explain and fmt == "github":
-        raise usage_error("--explain", "applies to --format table or json (github rows list images, not drops)")
+        raise usage_error("--explain", "applies to --format table or json (github rows list combinations, not drops)")
     expansion = expand_matrix(matrix)
     expansion.cells = select(expansion.cells, None, matrix, match)
     if fmt == "json":
         show.print_json(show.json_rows(expansion, explain))
     elif fmt == "github":
-        print(ghrows.matrix_json(shard(plan_images(expansion.cells), shard_spec)))
+        print(ghrows.matrix_json(shard(ghrows.rows(expansion.cells), shard_spec)))
     else:
         show.print_cells(expansion, matrix)
         if explain:

@@ -11,6 +11,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from builder import tags
 from builder.errors import InputError, Problem
@@ -18,6 +19,7 @@ from builder.schema import gfx_hint
 from builder.spec import ALL_TARGETS, CellSpec
 
 COMMAND_LINE = Path("(command line)")
+T = TypeVar("T")
 
 
 def usage_error(option: str, message: str) -> InputError:
@@ -95,14 +97,15 @@ def _closest(name: str, known: set[str]) -> str:
     return f"; closest: {', '.join(close)}" if close else ""
 
 
-def shard(plans: list[ImagePlan], spec: str | None) -> list[ImagePlan]:
-    """K/N: the K-th of N interleaved slices, so every shard gets a mix of small and large images."""
+def shard(items: list[T], spec: str | None) -> list[T]:
+    """K/N: the K-th of N interleaved slices (of images, or of workflow rows), so every shard gets a mix of small
+    and large ones."""
     if spec is None:
-        return plans
+        return items
     k, sep, n = spec.partition("/")
     if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
         raise usage_error("--shard", f"{spec!r} is not K/N with 1 <= K <= N")
-    return plans[int(k) - 1::int(n)]
+    return items[int(k) - 1::int(n)]
 
 
 REGISTRY_RE = re.compile(r"(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:]+\])(?::[0-9]{1,5})?"

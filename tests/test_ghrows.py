@@ -1,9 +1,12 @@
-"""The GitHub rows: every `${{ matrix.* }}` a workflow reads is in every row, and GitHub's job limit holds."""
+"""The GitHub rows: one job per combination (bake group), every image in exactly one row, every
+`${{ matrix.* }}` a workflow reads in every row, and GitHub's job limit holds."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -11,49 +14,98 @@ import pytest
 from builder import ghrows
 from builder.errors import InputError
 from builder.matrix import expand_matrix
-from builder.plan import ImagePlan, latest_cell, plan_images, shard
+from builder.plan import plan_images, select, shard
+from builder.render import bake_target, group_key
+from builder.spec import CellSpec
 from tests.conftest import ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 MATRIX_KEY = re.compile(r"\$\{\{\s*matrix\.([A-Za-z_][A-Za-z0-9_-]*)")
+NAME = re.compile(r"[A-Za-z0-9_.-]+")  # what publish-cells.yml lets through to a command line or a file name
 
 
-def production_plans() -> list[ImagePlan]:
-    expansion = expand_matrix(ROOT / "matrix.yaml")
-    return plan_images(expansion.cells, latest_cell(expansion.cells, expansion.default_os))
+def production_cells() -> list[CellSpec]:
+    return expand_matrix(ROOT / "matrix.yaml").cells
+
+
+def production_rows() -> list[ghrows.Row]:
+    return ghrows.rows(production_cells())
 
 
 def test_every_matrix_key_the_workflows_read_is_in_every_row() -> None:
     read = {key for wf in WORKFLOWS for key in MATRIX_KEY.findall(wf.read_text())}
-    assert read, "the publish workflows read matrix.tag at least"
-    rows = [ghrows.row(p) for p in production_plans()]
-    for row in rows:
+    assert {"group", "cells", "images"} <= read, "publish-cells.yml names its job and selects its images by these"
+    for row in production_rows():
         missing = read - set(row)
-        assert not missing, f"{row['tag']}: workflows read matrix.{sorted(missing)}"
-        assert all(isinstance(v, str) for v in row.values())
+        assert not missing, f"{row['group']}: workflows read matrix.{sorted(missing)}"
+        assert all(isinstance(v, str) for k, v in row.items() if k != "images")
+        assert isinstance(row["images"], int)
 
 
-def test_the_row_names_every_tag_of_its_image_and_selects_it_by_its_own_tag() -> None:
-    plans = production_plans()
-    for plan in plans:
-        row = ghrows.row(plan)
-        assert row["tag"] == plan.content.tag
-        assert row["tags"].split() == plan.tags
-    assert sum("latest" in ghrows.row(p)["tags"].split() for p in plans) == 1
+def test_every_image_is_in_exactly_one_row_and_selectable_by_its_tag() -> None:
+    cells = production_cells()
+    images = [p.content.tag for p in plan_images(cells)]
+    listed = Counter(tag for row in ghrows.rows(cells) for tag in row["cells"].split())
+    assert set(listed) == set(images) and len(images) == len(set(images))
+    assert all(n == 1 for n in listed.values()), [t for t, n in listed.items() if n > 1]
+    # What the job passes on: `builder publish --cell TAG` for each tag selects exactly that row's images.
+    for row in ghrows.rows(cells):
+        chosen = select(cells, row["cells"].split(), ROOT / "matrix.yaml")
+        assert sorted(p.content.tag for p in plan_images(chosen)) == sorted(row["cells"].split())
 
 
-def test_more_than_256_images_are_refused_and_shards_fit(tmp_path: Path) -> None:
-    plans = production_plans()
-    assert len(plans) > ghrows.MAX_JOBS
+def test_a_row_is_exactly_one_combination_and_its_bake_group() -> None:
+    cells = production_cells()
+    content = {p.content.tag: p.content for p in plan_images(cells)}
+    rows = ghrows.rows(cells)
+    assert len(rows) < len(content), "one job per combination, not per image"
+    keys = []
+    for row in rows:
+        tags = row["cells"].split()
+        assert row["images"] == len(tags) >= 1
+        combos = {group_key(content[t]) for t in tags}
+        assert len(combos) == 1, f"{row['group']} mixes combinations"
+        keys += combos
+    assert len(keys) == len(set(keys)), "one combination split over several rows"
+    # The same groups as the committed bake file, so a job bakes exactly one group's targets.
+    bake = json.loads((ROOT / "images" / "docker-bake.json").read_text())["group"]
+    assert {r["group"] for r in rows} == set(bake) - {"default"}
+    for row in rows:
+        assert sorted(bake[row["group"]]["targets"]) == sorted(bake_target(t) for t in row["cells"].split())
+
+
+def test_group_names_and_tags_are_safe_for_the_job_script() -> None:
+    for row in production_rows():
+        assert NAME.fullmatch(row["group"]) and row["group"].startswith("combo-")
+        assert all(NAME.fullmatch(t) for t in row["cells"].split(" "))
+
+
+def test_rows_of_a_selection_are_its_combinations_only() -> None:
+    cells = select(production_cells(), None, ROOT / "matrix.yaml", "cpu_*")
+    rows = ghrows.rows(cells)
+    assert [r["platform"] for r in rows] == ["cpu"] * len(rows)
+    assert sum(r["images"] for r in rows) == len(plan_images(cells))
+
+
+def test_the_production_matrix_fits_one_matrix_and_more_than_256_rows_are_refused() -> None:
+    rows = production_rows()
+    assert len(rows) <= ghrows.MAX_JOBS
+    line = ghrows.matrix_json(rows)
+    assert "\n" not in line and json.loads(line) == {"include": rows}
+    too_many = [rows[0]] * (ghrows.MAX_JOBS + 1)
     with pytest.raises(InputError) as exc:
-        ghrows.matrix_json(plans)
+        ghrows.matrix_json(too_many)
     assert "--shard" in str(exc.value) and "(command line)" in str(exc.value)
-    seen: list[str] = []
-    for k in (1, 2):
-        data = json.loads(ghrows.matrix_json(shard(plans, f"{k}/2")))
-        assert len(data["include"]) <= ghrows.MAX_JOBS
-        seen += [r["tag"] for r in data["include"]]
-    assert sorted(seen) == sorted(p.content.tag for p in plans)
+    assert len(json.loads(ghrows.matrix_json(too_many[:ghrows.MAX_JOBS]))["include"]) == ghrows.MAX_JOBS
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 40, 41])
+def test_shards_partition_the_rows(n: int) -> None:
+    rows = production_rows()
+    parts = [shard(rows, f"{k}/{n}") for k in range(1, n + 1)]
+    groups = [r["group"] for part in parts for r in part]
+    assert sorted(groups) == sorted(r["group"] for r in rows) and len(groups) == len(set(groups))
+    assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1, "interleaved: shards are even"
 
 
 @pytest.mark.parametrize("spec", ["0/2", "3/2", "1", "a/b", "1/0", "-1/2"])
@@ -62,3 +114,14 @@ def test_bad_shard_is_a_command_line_error(spec: str) -> None:
         shard([], spec)
     assert "--shard" in str(exc.value)
 
+
+def test_rows_are_pure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No engine, no process, no file written: the plan job only computes the rows."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"ghrows ran {args}")
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.chdir(tmp_path)
+    assert production_rows()
+    assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,8 @@ with more power than it needs (publishing holds a token that can push images).
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -175,27 +177,141 @@ def test_publish_plans_two_shards_and_calls_the_cell_workflow_for_each() -> None
         job = doc["jobs"][f"publish-shard-{k}"]
         assert job["uses"] == CELLS_WORKFLOW
         assert job["needs"] == "plan"
-        assert job["with"]["cells"] == f"${{{{ needs.plan.outputs.shard{k} }}}}"
+        assert job["with"]["groups"] == f"${{{{ needs.plan.outputs.shard{k} }}}}"
         assert f"needs.plan.outputs.count{k} != '0'" in job["if"], "an empty shard must be skipped"
         assert "inputs.dry_run" in job["with"]["dry_run"]
 
 
-def test_cell_workflow_runs_one_job_per_image_with_env_credentials() -> None:
+def tool_dir(tmp_path: Path) -> Path:
+    """`python` and `builder` as the workflows call them, from this interpreter (installed or not)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, argv in (("python", f'"{sys.executable}"'), ("builder", f'"{sys.executable}" -m builder')):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec {argv} "$@"\n')
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def run_script(script: str, env: dict[str, str], cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """A `run:` script as GitHub runs it on Linux (`bash -e {0}`), with its step's env and the runner's files."""
+    path = tmp_path / "step.sh"
+    path.write_text(script)
+    summary = tmp_path / "summary.md"
+    output = tmp_path / "output.txt"
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary),
+            "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["bash", "-e", str(path)], env={**base, **env}, cwd=cwd, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def outputs(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+@pytest.mark.parametrize("match", ["", "cpu_*"])
+def test_the_plan_script_shards_every_combination(tmp_path: Path, match: str) -> None:
+    from builder import ghrows
+    from builder.matrix import expand_matrix
+    from builder.plan import select
+
+    doc = load(ROOT / ".github" / "workflows" / "publish.yml")
+    (step,) = [s for s in doc["jobs"]["plan"]["steps"] if s.get("id") == "shards"]
+    bin_dir = tool_dir(tmp_path)
+    proc = run_script(step["run"], {"MATCH": match, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, ROOT, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = outputs(tmp_path / "output.txt")
+    assert set(out) == {"shard1", "shard2", "count1", "count2"} == set(doc["jobs"]["plan"]["outputs"])
+    cells = expand_matrix(ROOT / "matrix.yaml").cells
+    expected = ghrows.rows(select(cells, None, ROOT / "matrix.yaml", match or None))
+    got = []
+    summary = (tmp_path / "summary.md").read_text()
+    for k in (1, 2):
+        rows = json.loads(out[f"shard{k}"])["include"]
+        assert int(out[f"count{k}"]) == len(rows) <= 256
+        assert f"shard {k}/2: {len(rows)} combinations, {sum(r['images'] for r in rows)} images" in summary
+        got += rows
+    assert sorted(got, key=lambda r: r["group"]) == sorted(expected, key=lambda r: r["group"])
+
+
+def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     call = triggers(doc)["workflow_call"]
-    assert set(call["inputs"]) == {"cells", "dry_run"}
+    assert set(call["inputs"]) == {"groups", "dry_run"}
     job = doc["jobs"]["publish"]
-    assert job["strategy"]["matrix"] == "${{ fromJSON(inputs.cells) }}"
+    assert list(doc["jobs"]) == ["publish"]
+    assert job["name"] == "${{ matrix.group }}"
+    assert job["strategy"]["matrix"] == "${{ fromJSON(inputs.groups) }}"
     assert job["strategy"]["fail-fast"] is False
     assert isinstance(job["strategy"]["max-parallel"], int)
+    assert job["timeout-minutes"] <= 360, "a GitHub-hosted job runs at most 6 hours"
     assert job["permissions"] == {"contents": "read", "packages": "write"}
     (step,) = [s for s in job["steps"] if "builder publish" in s.get("run", "")]
     assert step["env"]["RIF_REGISTRY_USER"] == "${{ github.actor }}"
     assert step["env"]["RIF_REGISTRY_PASSWORD"] == "${{ secrets.GITHUB_TOKEN }}"
+    assert step["env"]["GROUP"] == "${{ matrix.group }}" and step["env"]["CELLS"] == "${{ matrix.cells }}"
     script = step["run"]
-    for option in ("--matrix matrix.yaml", '--cell "$CELL"', '--record "record-$CELL.json"', "--dry-run"):
+    assert script.count("builder publish") == 1, "one publish (one bake) for all the group's images"
+    for option in ("--matrix matrix.yaml", '"${selection[@]}"', '--record "record-$GROUP.json"', "--dry-run"):
         assert option in script
     assert "RIF_REGISTRY_PASSWORD" not in script and "--build-arg" not in script, "credentials only via env"
     uploads = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
     assert len(uploads) == 1 and uploads[0]["if"] == "always()"
-    assert uploads[0]["with"]["path"] == "record-${{ matrix.tag }}.json"
+    assert uploads[0]["with"]["name"] == "record-${{ matrix.group }}"
+    assert uploads[0]["with"]["path"] == "record-${{ matrix.group }}.json"
+
+
+def publish_step() -> dict[str, Any]:
+    job = load(ROOT / ".github" / "workflows" / "publish-cells.yml")["jobs"]["publish"]
+    (step,) = [s for s in job["steps"] if "builder publish" in s.get("run", "")]
+    return step
+
+
+def run_publish_step(tmp_path: Path, group: str, cells: str, images: str, dry_run: str = "false"
+                     ) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
+    """The step's script with a `builder` that only records its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    args = tmp_path / "args"
+    (bin_dir / "builder").write_text(f"#!/bin/sh\nprintf '%s\\0' \"$@\" > '{args}'\n")
+    (bin_dir / "builder").chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    (work / "decoy").write_text("")  # a glob that expanded would name it
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "OWNER": "Some-Org", "GROUP": group, "CELLS": cells,
+           "IMAGES": images, "DRY_RUN": dry_run, "RIF_REGISTRY_USER": "u", "RIF_REGISTRY_PASSWORD": "p"}
+    proc = run_script(publish_step()["run"], env, work, tmp_path)
+    return proc, (args.read_text().split("\0")[:-1] if args.exists() else None)
+
+
+def test_the_cell_job_passes_every_cell_of_its_group_to_one_publish(tmp_path: Path) -> None:
+    from builder import ghrows
+    from builder.matrix import expand_matrix
+
+    rows = ghrows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
+    for i, row in enumerate(rows):
+        tmp = tmp_path / str(i)
+        tmp.mkdir()
+        proc, args = run_publish_step(tmp, row["group"], row["cells"], str(row["images"]),
+                                      "true" if i % 2 else "false")
+        assert proc.returncode == 0, proc.stderr
+        selection = [a for t in row["cells"].split() for a in ("--cell", t)]
+        assert args == ["publish", "--matrix", "matrix.yaml", "--registry", "ghcr.io/some-org", *selection,
+                        "--record", f"record-{row['group']}.json", *(["--dry-run"] if i % 2 else [])]
+
+
+@pytest.mark.parametrize(("group", "cells", "images"), [
+    ("combo-x", "a $(touch pwned) b", "4"),  # command substitution
+    ("combo-x", "*", "1"),  # a glob
+    ("combo-x", "a;touch pwned", "1"),
+    ("combo-x", "a\nb", "2"),  # a second line
+    ("combo-x", "a\nb", "1"),
+    ("combo-x", "", "0"),  # nothing to publish: not "everything"
+    ("combo-x", "a b", "3"),  # the row was cut
+    ("../combo-x", "a", "1"),  # the record's file name
+    ("combo x", "a", "1"),
+])
+def test_the_cell_job_refuses_a_row_it_cannot_pass_on_safely(tmp_path: Path, group: str, cells: str,
+                                                            images: str) -> None:
+    proc, args = run_publish_step(tmp_path, group, cells, images)
+    assert proc.returncode != 0 and args is None
+    assert not (tmp_path / "work" / "pwned").exists()
