@@ -46,18 +46,18 @@ from types import FrameType
 from urllib.parse import quote
 
 import docker
-
 import enginestore
 import floor
 import oldlayout
 import synthwheels
+from localregistry import Image, LocalRegistry
+from synthwheels import Sizes, WheelSet
+from wheelindex import WheelIndex, bridge_address
+
 from builder import catalog, imagetree
 from builder.matrix import expand_matrix
 from builder.render import RenderedCell, WheelSource, render_all
 from builder.spec import CellSpec
-from localregistry import Image, LocalRegistry
-from synthwheels import Sizes, WheelSet
-from wheelindex import WheelIndex, bridge_address
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEEL_CACHE = Path("/tmp/rif-bench-wheels")
@@ -685,7 +685,8 @@ def check_disk(sizes: Sizes) -> None:
 
 def main() -> None:
     args = parse_args()
-    sizes = Sizes(*(int(v * GB) for v in (args.common_gb, args.device_gb, args.torch_gb)), int(args.numpy_mb * MB))
+    sizes = Sizes(common=int(args.common_gb * GB), device=int(args.device_gb * GB), torch=int(args.torch_gb * GB),
+                  numpy=int(args.numpy_mb * MB))
     families = list(args.families)
     check_disk(sizes)
     signal.signal(signal.SIGTERM, _terminate)

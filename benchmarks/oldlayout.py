@@ -20,7 +20,7 @@ import docker
 import jinja2
 
 from builder import smoke
-from builder.render import cell_json, device_extras, devel_packages, image_labels, runtime_packages
+from builder.render import cell_json, devel_packages, device_extras, image_labels, runtime_packages
 from builder.spec import CellSpec
 
 OLD_TEMPLATE = r"""{#- One template for every cell. Blocks per OS family: apt renders today; a dnf block goes beside it. -#}
@@ -68,7 +68,7 @@ LABEL {% for key, value in labels.items() %}{{ key }}="{{ value }}"{% if not loo
 USER {{ cell.user }}
 WORKDIR {{ "/root" if cell.user == "root" else "/home/" ~ cell.user }}
 CMD ["bash"]
-"""
+"""  # noqa: E501 - word for word, its first line included
 _STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12,})$")
 
 

@@ -110,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
     index: WheelIndex
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         """Quiet: the benchmark prints figures, not an access log."""
 
     def do_GET(self) -> None:
