@@ -83,7 +83,7 @@ def _classify(api: RegistryClient, repository: str, code: object, message: str) 
         return AuthError(message, code)
     if isinstance(code, int) and code >= 400 and code not in retry.TRANSIENT_STATUS:
         return RegistryError(message, code)
-    probe = RegistryClient(api.address, api.credentials, api.scheme, PROBE)
+    probe = RegistryClient(api.address, api.credentials, api.scheme, PROBE, api.insecure)
     try:
         probe.probe_upload(repository)
     except AuthError as exc:
