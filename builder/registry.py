@@ -7,8 +7,8 @@ from the challenge's realm for the scope the operation needs (`pull` to read, `p
 cached per repository and scope until it expires. Plain HTTP, and credentials over it, only for loopback
 and for the hosts named insecure (`--insecure-registry`, as Docker's `insecure-registries`): a realm on
 any other host gets no password over plain HTTP, whatever the registry says.
-Every failure is a RegistryError carrying the HTTP status and the registry's error code; the one retry
-policy (builder.retry) decides what is worth another try.
+Every failure is a RegistryError carrying the HTTP status, the registry's error code and message, and what
+to do about it (builder.hints); the one retry policy (builder.retry) decides what is worth another try.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder import retry
+from builder import hints, retry
 from builder.credentials import Credentials, describe
 from builder.retry import AuthError, RegistryError, TransientError
 
@@ -195,7 +195,7 @@ class RegistryClient:
                     return None
                 if exc.code == 401 and attempt == 1 and self._answer_challenge(exc, repository, scope):
                     continue
-                raise self._error(exc, method, path) from None
+                raise self._error(exc, method, path, repository) from None
         raise AssertionError("unreachable")
 
     def _authorization(self, repository: str, scope: str) -> str | None:
@@ -224,10 +224,11 @@ class RegistryClient:
             raise AuthError(f"registry {self.address} sent a Bearer challenge without a realm: cannot authenticate",
                             401)
         wanted = params.get("scope") or f"repository:{repository}:{scope}"
-        self._tokens[(repository, scope)] = self._fetch_token(params["realm"], params.get("service"), wanted)
+        self._tokens[(repository, scope)] = self._fetch_token(params["realm"], params.get("service"), wanted,
+                                                              repository)
         return True
 
-    def _fetch_token(self, realm: str, service: str | None, scope: str) -> _Token:
+    def _fetch_token(self, realm: str, service: str | None, scope: str, repository: str) -> _Token:
         parts = urllib.parse.urlsplit(realm)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise AuthError(f"registry {self.address} names a token realm that is not an http(s) URL")
@@ -245,9 +246,11 @@ class RegistryClient:
                 data = _json(resp.read(), f"token from {where}")
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
+                code, message = _oci_error(exc)
                 raise AuthError(f"token server {where} for registry {self.address} refused "
-                                f"{describe(self.credentials)} ({exc.code})", exc.code) from None
-            raise self._error(exc, "GET", f"token ({where})") from None
+                                f"{describe(self.credentials)} ({exc.code})", exc.code, code,
+                                hints.hint(exc.code, code, message, repository)) from None
+            raise self._error(exc, "GET", f"token ({where})", repository) from None
         value = data.get("token") or data.get("access_token")
         if not isinstance(value, str) or not value:
             raise AuthError(f"token server {where} answered without a token")
@@ -255,15 +258,18 @@ class RegistryClient:
         lifetime = lifetime if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
         return _Token(value, time.monotonic() + max(lifetime - 5, 1))
 
-    def _error(self, exc: urllib.error.HTTPError, method: str, path: str) -> RegistryError:
+    def _error(self, exc: urllib.error.HTTPError, method: str, path: str, repository: str) -> RegistryError:
+        """The answer as a RegistryError: status, the registry's code and message, and what to do about it."""
         code, message = _oci_error(exc)
         detail = f" {code}: {message}" if code else ""
+        what_to_do = hints.hint(exc.code, code, message, repository)
         if exc.code in (401, 403):
             verb = "refused" if exc.code == 401 else "denied"
             return AuthError(f"registry {self.address} {verb} {method} {path} ({exc.code}{detail}) with "
-                             f"{describe(self.credentials)}", exc.code, code)
+                             f"{describe(self.credentials)}", exc.code, code, what_to_do)
         kind = TransientError if exc.code in retry.TRANSIENT_STATUS else RegistryError
-        return kind(f"registry {self.address} answered {exc.code} to {method} {path}{detail}", exc.code, code)
+        return kind(f"registry {self.address} answered {method} {path} with {exc.code}{detail}", exc.code, code,
+                    what_to_do)
 
 
 def _basic(credentials: Credentials) -> str:
