@@ -24,6 +24,7 @@ from builder.clikit import (
     PRODUCTION_MATRIX,
     CellOpt,
     GpuOpt,
+    InsecureOpt,
     MatchOpt,
     MatrixOpt,
     Progress,
@@ -38,14 +39,20 @@ from builder.clikit import (
 )
 from builder.dockerapi import connect
 from builder.matrix import expand_matrix, load_matrix
-from builder.plan import plan_images, select, shard, usage_error
+from builder.plan import check_insecure, check_registry, plan_images, select, shard, usage_error
 from builder.progress import RunView
+from builder.publish import Target
 from builder.render import WheelSource, render_all
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 def _source(wheelhouse_dir: Path | None) -> WheelSource:
     return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None)
+
+
+def _target(registry: str, insecure: frozenset[str]) -> Target:
+    """Where a run pushes (--registry, checked), spoken to over plain HTTP only if loopback or named insecure."""
+    return Target.of(check_registry(registry), insecure=insecure)
 
 
 @app.command("matrix")
@@ -135,7 +142,7 @@ def _run(jobs: list[pipeline.Job], options: pipeline.Options, progress: Progress
 @handles_errors
 def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt = None, cell: CellOpt = None,
           push: Annotated[bool, typer.Option("--push", help="Push every image that passed validation.")] = False,
-          registry: RegistryOpt = None,
+          registry: RegistryOpt = None, insecure: InsecureOpt = None,
           validate: Annotated[bool, typer.Option("--validate/--no-validate",
                                                  help="Validate images (refused with --push).")] = True,
           gpu: GpuOpt = False,
@@ -143,19 +150,23 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
           quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
           ) -> None:
     """Build every cell, validate each image, and with --push publish only those that passed."""
+    insecure_hosts = check_insecure(insecure)
+    if insecure_hosts and not push:
+        raise usage_error("--insecure-registry", "applies with --push only (nothing else talks to a registry)")
     if push and not validate:
         raise usage_error("--no-validate", "refused with --push: an unvalidated image is never pushed")
     if push and not registry:
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     jobs = pipeline.matrix_jobs(matrix, cell, None, _source(wheelhouse_dir))
-    target = pipeline.target(registry) if push and registry else None
+    target = _target(registry, insecure_hosts) if push and registry else None
     _run(jobs, pipeline.Options(_source(wheelhouse_dir), validate, gpu, target), progress, report,
          registry if target else None)
 
 
 @app.command()
 @handles_errors
-def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = None, cell: CellOpt = None,
+def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = None, insecure: InsecureOpt = None,
+            cell: CellOpt = None,
             match: MatchOpt = None, wheelhouse_dir: WheelhouseOpt = None, gpu: GpuOpt = False,
             dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be built, pushed and "
                                                   "re-tagged; touch nothing.")] = False,
@@ -164,27 +175,29 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
             quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
     """Publish what changed: build, validate, push under an immutable tag, then move the cells' tags."""
+    insecure_hosts = check_insecure(insecure)
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     jobs = pipeline.matrix_jobs(matrix, cell, match, _source(wheelhouse_dir))
-    options = pipeline.Options(_source(wheelhouse_dir), True, gpu, pipeline.target(registry), skip_published=True,
-                               dry_run=dry_run)
+    options = pipeline.Options(_source(wheelhouse_dir), True, gpu, _target(registry, insecure_hosts),
+                               skip_published=True, dry_run=dry_run)
     _run(jobs, options, progress, record_path, registry)
 
 
 @app.command()
 @handles_errors
 def push(images: Annotated[list[str], typer.Argument(help="Local images built by builder.")],
-         registry: RegistryOpt = None, gpu: GpuOpt = False,
+         registry: RegistryOpt = None, insecure: InsecureOpt = None, gpu: GpuOpt = False,
          report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
          progress: ProgressOpt = Progress.auto,
          ) -> None:
     """Validate, then push existing images under their immutable tag and move their cell tag to it."""
+    insecure_hosts = check_insecure(insecure)
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE")
     client = connect()
     jobs = [pipeline.job_for_image(client, image) for image in images]
-    _run(jobs, pipeline.Options(gpu=gpu, target=pipeline.target(registry)), progress, report, registry)
+    _run(jobs, pipeline.Options(gpu=gpu, target=_target(registry, insecure_hosts)), progress, report, registry)
 
 
 @app.command("test")
@@ -250,7 +263,7 @@ def _options(show_version: Annotated[bool, typer.Option(
 @handles_errors
 def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
                     "Directory for the site: new, empty, or a catalog written there before."))],
-                registry: RegistryOpt = None,
+                registry: RegistryOpt = None, insecure: InsecureOpt = None,
                 records: Annotated[list[Path] | None, typer.Option(
                     "--records", metavar="PATH", exists=True,
                     help="A run record, or a directory of them (repeatable): installed sizes, smoke reports.")]
@@ -266,9 +279,10 @@ def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
     """Write a static catalog of the published images (HTML and Markdown): sizes, contents, smoke reports."""
     from builder import site
 
+    insecure_hosts = check_insecure(insecure)
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
-    catalog, _ = site.build_catalog(registry, out, records, repository, images_dir)
+    catalog, _ = site.build_catalog(registry, out, records, repository, images_dir, insecure=insecure_hosts)
     for warning in catalog.warnings:
         show.err.print(f"[yellow]warning:[/yellow] {show.safe(warning)}")
     show.out.print(f"catalog of {len(catalog.images)} images: {show.safe(out / 'index.html')}")

@@ -48,6 +48,10 @@ RegistryOpt = Annotated[str | None, typer.Option(
     "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
     help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials: RIF_REGISTRY_USER and "
          "RIF_REGISTRY_PASSWORD, or docker login.")]
+InsecureOpt = Annotated[list[str] | None, typer.Option(
+    "--insecure-registry", metavar="HOST[:PORT]",
+    help="Speak plain HTTP to this registry or token realm, and send it credentials (repeatable; as Docker's "
+         "insecure-registries). Loopback needs none; everything else is HTTPS.")]
 GpuOpt = Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks, with the host's ROCm devices.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
                                         help="Accepted for old scripts: build logs always go to .rif/logs.")]

@@ -32,9 +32,11 @@ class Target:
     credentials: creds.Credentials | None
 
     @classmethod
-    def of(cls, registry: str, policy: retry.Policy = retry.DEFAULT) -> Target:
+    def of(cls, registry: str, policy: retry.Policy = retry.DEFAULT, insecure: frozenset[str] = frozenset()) -> Target:
+        """The target of a checked --registry; insecure: the --insecure-registry hosts (plain HTTP allowed)."""
         found = creds.lookup(registry)
-        return cls(registry, RegistryClient(creds.registry_host(registry), found, policy=policy), found)
+        api = RegistryClient(creds.registry_host(registry), found, policy=policy, insecure=insecure)
+        return cls(registry, api, found)
 
     @property
     def namespace(self) -> str:

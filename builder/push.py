@@ -6,7 +6,8 @@ asking the registry itself (it is asked to start a blob upload, the push's own f
 is cancelled: 401/403 is an auth failure, a connection error or a 5xx is transient) and retried under the
 one retry policy of builder.retry. The engine retries failed uploads itself, for up to a minute per push, so
 a push still running when the policy's total time is up is given up (the engine's stream is closed, which
-cancels it) and classified the same way.
+cancels it) and classified the same way. Either way the error carries the registry's status, code and
+message and what to do about it (builder.hints), from the registry's own answer where there is one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 import docker
 from docker.errors import APIError, DockerException
 
-from builder import retry
+from builder import hints, retry
 from builder.credentials import Credentials
 from builder.registry import RegistryClient
 from builder.retry import AuthError, RegistryError, TransientError
@@ -63,7 +64,8 @@ def _push_once(client: docker.DockerClient, api: RegistryClient, remote: str, re
             if digest is None and time.monotonic() > deadline:  # the engine is still retrying its uploads
                 found = _classify(api, repository, None, "the push was still running when the retry policy's "
                                                          "time was up")
-                raise found if isinstance(found, AuthError) else RegistryError(str(found), found.status, found.code)
+                raise found if isinstance(found, AuthError) else RegistryError(found.message, found.status,
+                                                                               found.code, found.hint)
     except APIError as exc:  # the engine's own HTTP answer, with its status
         status = exc.response.status_code if exc.response is not None else None
         raise _classify(api, repository, status, f"Docker engine error: {exc.explanation or exc}") from exc
@@ -79,17 +81,19 @@ def _push_once(client: docker.DockerClient, api: RegistryClient, remote: str, re
 
 def _classify(api: RegistryClient, repository: str, code: object, message: str) -> RegistryError:
     """What kind of failure a push error is, from structured answers only (never the message's digits)."""
-    if isinstance(code, int) and code in (401, 403):
-        return AuthError(message, code)
-    if isinstance(code, int) and code >= 400 and code not in retry.TRANSIENT_STATUS:
-        return RegistryError(message, code)
-    probe = RegistryClient(api.address, api.credentials, api.scheme, PROBE)
+    status = code if isinstance(code, int) else None
+    if status in (401, 403):
+        return AuthError(message, status, hint=hints.hint(status, None, message, repository))
+    if status is not None and status >= 400 and status not in retry.TRANSIENT_STATUS:
+        return RegistryError(message, status, hint=hints.hint(status, None, message, repository))
+    probe = RegistryClient(api.address, api.credentials, api.scheme, PROBE, api.insecure)
     try:
         probe.probe_upload(repository)
     except AuthError as exc:
-        return AuthError(f"{exc} (the push said: {message})", exc.status, exc.code)
+        return AuthError(f"{exc.message} (the push said: {message})", exc.status, exc.code, exc.hint)
     except RegistryError as exc:
         if retry.is_transient(exc) or exc.status is None:
-            return TransientError(f"{message} (registry: {exc})", exc.status)
-        return RegistryError(f"{message} (registry: {exc})", exc.status, exc.code)
-    return TransientError(message)  # the registry answers and accepts us: a hiccup worth another try
+            return TransientError(f"{message} (registry: {exc.message})", exc.status, exc.code, exc.hint)
+        return RegistryError(f"{message} (registry: {exc.message})", exc.status, exc.code, exc.hint)
+    # the registry answers and accepts us: a hiccup worth another try
+    return TransientError(message, hint=hints.hint(None, None, message, repository))

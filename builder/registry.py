@@ -4,9 +4,11 @@ Manifests are only served in the format asked for, so every request names the Do
 Auth follows the distribution spec's flow: every request goes out without credentials until the registry
 challenges it; Basic credentials go only to a registry that asks for Basic; a Bearer token is fetched
 from the challenge's realm for the scope the operation needs (`pull` to read, `pull,push` to write),
-cached per repository and scope until it expires. Credentials travel over plain HTTP only to loopback.
-Every failure is a RegistryError carrying the HTTP status and the registry's error code; the one retry
-policy (builder.retry) decides what is worth another try.
+cached per repository and scope until it expires. Plain HTTP, and credentials over it, only for loopback
+and for the hosts named insecure (`--insecure-registry`, as Docker's `insecure-registries`): a realm on
+any other host gets no password over plain HTTP, whatever the registry says.
+Every failure is a RegistryError carrying the HTTP status, the registry's error code and message, and what
+to do about it (builder.hints); the one retry policy (builder.retry) decides what is worth another try.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder import retry
+from builder import hints, retry
 from builder.credentials import Credentials, describe
 from builder.retry import AuthError, RegistryError, TransientError
 
@@ -35,7 +37,7 @@ TIMEOUT_S = 60
 TOKEN_LIFETIME_S = 60  # the token spec's default when the server names no expires_in
 WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 
-__all__ = ["AuthError", "Manifest", "RegistryClient", "RegistryError", "is_loopback"]
+__all__ = ["AuthError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback", "plain_http_ok"]
 
 
 @dataclass(frozen=True)
@@ -68,12 +70,37 @@ def is_loopback(address: str) -> bool:
         return False
 
 
+def host_port(address: str) -> str:
+    """'HOST[:PORT]' as a registry or a realm URL's netloc names it, normalised (user info dropped, IPs canonical).
+
+    What an --insecure-registry entry is compared with: exactly, port included, as Docker compares its
+    insecure-registries; "" when address names no host.
+    """
+    parts = urllib.parse.urlsplit(f"//{address}")
+    try:
+        host, port = parts.hostname or "", parts.port
+    except ValueError:  # a port that is no number
+        return ""
+    with contextlib.suppress(ValueError):
+        ip = ipaddress.ip_address(host)
+        host = f"[{ip}]" if ip.version == 6 else str(ip)
+    return f"{host}:{port}" if host and port is not None else host
+
+
+def plain_http_ok(address: str, insecure: frozenset[str] = frozenset()) -> bool:
+    """May address (a registry, a token realm) be spoken to, and sent credentials, over plain HTTP?"""
+    host = host_port(address)
+    return is_loopback(address) or (bool(host) and host in insecure)
+
+
 class RegistryClient:
     def __init__(self, address: str, credentials: Credentials | None = None, scheme: str | None = None,
-                 policy: retry.Policy = retry.DEFAULT, insecure: bool = False) -> None:
+                 policy: retry.Policy = retry.DEFAULT, insecure: frozenset[str] = frozenset()) -> None:
         # Like Docker: loopback registries (and those named insecure) speak plain HTTP; everything else HTTPS.
+        # insecure: the HOST[:PORT]s of --insecure-registry; they cover token realms as well as registries.
         self.address = address
-        self.scheme = scheme or ("http" if insecure or is_loopback(address) else "https")
+        self.insecure = frozenset(host_port(h) for h in insecure) - {""}
+        self.scheme = scheme or ("http" if plain_http_ok(address, self.insecure) else "https")
         self.base = f"{self.scheme}://{address}/v2"
         self.credentials = credentials
         self.policy = policy
@@ -168,7 +195,7 @@ class RegistryClient:
                     return None
                 if exc.code == 401 and attempt == 1 and self._answer_challenge(exc, repository, scope):
                     continue
-                raise self._error(exc, method, path) from None
+                raise self._error(exc, method, path, repository) from None
         raise AssertionError("unreachable")
 
     def _authorization(self, repository: str, scope: str) -> str | None:
@@ -186,8 +213,9 @@ class RegistryClient:
         if scheme.lower() == "basic":
             if self.credentials is None or self._basic:
                 return False
-            if self.scheme != "https" and not is_loopback(self.address):
-                raise AuthError(f"registry {self.address} asks for a password over plain HTTP: refused")
+            if self.scheme != "https" and not plain_http_ok(self.address, self.insecure):
+                raise AuthError(f"registry {self.address} asks for a password over plain HTTP and is neither "
+                                "loopback nor named with --insecure-registry: refused")
             self._basic = True
             return True
         if scheme.lower() != "bearer":
@@ -196,44 +224,52 @@ class RegistryClient:
             raise AuthError(f"registry {self.address} sent a Bearer challenge without a realm: cannot authenticate",
                             401)
         wanted = params.get("scope") or f"repository:{repository}:{scope}"
-        self._tokens[(repository, scope)] = self._fetch_token(params["realm"], params.get("service"), wanted)
+        self._tokens[(repository, scope)] = self._fetch_token(params["realm"], params.get("service"), wanted,
+                                                              repository)
         return True
 
-    def _fetch_token(self, realm: str, service: str | None, scope: str) -> _Token:
+    def _fetch_token(self, realm: str, service: str | None, scope: str, repository: str) -> _Token:
         parts = urllib.parse.urlsplit(realm)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise AuthError(f"registry {self.address} names a token realm that is not an http(s) URL")
         query = urllib.parse.urlencode({k: v for k, v in (("service", service), ("scope", scope)) if v})
         req = urllib.request.Request(f"{realm}{'&' if parts.query else '?'}{query}")
+        where = host_port(parts.netloc)
         if self.credentials is not None:
-            if parts.scheme != "https" and not is_loopback(parts.netloc):
-                raise AuthError(f"token realm {parts.scheme}://{parts.netloc} of registry {self.address} is plain "
-                                "HTTP and not loopback: the password is not sent there")
+            if parts.scheme != "https" and not plain_http_ok(parts.netloc, self.insecure):
+                raise AuthError(f"token realm {parts.scheme}://{where} of registry {self.address} is plain HTTP, "
+                                "neither loopback nor named with --insecure-registry: the password is not sent "
+                                "there")
             req.add_header("Authorization", _basic(self.credentials))
         try:
             with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
-                data = _json(resp.read(), f"token from {parts.netloc}")
+                data = _json(resp.read(), f"token from {where}")
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
-                raise AuthError(f"token server {parts.netloc} for registry {self.address} refused "
-                                f"{describe(self.credentials)} ({exc.code})", exc.code) from None
-            raise self._error(exc, "GET", f"token ({parts.netloc})") from None
+                code, message = _oci_error(exc)
+                raise AuthError(f"token server {where} for registry {self.address} refused "
+                                f"{describe(self.credentials)} ({exc.code})", exc.code, code,
+                                hints.hint(exc.code, code, message, repository)) from None
+            raise self._error(exc, "GET", f"token ({where})", repository) from None
         value = data.get("token") or data.get("access_token")
         if not isinstance(value, str) or not value:
-            raise AuthError(f"token server {parts.netloc} answered without a token")
+            raise AuthError(f"token server {where} answered without a token")
         lifetime = data.get("expires_in")
         lifetime = lifetime if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
         return _Token(value, time.monotonic() + max(lifetime - 5, 1))
 
-    def _error(self, exc: urllib.error.HTTPError, method: str, path: str) -> RegistryError:
+    def _error(self, exc: urllib.error.HTTPError, method: str, path: str, repository: str) -> RegistryError:
+        """The answer as a RegistryError: status, the registry's code and message, and what to do about it."""
         code, message = _oci_error(exc)
         detail = f" {code}: {message}" if code else ""
+        what_to_do = hints.hint(exc.code, code, message, repository)
         if exc.code in (401, 403):
             verb = "refused" if exc.code == 401 else "denied"
             return AuthError(f"registry {self.address} {verb} {method} {path} ({exc.code}{detail}) with "
-                             f"{describe(self.credentials)}", exc.code, code)
+                             f"{describe(self.credentials)}", exc.code, code, what_to_do)
         kind = TransientError if exc.code in retry.TRANSIENT_STATUS else RegistryError
-        return kind(f"registry {self.address} answered {exc.code} to {method} {path}{detail}", exc.code, code)
+        return kind(f"registry {self.address} answered {method} {path} with {exc.code}{detail}", exc.code, code,
+                    what_to_do)
 
 
 def _basic(credentials: Credentials) -> str:

@@ -25,10 +25,16 @@ TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 class RegistryError(RuntimeError):
     """A registry operation failed for good: the cell fails with this message (never a secret)."""
 
-    def __init__(self, message: str, status: int | None = None, code: str | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, code: str | None = None,
+                 hint: str | None = None) -> None:
         super().__init__(message)
+        self.message = message  # what happened, without the hint: for errors that wrap this one
         self.status = status
         self.code = code  # the registry's OCI error code (DENIED, NAME_UNKNOWN, ...) when it sent one
+        self.hint = hint  # what to do about it (builder.hints), said once, at the end
+
+    def __str__(self) -> str:
+        return f"{self.message}; hint: {self.hint}" if self.hint else self.message
 
 
 class AuthError(RegistryError):
@@ -73,7 +79,9 @@ def call(fn: Callable[[], T], what: str, policy: Policy = DEFAULT) -> T:
         if not is_transient(exc):
             raise
         tries = retrying.statistics.get("attempt_number", 1)
-        raise RegistryError(f"{what}: still failing after {tries} tries: {_reason(exc)}", _status(exc)) from exc
+        last = exc if isinstance(exc, RegistryError) else None
+        raise RegistryError(f"{what}: still failing after {tries} tries: {_reason(exc)}", _status(exc),
+                            last.code if last else None, last.hint if last else None) from exc
 
 
 def _status(exc: BaseException) -> int | None:
@@ -83,6 +91,8 @@ def _status(exc: BaseException) -> int | None:
 
 
 def _reason(exc: BaseException) -> object:
+    if isinstance(exc, RegistryError):
+        return exc.message  # its hint goes on the error that wraps it, once
     if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
         return exc.reason
     return exc

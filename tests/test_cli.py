@@ -214,3 +214,25 @@ def test_a_match_naming_a_gfx_target_says_which_family_holds_it() -> None:
     proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--match", "*gfx942*")
     assert proc.returncode == 2
     assert "gfx942 is a target of family gfx94X-dcgpu" in proc.stderr
+
+
+INSECURE_COMMANDS = [["publish", "--matrix", str(DATA / "e2e.yaml"), "--registry", "reg.lan:5000/ns"],
+                     ["build", "--matrix", str(DATA / "e2e.yaml"), "--push", "--registry", "reg.lan:5000/ns"],
+                     ["push", "some-image", "--registry", "reg.lan:5000/ns"],
+                     ["catalog", "--registry", "reg.lan:5000/ns", "--out", "never-written"]]
+
+
+@pytest.mark.parametrize("command", INSECURE_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("value", ["user:hunter2@reg.lan:5000", "https://reg.lan:5000", "reg.lan:5000/ns",
+                                   "Reg.lan:5000"])
+def test_every_registry_command_checks_insecure_registry_when_parsed(command: list[str], value: str) -> None:
+    proc = builder_cli(*command, "--insecure-registry", "reg.lan:5000", "--insecure-registry", value)
+    assert proc.returncode == 2, proc.stderr
+    assert "--insecure-registry" in proc.stderr and "Traceback" not in proc.stderr
+    assert "hunter2" not in proc.stdout + proc.stderr  # nothing after an '@' is ever repeated
+    assert not (ROOT / "never-written").exists()
+
+
+def test_insecure_registry_without_push_does_not_apply() -> None:
+    proc = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--insecure-registry", "reg.lan:5000")
+    assert proc.returncode == 2 and "applies with --push only" in proc.stderr

@@ -40,11 +40,12 @@ def repositories_of(rows: list[RecordRow], given: list[str] | None) -> list[str]
 
 def build_catalog(registry: str, out: Path, records: list[Path] | None = None,
                   repositories: list[str] | None = None, images_dirs: list[Path] | None = None,
-                  reader: RegistryReader | None = None) -> tuple[Catalog, list[Path]]:
-    """`builder catalog`: read the registry and the records, write the site into out."""
+                  reader: RegistryReader | None = None, insecure: frozenset[str] = frozenset(),
+                  ) -> tuple[Catalog, list[Path]]:
+    """`builder catalog`: read the registry (plain HTTP only if loopback or named insecure), write the site."""
     registry = check_registry(registry)
     if reader is None:
-        reader = Target.of(registry).api
+        reader = Target.of(registry, insecure=insecure).api
     rows, warnings = load_records(records or [])
     names = repositories_of(rows, repositories)
     dirs = [*(images_dirs or []), Path("images")]
