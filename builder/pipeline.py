@@ -25,7 +25,7 @@ from builder import imagetree, record, tags
 from builder.bake import BuildResult, bake, require_buildx
 from builder.dockerapi import run_captured
 from builder.matrix import expand_matrix
-from builder.plan import ImagePlan, check_registry, latest_cell, plan_images, select, usage_error
+from builder.plan import ImagePlan, latest_cell, plan_images, select, usage_error
 from builder.publish import Target
 from builder.record import ImageReport, Stage
 from builder.registry import Manifest
@@ -303,8 +303,3 @@ def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source
     plans = plan_images(cells, latest_cell(expansion.cells, expansion.default_os))
     rendered = render_images([p.content for p in plans], source)
     return [Job.of(p, source, r) for p, r in zip(plans, rendered, strict=True)]
-
-
-def target(registry: str) -> Target:
-    """Where a run pushes; the registry is asked before the first build whether it takes our pushes."""
-    return Target.of(check_registry(registry))
