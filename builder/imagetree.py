@@ -10,10 +10,14 @@ maintainer's files) is never touched.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from builder import bakefile
@@ -84,6 +88,22 @@ def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSo
     return [tree / rel for rel in files]
 
 
+@contextmanager
+def run_tree(source: WheelSource) -> Iterator[Path]:
+    """The build tree of a run, at one place per wheel source, held under a lock for the run's bake.
+
+    BuildKit syncs a build context incrementally per context path: at a fixed path a rerun sends only what
+    changed, where a fresh temporary folder would send a multi-GB wheelhouse again on every run.
+    """
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory" / "trees"
+    key = hashlib.sha256(str(source.wheelhouse or "index").encode()).hexdigest()[:16]
+    folder = base / key
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs at once: the second waits, then finds its files in place
+        yield folder / "images"
+
+
 def _link_wheels(tree: Path, source: WheelSource) -> set[str]:
     """A wheelhouse goes into the tree as hard links (free for a 4 GB wheel), bind-mounted by the build."""
     if source.wheelhouse is None:
@@ -92,12 +112,14 @@ def _link_wheels(tree: Path, source: WheelSource) -> set[str]:
     (tree / WHEELS_DIR).mkdir(exist_ok=True)
     for wheel in sorted(source.wheelhouse.glob("*.whl")):
         dest = tree / WHEELS_DIR / wheel.name
+        names.add(f"{WHEELS_DIR}/{wheel.name}")
+        if dest.is_file() and os.path.samefile(wheel, dest):
+            continue  # already this very file: BuildKit's context sync sees nothing new
         dest.unlink(missing_ok=True)
         try:
             os.link(wheel, dest)
         except OSError:
             shutil.copy2(wheel, dest)
-        names.add(f"{WHEELS_DIR}/{wheel.name}")
     return names
 
 

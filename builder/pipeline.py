@@ -11,7 +11,6 @@ only after its immutable tag holds exactly that image.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -133,10 +132,9 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events) -> dict[str, Bui
         for job in [by_target[target]] if target in by_target else jobs:
             events.line(job.tag, text)
 
-    with tempfile.TemporaryDirectory(prefix="rif-tree-") as tmp:
-        tree = Path(tmp) / "images"
-        imagetree.write(tree, rendered, prune=False, source=source)
-        results = bake(tree / imagetree.BAKE_FILE, list(by_target), line, cwd=Path(tmp))
+    with imagetree.run_tree(source) as tree:
+        imagetree.write(tree, rendered, prune=True, source=source)
+        results = bake(tree / imagetree.BAKE_FILE, list(by_target), line, cwd=tree.parent)
     return {by_target[t].tag: result for t, result in results.items()}
 
 
