@@ -10,12 +10,12 @@ import json
 from typing import Any
 
 from builder import tags
-from builder.render import RenderedCell, bake_target
+from builder.render import NameClash, RenderedCell, bake_target
 
 DEFAULT_GROUP = "default"
 
 
-class BakeNameClash(ValueError):
+class BakeNameClash(NameClash):
     """Two images or combinations would share one bake name."""
 
 
@@ -30,7 +30,10 @@ def definition(rendered: list[RenderedCell], context: str) -> dict[str, Any]:
     groups: dict[str, list[str]] = {DEFAULT_GROUP: []}
     for r in rendered:
         if r.target in targets:
-            raise BakeNameClash(f"images {r.cell.tag!r} and another share the bake target name {r.target!r}")
+            other = next(o.cell.tag for o in rendered if o.target == r.target)
+            raise BakeNameClash(f"images {other!r} and {r.cell.tag!r} would share the bake target name "
+                                f"{r.target!r} (bake names allow [A-Za-z0-9_-]: '.' becomes '-'): give them tags "
+                                "that differ otherwise")
         immutable = tags.immutable_tag(r.cell.tag, r.content_hash)
         targets[r.target] = {
             "context": context,

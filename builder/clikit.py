@@ -26,6 +26,7 @@ from builder import imagetree
 from builder.credentials import CredentialError
 from builder.dockerapi import EngineUnavailable
 from builder.errors import InputError
+from builder.render import NameClash
 from builder.retry import RegistryError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -82,7 +83,7 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             for problem in exc.problems:
                 show.error(str(problem))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
-        except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError) as exc:
+        except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError, NameClash) as exc:
             show.error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except RegistryError as exc:  # the registry refused or is down before any image was touched

@@ -65,6 +65,10 @@ class WheelSource:
         return "local wheelhouse (--wheelhouse)" if self.wheelhouse else cell.index_url
 
 
+class NameClash(ValueError):
+    """Two images of one render would share a name BuildKit needs unique (a stage or a bake target)."""
+
+
 @dataclass(frozen=True)
 class RenderedCell:
     """One image: the combination's Dockerfile, the stage that is this image, and its content hash."""
@@ -276,6 +280,12 @@ def _group_names(groups: dict[str, list[CellSpec]]) -> dict[str, str]:
 def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> list[RenderedCell]:
     runtimes: dict[str, _Stage] = {}
     develops: dict[str, _Stage] = {}
+    names = [_stage_name(c) for c in members]
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        tags = [c.tag for c in members if _stage_name(c) in clash]
+        raise NameClash(f"images {', '.join(tags)} would share the Dockerfile stage {clash[0]!r} (tags that differ "
+                        "only in letter case): give them tags that differ otherwise")
     for cell in members:
         if cell.flavor == "runtime":
             runtimes[_stage_name(cell)] = _runtime(cell)

@@ -192,3 +192,14 @@ def test_hadolint_passes_every_rendered_dockerfile(tmp_path: Path) -> None:
     proc = subprocess.run([hadolint, "--config", str(ROOT / ".hadolint.yaml"), "--no-color", *map(str, files)],
                           check=False, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("tags", "says"), [(("my.img", "my-img"), "bake target name 'my-img'"),
+                                            (("Case", "case"), "Dockerfile stage 'tag-case'")])
+def test_tags_that_would_share_a_buildkit_name_are_refused(tmp_path: Path, tags: tuple[str, str], says: str) -> None:
+    includes = "".join(f"  - {{os: debian-12, platform: cpu, torch: '2.13.0', tag: {t}}}\n" for t in tags)
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\ninclude:\n" + includes)
+    proc = builder_cli("render", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()  # nothing written
