@@ -131,7 +131,7 @@ def test_a_failed_cell_and_its_run_record_carry_the_hint(server: Callable[..., S
     target = Target(f"{reg.address}/ns", RegistryClient(reg.address, None, policy=FAST), None)
     job = Job("cpu_t", "pytorch", ["cpu_t"], "a" * 64, {}, None)
     engine = cast(docker.DockerClient, None)  # the registry refuses before anything reaches the engine
-    report = run_image(engine, job, Options(target=target, skip_published=True), tmp_path)
+    report = run_image(engine, job, Options(target=target, skip_published=True))
     assert report.failed and report.failed_stage == "registry"
     failure = report.failure or ""
     assert all(part in failure for part in ("405", "UNSUPPORTED", "read-only mirror", hints.READ_ONLY))
