@@ -15,7 +15,7 @@ from typing import Any
 from .core import OVERRIDE, platform_kind
 
 INSTALL = ("import", "torch_version", "torchvision_version", "torchaudio_version", "hip_version", "cuda_version",
-           "arch_list")
+           "arch_list", "libs")
 CPU = ("cpu_matmul", "cpu_svd", "numpy", "torchvision_nms")
 BASE = (("install", INSTALL), ("cpu", CPU))
 GPU = ("gpu_arch", "gpu_matmul_fp32", "gpu_matmul_fp16", "gpu_matmul_bf16", "gpu_conv", "gpu_sdpa", "gpu_training",

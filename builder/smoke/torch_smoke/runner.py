@@ -9,7 +9,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
-from . import cpu, gpu, install
+from . import cpu, gpu, install, libs
 from .core import HUNG_FIX, SECTION_FIX, Fail, Outcome, Result, Skip, first_line
 from .diagnostics import Finding, diagnose, docker_flags, gpu_env, no_gpu_fix
 from .smoke import Check, Smoke
@@ -17,7 +17,7 @@ from .smoke import Check, Smoke
 DEFAULT_TIMEOUT_S = 120.0
 SLOW_TIMEOUT_S = {"gpu_conv": 300.0, "gpu_compile": 600.0}  # first calls compile kernels (MIOpen, Triton)
 TIMEOUT_ENV = "RIF_CHECK_TIMEOUT"  # seconds for every check, overriding the limits above
-CHECKS: dict[str, Check] = {**install.CHECKS, **cpu.CHECKS, **gpu.CHECKS}
+CHECKS: dict[str, Check] = {**install.CHECKS, **libs.CHECKS, **cpu.CHECKS, **gpu.CHECKS}
 
 T = TypeVar("T")
 
