@@ -34,6 +34,9 @@ def test_compiler_output_is_parsed() -> None:
     assert hip.unknown_target(MISSING_HEADER) is None
     assert hip.first_error(MISSING_HEADER) == ("/tmp/rif/rif_axpy.hip:1:10: fatal error: 'hip/hip_runtime.h' "
                                                "file not found")
+    build_log = ("Error building extension 'rif_hip_check': [1/2] c++ -MMD -I/opt/rocm/include -c main.cpp\n"
+                 "main.cpp:2:10: fatal error: rocblas/rocblas.h: No such file or directory\n")
+    assert hip.first_error(build_log) == "main.cpp:2:10: fatal error: rocblas/rocblas.h: No such file or directory"
 
 
 def test_hipcc_is_found_on_path_then_under_the_rocm_folders() -> None:

@@ -111,7 +111,8 @@ def unknown_target(output: str) -> str | None:
 def first_error(output: str) -> str:
     """The compiler's first error line (or its first line), for a report line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return next((line for line in lines if "error" in line.lower()), lines[0] if lines else "no output")[:300]
+    marked = [line for line in lines if "error:" in line.lower()] or [line for line in lines if "error" in line.lower()]
+    return (marked or lines or ["no output"])[0][:300]
 
 
 def compiler_version(output: str) -> str:
@@ -164,6 +165,7 @@ def extension(math: str, include: Path, build: Path) -> str:
         cpp_extension = importlib.import_module("torch.utils.cpp_extension")
     except Exception as exc:
         raise Skip(f"torch not importable ({first_line(exc)})") from exc
+    build.mkdir(parents=True, exist_ok=True)  # load_inline writes its sources there, and does not make it
     try:
         module = cpp_extension.load_inline(
             name="rif_hip_check", cpp_sources=EXTENSION.format(math=math), functions=["rif_hip_version"],
