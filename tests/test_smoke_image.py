@@ -24,9 +24,9 @@ pytestmark = pytest.mark.docker
 TAG = "cpu_debian12_py3.11_torch2.13.0_devel"  # devel: its compiler lets the simulated torch.compile run
 GFX110X = ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]
 BASE_CHECKS = ["import", "torch_version", "torchvision_version", "torchaudio_version", "hip_version",
-               "cuda_version", "arch_list", "cpu_matmul", "cpu_svd", "numpy", "torchvision_nms"]
+               "cuda_version", "arch_list", "libs", "cpu_matmul", "cpu_svd", "numpy", "torchvision_nms"]
 GPU_CHECKS = ["gpu", "gpu_env", "gpu_arch", "gpu_matmul_fp32", "gpu_matmul_fp16", "gpu_matmul_bf16", "gpu_conv",
-              "gpu_sdpa", "gpu_training", "gpu_synchronize", "gpu_compile", "gpu_tflops"]
+              "gpu_sdpa", "gpu_training", "gpu_synchronize", "gpu_compile", "gpu_tflops", "gpu_hip_kernel"]
 # Writes $RIF_TEST_CELL to /tmp/cell.json, then runs torch-smoke with the remaining arguments.
 WITH_CELL = 'printf "%s" "$RIF_TEST_CELL" > /tmp/cell.json && exec torch-smoke "$@"'
 # A fake /dev and /sys under /tmp/fake: devices owned by group 110 (the host's render GID, unknown to the
@@ -93,11 +93,11 @@ def test_cpu_checks_pass_with_no_arguments(docker_client: docker.DockerClient, i
     assert code == 0, out + err
     lines = out.splitlines()
     assert lines[0] == f"torch-smoke for {TAG} (cpu, torch 2.13.0)"
-    for name in ("import", "torch_version", "hip_version", "cuda_version", "cpu_matmul", "cpu_svd", "numpy"):
+    for name in ("import", "torch_version", "hip_version", "cuda_version", "libs", "cpu_matmul", "cpu_svd", "numpy"):
         assert any(line.split()[:2] == ["PASS", name] for line in lines), (name, out)
     assert "torch 2.13.0+cpu from /opt/venv/lib/python3.11/site-packages/torch, no warnings" in out
     assert any(line.split()[:3] == ["SKIP", "gpu", "CPU"] for line in lines)
-    assert lines[-1] == "7 passed, 0 failed, 0 warnings, 5 skipped, 0 info: exit 0 (all required checks passed)"
+    assert lines[-1] == "8 passed, 0 failed, 0 warnings, 6 skipped, 0 info: exit 0 (all required checks passed)"
 
 
 def test_json_is_valid_and_complete(docker_client: docker.DockerClient, image: str) -> None:
@@ -106,15 +106,15 @@ def test_json_is_valid_and_complete(docker_client: docker.DockerClient, image: s
     report = json.loads(out)
     assert statuses(report) == {
         "import": "pass", "torch_version": "pass", "torchvision_version": "skip", "torchaudio_version": "skip",
-        "hip_version": "pass", "cuda_version": "pass", "arch_list": "skip", "cpu_matmul": "pass", "cpu_svd": "pass",
-        "numpy": "pass", "torchvision_nms": "skip", "gpu": "skip"}
-    assert [r["section"] for r in report["results"]] == ["install"] * 7 + ["cpu"] * 4 + ["gpu"]
+        "hip_version": "pass", "cuda_version": "pass", "arch_list": "skip", "libs": "pass", "cpu_matmul": "pass",
+        "cpu_svd": "pass", "numpy": "pass", "torchvision_nms": "skip", "hip_compile": "skip", "gpu": "skip"}
+    assert [r["section"] for r in report["results"]] == ["install"] * 8 + ["cpu"] * 4 + ["sdk", "gpu"]
     assert all(set(r) == {"name", "status", "detail", "fix", "seconds", "section", "timed_out"}
                for r in report["results"])
     baked = json.loads(docker_client.containers.run(image, ["cat", "/opt/rif/cell.json"], remove=True))
     assert report["cell"] == baked and baked["tag"] == TAG
     assert (report["exit_code"], report["gpu_visible"], report["docker_flags"]) == (0, False, [])
-    assert report["summary"] == {"pass": 7, "fail": 0, "warn": 0, "skip": 5, "info": 0}
+    assert report["summary"] == {"pass": 8, "fail": 0, "warn": 0, "skip": 6, "info": 0}
 
 
 def test_wrong_expected_versions_fail_with_a_clear_message(docker_client: docker.DockerClient, image: str) -> None:
@@ -126,7 +126,7 @@ def test_wrong_expected_versions_fail_with_a_clear_message(docker_client: docker
     assert lines[at].endswith("torch 2.13.0+cpu is installed, the image promises 2.12.0")
     assert lines[at + 1].strip().startswith("fix: the image was built from the wrong wheels")
     assert "torchvision is not installed, the image promises 0.28.0" in out
-    assert lines[-1].startswith("6 passed, 2 failed") and lines[-1].endswith("exit 1 (a check failed)")
+    assert lines[-1].startswith("7 passed, 2 failed") and lines[-1].endswith("exit 1 (a check failed)")
 
 
 def test_cell_file_from_the_environment(docker_client: docker.DockerClient, image: str) -> None:
@@ -182,9 +182,10 @@ def test_gpu_checks_run_on_real_torch_when_simulated(docker_client: docker.Docke
     code, out, err = smoke(docker_client, image, "--json", "--simulate-gpu", "gfx1100")
     report = json.loads(out)
     assert code == 0, out + err
-    assert [r["name"] for r in report["results"]] == [*BASE_CHECKS, *GPU_CHECKS]
+    assert [r["name"] for r in report["results"]] == [*BASE_CHECKS, "hip_compile", *GPU_CHECKS]
     got = {n: s for n, s in statuses(report).items() if n in GPU_CHECKS}
-    assert got == {**dict.fromkeys(GPU_CHECKS, "pass"), "gpu_arch": "info", "gpu_tflops": "info"}, out
+    assert got == {**dict.fromkeys(GPU_CHECKS, "pass"), "gpu_arch": "info", "gpu_tflops": "info",
+                   "gpu_hip_kernel": "skip"}, out
     assert report["simulated_gpu"] is True and report["gpu_visible"] is True
     assert "TFLOP/s" in result(report, "gpu_tflops")["detail"]
 

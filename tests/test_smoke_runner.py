@@ -10,7 +10,7 @@ import pytest
 
 from builder.smoke.torch_smoke import runner
 from builder.smoke.torch_smoke.core import Fail, Outcome, Skip
-from builder.smoke.torch_smoke.platforms import CPU, GPU, INSTALL
+from builder.smoke.torch_smoke.platforms import CPU, GPU, INSTALL, SDK
 from builder.smoke.torch_smoke.report import exit_code
 from builder.smoke.torch_smoke.smoke import Check, Smoke
 from tests.test_smoke_fakes import CPU_CELL, ROCM_CELL, fake_torch, smoke
@@ -77,7 +77,7 @@ def test_limits_default_per_check() -> None:
 
 def quick_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every check passes at once with its own name (the real ones need torch), except `gpu` itself."""
-    for name in [*INSTALL, *CPU, *GPU]:
+    for name in [*INSTALL, *CPU, *SDK, *GPU, "gpu_hip_kernel"]:
         monkeypatch.setitem(runner.CHECKS, name, lambda s, name=name: name)
 
 
@@ -90,15 +90,17 @@ def test_a_gpu_image_with_a_gpu_runs_its_rows_checks_in_order(monkeypatch: pytes
     quick_checks(monkeypatch)
     got = names(smoke(ROCM_CELL, fake_torch(devices=(("AMD Radeon RX 7900 XTX", "gfx1100"),))))
     assert got == [*(("install", n, "pass") for n in INSTALL), *(("cpu", n, "pass") for n in CPU),
-                   ("gpu", "gpu", "pass"), ("gpu", "gpu_env", "pass"), *(("gpu", n, "pass") for n in GPU)]
+                   ("sdk", "hip_compile", "pass"), ("gpu", "gpu", "pass"), ("gpu", "gpu_env", "pass"),
+                   *(("gpu", n, "pass") for n in GPU), ("gpu", "gpu_hip_kernel", "pass")]
 
 
 def test_a_simulated_gpu_runs_the_gpu_section_on_a_cpu_image(monkeypatch: pytest.MonkeyPatch) -> None:
     quick_checks(monkeypatch)
     s = smoke(CPU_CELL, fake_torch(hip=None), simulate="gfx1100")
     results, flags = runner.run_all(s)
-    assert [r.name for r in results] == [*INSTALL, *CPU, "gpu", "gpu_env", *GPU] and flags == []
-    stand_in = results[len(INSTALL) + len(CPU)].detail
+    assert [r.name for r in results] == [*INSTALL, *CPU, *SDK, "gpu", "gpu_env", *GPU, "gpu_hip_kernel"]
+    assert flags == []
+    stand_in = results[len(INSTALL) + len(CPU) + len(SDK)].detail
     assert stand_in == "1 device(s): 0: CPU stand-in (--simulate-gpu, test mode) (gfx1100)"
     assert next(r for r in results if r.name == "arch_list").status == "skip"
 
@@ -106,16 +108,16 @@ def test_a_simulated_gpu_runs_the_gpu_section_on_a_cpu_image(monkeypatch: pytest
 def test_a_rocm_image_without_a_gpu_runs_the_diagnostics(monkeypatch: pytest.MonkeyPatch) -> None:
     quick_checks(monkeypatch)
     results, flags = runner.run_all(smoke(ROCM_CELL, fake_torch()))
-    tail = [(r.section, r.name, r.status) for r in results[len(INSTALL) + len(CPU):]]
+    tail = [(r.section, r.name, r.status) for r in results[len(INSTALL) + len(CPU) + len(SDK):]]
     assert tail == [("gpu", "gpu", "skip"), ("diagnostics", "dev_kfd", "warn"), ("diagnostics", "dev_dri", "warn"),
                     ("diagnostics", "gpu_env", "pass"), ("diagnostics", "gpu_target", "info")]
     assert flags[:2] == ["--device=/dev/kfd", "--device=/dev/dri"]
-    assert results[len(INSTALL) + len(CPU)].fix.startswith("run with: docker run --device=/dev/kfd")
+    assert results[len(INSTALL) + len(CPU) + len(SDK)].fix.startswith("run with: docker run --device=/dev/kfd")
 
 
 def test_cpu_cell_skips_the_gpu_section_plainly_and_require_gpu_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
     quick_checks(monkeypatch)
     results, flags = runner.run_all(smoke(CPU_CELL, fake_torch(hip=None)))
-    assert [(r.name, r.status) for r in results][-2:] == [("torchvision_nms", "pass"), ("gpu", "skip")]
+    assert [(r.name, r.status) for r in results][-2:] == [("hip_compile", "skip"), ("gpu", "skip")]
     assert results[-1].detail == "CPU image: no GPU checks (its torch is a CPU build)" and flags == []
     assert exit_code(results, require_gpu=True) == 3 and exit_code(results, require_gpu=False) == 0

@@ -18,6 +18,7 @@ RISKY = (f"{OVERRIDE} can make the GPU pose as a listed target, but that is a ri
 SECTION_FIX = {
     "install": "the image's /opt/venv is broken or was built from the wrong wheels: rebuild the image",
     "cpu": "torch computes wrong answers on the CPU: rebuild the image; report it if it persists",
+    "sdk": "the image's ROCm SDK is broken: rebuild the image",
 }
 HUNG_FIX = "the GPU or driver may be hung: check `dmesg` on the host"
 

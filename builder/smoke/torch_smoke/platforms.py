@@ -15,9 +15,10 @@ from typing import Any
 from .core import OVERRIDE, platform_kind
 
 INSTALL = ("import", "torch_version", "torchvision_version", "torchaudio_version", "hip_version", "cuda_version",
-           "arch_list")
+           "arch_list", "libs")
 CPU = ("cpu_matmul", "cpu_svd", "numpy", "torchvision_nms")
-BASE = (("install", INSTALL), ("cpu", CPU))
+SDK = ("hip_compile",)  # no GPU needed: a ROCm image's compiler, where it has one (a devel image must)
+BASE = (("install", INSTALL), ("cpu", CPU), ("sdk", SDK))
 GPU = ("gpu_arch", "gpu_matmul_fp32", "gpu_matmul_fp16", "gpu_matmul_bf16", "gpu_conv", "gpu_sdpa", "gpu_training",
        "gpu_synchronize", "gpu_compile", "gpu_tflops")
 
@@ -37,17 +38,18 @@ class Platform:
 
 
 ROCM = Platform(
-    "rocm", GPU, ("dev_kfd", "dev_dri", "gpu_env", "gpu_target"),
+    "rocm", (*GPU, "gpu_hip_kernel"), ("dev_kfd", "dev_dri", "gpu_env", "gpu_target"),
     gpu_fix=("check that the host's amdgpu driver supports this image's ROCm (`dmesg` on the host) and that "
              f"{OVERRIDE} is not set"),
     host_tools="`dmesg`, `rocminfo`")
 CUDA = Platform(
     "cuda", GPU, ("dev_nvidia", "gpu_env"),
     gpu_fix="check that the host's NVIDIA driver supports this image's CUDA (`nvidia-smi` on the host)",
-    host_tools="`nvidia-smi`")
+    host_tools="`nvidia-smi`",
+    not_applicable={"hip_compile": "CUDA image: HIP compiling is checked on ROCm images"})
 CPU_ONLY = Platform(
     "cpu", (), (), no_gpu_section="CPU image: no GPU checks (its torch is a CPU build)",
-    not_applicable={"arch_list": "CPU image: torch has no GPU code"})
+    not_applicable={"arch_list": "CPU image: torch has no GPU code", "hip_compile": "CPU image: no HIP to compile"})
 PLATFORMS = {p.kind: p for p in (ROCM, CUDA, CPU_ONLY)}
 
 

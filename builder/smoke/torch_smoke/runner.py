@@ -5,19 +5,22 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
-from . import cpu, gpu, install
+from . import cpu, gpu, hip, install, libs
 from .core import HUNG_FIX, SECTION_FIX, Fail, Outcome, Result, Skip, first_line
 from .diagnostics import Finding, diagnose, docker_flags, gpu_env, no_gpu_fix
 from .smoke import Check, Smoke
 
 DEFAULT_TIMEOUT_S = 120.0
-SLOW_TIMEOUT_S = {"gpu_conv": 300.0, "gpu_compile": 600.0}  # first calls compile kernels (MIOpen, Triton)
+# First calls compile kernels (MIOpen, Triton); hip_compile runs hipcc once per gfx target, then a torch extension.
+SLOW_TIMEOUT_S = {"gpu_conv": 300.0, "gpu_compile": 600.0, "hip_compile": 600.0, "gpu_hip_kernel": 300.0}
 TIMEOUT_ENV = "RIF_CHECK_TIMEOUT"  # seconds for every check, overriding the limits above
-CHECKS: dict[str, Check] = {**install.CHECKS, **cpu.CHECKS, **gpu.CHECKS}
+CHECKS: dict[str, Check] = {**install.CHECKS, **libs.CHECKS, **cpu.CHECKS, **gpu.CHECKS,
+                             **hip.CHECKS}
 
 T = TypeVar("T")
 
@@ -96,6 +99,22 @@ def run_diagnostics(smoke: Smoke) -> list[Finding]:
         return findings
     why = first_line(exc) if exc else f"did not finish within {DEFAULT_TIMEOUT_S:g} s"
     return [Finding(Result("diagnostics", "warn", f"the diagnostics failed: {why}", section="diagnostics"))]
+
+
+def run_only(smoke: Smoke, only: Collection[str]) -> list[Result]:
+    """The named checks alone, in report order (--only): GPU ones after the `gpu` check, when it sees a GPU."""
+    results = [run_named(smoke, name, section) for section, names in smoke.platform.base for name in names
+               if name in only]
+    wanted = [name for name in smoke.platform.gpu if name in only]
+    if wanted or "gpu" in only:
+        visible = run_named(smoke, "gpu", "gpu", smoke.gpu_fix())
+        results.append(visible)
+        if wanted and visible.status != "pass":
+            results += [Result(n, "skip", "not run: no GPU visible", section="gpu") for n in wanted]
+        elif wanted:
+            smoke.platform = replace(smoke.platform, gpu=tuple(wanted))
+            results += run_gpu_checks(smoke)
+    return results
 
 
 def run_all(smoke: Smoke) -> tuple[list[Result], list[str]]:
