@@ -93,4 +93,7 @@ class CellSpec(BaseModel):
             "hip": ".".join(rocm.split(".")[:2]) if rocm else None,
             "gfx_family": self.gfx,
             "gfx_targets": list(self.gfx_targets),
+            # The image promises a ROCm SDK (hipcc, HIP and math-library headers), so torch-smoke's hip_compile
+            # holds it to compiling: none does yet (issue 9 item 3 puts the SDK into ROCm devel images).
+            "rocm_sdk": False,
         }

@@ -23,7 +23,8 @@ UNKNOWN = ("clang++-17: error: invalid target ID 'gfx950'; format is a processor
            "colon-delimited list of features followed by an enable/disable sign (e.g., 'gfx908:sramecc+:xnack-')\n")
 MISSING_HEADER = ("/tmp/rif/rif_axpy.hip:1:10: fatal error: 'hip/hip_runtime.h' file not found\n"
                   "    1 | #include <hip/hip_runtime.h>\n1 error generated when compiling for gfx942.\n")
-DEVEL = {**ROCM_CELL, "flavor": "devel", "channel": "pytorch", "os": "debian-13", "gfx_targets": ["gfx942", "gfx950"]}
+DEVEL = {**ROCM_CELL, "flavor": "devel", "channel": "pytorch", "os": "debian-13", "gfx_targets": ["gfx942", "gfx950"],
+         "rocm_sdk": True}
 
 
 def test_compiler_output_is_parsed() -> None:
@@ -129,15 +130,18 @@ def test_no_compiler_fails_a_devel_image_with_its_channels_fix_and_skips_a_runti
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hip, "find_hipcc", lambda env: None)
     devel = outcome(hip.hip_compile, smoke(DEVEL, None), "sdk")
-    assert devel.status == "fail" and devel.detail.startswith("no HIP compiler in this devel image: hipcc is not")
+    assert devel.status == "fail" and devel.detail.startswith("no HIP compiler in this image, which promises a ROCm "
+                                                              "SDK: hipcc is not")
     assert devel.fix == ("install the ROCm SDK for ROCm 7.2 from AMD's apt repository: deb "
                          "https://repo.radeon.com/rocm/apt/7.2 trixie main, then apt-get install -y rocm-dev "
                          "(hipcc, HIP and math-library headers)")
     therock = outcome(hip.hip_compile, smoke({**DEVEL, "channel": "therock", "hip": "7.14"}, None), "sdk")
     assert therock.fix == ('install the ROCm SDK that matches the wheels: pip install "rocm[devel]", then '
                            "`rocm-sdk init` and export ROCM_HOME=$(rocm-sdk path --root) (TheRock RELEASES.md)")
-    runtime = outcome(hip.hip_compile, smoke({**DEVEL, "flavor": "runtime"}, None), "sdk")
-    assert runtime.status == "skip" and "HIP compiling is checked on devel images" in runtime.detail
+    runtime = outcome(hip.hip_compile, smoke({**DEVEL, "flavor": "runtime", "rocm_sdk": False}, None), "sdk")
+    assert runtime.status == "skip" and "HIP compiling is checked on images that carry one" in runtime.detail
+    today = outcome(hip.hip_compile, smoke({**DEVEL, "rocm_sdk": False}, None), "sdk")  # a devel image, no SDK yet
+    assert today.status == "skip" and "promises no ROCm SDK" in today.detail
 
 
 def test_the_gpu_kernel_is_built_for_device_0_and_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,7 +60,7 @@ def cell(**changes: Any) -> dict[str, Any]:
     base = {"tag": "rocm7.2_debian13_py3.13_torch2.13.0_gfx-test_devel", "platform": "rocm7.2",
             "channel": "pytorch", "os": "debian-13", "flavor": "devel", "python": "3.13", "user": "root",
             "torch": "2.13.0", "torchvision": None, "torchaudio": None, "hip": "7.2", "gfx_family": "test",
-            "gfx_targets": ["gfx942", "gfx1100"]}
+            "gfx_targets": ["gfx942", "gfx1100"], "rocm_sdk": True}
     return {**base, **changes}
 
 
@@ -100,12 +100,12 @@ def test_without_a_compiler_a_devel_image_fails_with_the_fix_for_its_channel(
         docker_client: docker.DockerClient, images: dict[str, str], tmp_path: Path) -> None:
     code, result = hip_compile(docker_client, images["python"], tmp_path, cell())
     assert (code, result["status"]) == (1, "fail"), result
-    assert result["detail"] == ("no HIP compiler in this devel image: hipcc is not on PATH, in $ROCM_HOME/bin, "
-                                "$ROCM_PATH/bin or /opt/rocm/bin")
+    assert result["detail"] == ("no HIP compiler in this image, which promises a ROCm SDK: hipcc is not on PATH, "
+                                "in $ROCM_HOME/bin, $ROCM_PATH/bin or /opt/rocm/bin")
     assert result["fix"] == ("install the ROCm SDK for ROCm 7.2 from AMD's apt repository: deb "
                              "https://repo.radeon.com/rocm/apt/7.2 trixie main, then apt-get install -y rocm-dev "
                              "(hipcc, HIP and math-library headers)")
     _, therock = hip_compile(docker_client, images["python"], tmp_path, cell(channel="therock"))
     assert therock["status"] == "fail" and 'pip install "rocm[devel]", then `rocm-sdk init`' in therock["fix"]
-    code, runtime = hip_compile(docker_client, images["python"], tmp_path, cell(flavor="runtime"))
+    code, runtime = hip_compile(docker_client, images["python"], tmp_path, cell(flavor="runtime", rocm_sdk=False))
     assert (code, runtime["status"]) == (0, "skip")

@@ -1,7 +1,8 @@
 """Can this image compile HIP: a kernel for every gfx target of its family, and a torch C++ extension.
 
-Compiling needs no GPU, so `hip_compile` runs on every ROCm image (a devel image without a compiler fails it;
-a runtime image without one skips it). Running the kernel needs one: `gpu_hip_kernel` in the GPU section.
+Compiling needs no GPU, so `hip_compile` runs on every ROCm image: one whose cell.json promises a ROCm SDK
+(`rocm_sdk`) fails it without a compiler; one that promises none skips it, unless it has a compiler anyway.
+Running the kernel needs one: `gpu_hip_kernel` in the GPU section.
 The compiler is `hipcc` from PATH, $ROCM_HOME/bin, $ROCM_PATH/bin or /opt/rocm/bin.
 """
 
@@ -185,10 +186,10 @@ def hip_compile(s: Smoke, run: Runner = run_tool, build_extension: Callable[[str
     hipcc = find_hipcc(env)
     if hipcc is None:
         where = f"not on PATH, in $ROCM_HOME/bin, $ROCM_PATH/bin or {DEFAULT_ROCM}/bin"
-        if s.expect.get("flavor") != "devel":
-            raise Skip(f"{s.expect.get('flavor') or 'this'} image without a ROCm SDK (hipcc {where}): "
-                       "HIP compiling is checked on devel images")
-        raise Fail(f"no HIP compiler in this devel image: hipcc is {where}", sdk_fix(s.expect))
+        if not s.expect.get("rocm_sdk"):
+            raise Skip(f"this image promises no ROCm SDK (cell.json rocm_sdk) and has none (hipcc {where}): "
+                       "HIP compiling is checked on images that carry one")
+        raise Fail(f"no HIP compiler in this image, which promises a ROCm SDK: hipcc is {where}", sdk_fix(s.expect))
     targets = s.wanted_archs(required=False)
     if not targets:
         raise Fail("the image names no gfx targets (cell.json gfx_targets) to compile for",
