@@ -93,7 +93,9 @@ def run_tree(source: WheelSource) -> Iterator[Path]:
     """The build tree of a run, at one place per wheel source, held under a lock for the run's bake.
 
     BuildKit syncs a build context incrementally per context path: at a fixed path a rerun sends only what
-    changed, where a fresh temporary folder would send a multi-GB wheelhouse again on every run.
+    changed, where a fresh temporary folder would send a multi-GB wheelhouse again on every run. The wheel
+    links go when the run ends (the next run links the same files again, which BuildKit sees as unchanged),
+    so a wheelhouse a user deletes frees its disk.
     """
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory" / "trees"
     key = hashlib.sha256(str(source.wheelhouse or "index").encode()).hexdigest()[:16]
@@ -101,7 +103,11 @@ def run_tree(source: WheelSource) -> Iterator[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two runs at once: the second waits, then finds its files in place
-        yield folder / "images"
+        try:
+            yield folder / "images"
+        finally:
+            for link in (folder / "images" / WHEELS_DIR).glob("*.whl"):
+                link.unlink(missing_ok=True)
 
 
 def _link_wheels(tree: Path, source: WheelSource) -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from builder import imagetree
-from builder.render import render_all
+from builder.render import WheelSource, render_all
 from tests.conftest import ROOT, builder_cli, load_cells
 
 ONE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
@@ -90,3 +90,21 @@ def test_out_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
         assert proc.returncode == 2, proc.stderr
         assert "is not a directory" in proc.stderr and "Traceback" not in proc.stderr
     assert target.read_text() == "x"
+
+
+def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """One folder per wheel source (BuildKit re-sends only what changed), and no wheel kept alive after the run."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    house = tmp_path / "wh"
+    house.mkdir()
+    (house / "torch-2.13.0-py3-none-any.whl").write_bytes(b"torch")
+    source = WheelSource(house)
+    with imagetree.run_tree(source) as tree:
+        imagetree.write(tree, render_all(load_cells(tmp_path, ONE), source), prune=True, source=source)
+        assert (tree / "wheels" / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 2
+    with imagetree.run_tree(source) as again:
+        assert again == tree and (tree / imagetree.BAKE_FILE).is_file()
+    assert list((tree / "wheels").iterdir()) == [] and (house / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 1
+    with imagetree.run_tree(WheelSource()) as index_tree:
+        assert index_tree != tree
