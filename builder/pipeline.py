@@ -186,6 +186,9 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
         published = prepared.published.get(job.tag)
         if published is not None or options.plan:
             report.state = ("would-skip" if options.rehearsal else "skipped") if published else "would-build"
+            if published is not None and not options.rehearsal and options.sbom \
+                    and not _repair_sbom(client, job, target, published, events, report):
+                return
             if published is not None:
                 target.promote(report, published, options.rehearsal, lambda stage: events.stage(job.tag, stage))
             else:
@@ -204,17 +207,9 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
         return  # --no-push: built, validated and inventoried; the registry is never written to
     events.stage(job.tag, "push")
     manifest = target.push(client, report)
-    if document is not None:
-        # Before any tag moves: a published tag always names an image whose SBOM is attached.
-        events.stage(job.tag, "attach sbom")
-        try:
-            target.attach_sbom(report, manifest, document)
-        except RegistryError as exc:
-            where = f"{target.api.address}/{target.repository(job.repository)}@{manifest.digest}"
-            report.digest = manifest.digest
-            report.fail("sbom", f"sbom: cannot attach the SBOM to {where} (pushed under {report.immutable_tag}; "
-                                f"no tag moved): {exc}")
-            return
+    # Before any tag moves: a moving tag always names an image whose SBOM is attached.
+    if document is not None and not _attach(job, target, manifest, document, events, report):
+        return
     report.state = "published"
     target.promote(report, manifest, on_stage=lambda stage: events.stage(job.tag, stage))
 
@@ -272,6 +267,38 @@ def _sbom(client: docker.DockerClient, job: Job, events: Events, report: ImageRe
         return None
     report.sbom_digest, report.sbom_packages = document.digest, len(document.packages)
     return document
+
+
+def _attach(job: Job, target: Target, manifest: Manifest, document: sbom.Sbom, events: Events,
+            report: ImageReport) -> bool:
+    events.stage(job.tag, "attach sbom")
+    try:
+        target.attach_sbom(report, manifest, document)
+    except RegistryError as exc:
+        where = f"{target.api.address}/{target.repository(job.repository)}@{manifest.digest}"
+        report.digest = manifest.digest
+        report.fail("sbom", f"sbom: cannot attach the SBOM to {where} (pushed under {report.immutable_tag}; no "
+                            f"tag moved; a rerun attaches it): {exc}")
+        return False
+    return True
+
+
+def _repair_sbom(client: docker.DockerClient, job: Job, target: Target, published: Manifest, events: Events,
+                 report: ImageReport) -> bool:
+    """A published image without an SBOM (a run whose attach failed): attach one before its tags move, made from
+    the local image when it is exactly the published one (same config digest). False: the image failed."""
+    if target.has_sbom(report, published):
+        return True
+    config = json.loads(published.body).get("config", {}).get("digest")
+    try:
+        local = client.images.get(_content_ref(job)).id
+    except (ImageNotFound, DockerException):
+        return True  # nothing here to make it from: the record says so (no sbom_artifact)
+    if local != config:
+        return True
+    report.image_id = local
+    document = _sbom(client, job, events, report)
+    return document is not None and _attach(job, target, published, document, events, report)
 
 
 def _packages(client: docker.DockerClient, image_id: str) -> list[str]:

@@ -126,6 +126,10 @@ class Target:
         report.sbom_digest, report.sbom_artifact = sbom.digest, artifact.digest
         return artifact.digest
 
+    def has_sbom(self, report: ImageReport, manifest: Manifest) -> bool:
+        """Whether an SBOM artifact refers to manifest (referrers API, or the fallback tag)."""
+        return bool(self.api.referrers(self.repository(report.repository), manifest.digest, SBOM_TYPE))
+
     def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
         tag = referrers_tag(subject)
         current = self.api.manifest(repo, tag)

@@ -193,6 +193,7 @@ def test_no_push_builds_and_validates_and_writes_nothing(ns: Namespace, proxy: F
         RUNTIME: ("would-skip", False, False), DEVEL: ("validated", False, True)}
     devel = run.record[DEVEL]
     assert devel["moved"] == [] and devel["validation"] and not devel["failed_checks"]
+    assert devel["sbom_packages"] and devel["sbom_digest"] and devel["sbom_artifact"] is None  # made, not attached
     assert docker_client.images.get(str(devel["image_id"])).labels[tags.HASH_LABEL] == devel["content_hash"]
     assert f"==> validate {DEVEL}" in run.proc.stdout and "==> push" not in run.proc.stdout
     assert "1 built and validated, 1 unchanged, 0 failed; nothing pushed, no tag moved" in run.proc.stdout

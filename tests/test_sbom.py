@@ -218,3 +218,34 @@ def test_a_published_image_has_an_sbom_that_matches_pip_and_dpkg(namespace: str,
     assert {(p.name.lower(), p.version) for p in inventory.packages if p.ecosystem == "pypi"} == expected_py
     assert {(p.name, p.version) for p in inventory.packages if p.ecosystem == "deb"} == expected_os
     assert any(p.name == "torch" and p.record_sha256 for p in inventory.packages)
+
+
+@pytest.mark.docker
+def test_a_failed_attach_moves_no_tag_and_a_rerun_attaches_then_promotes(registry: str, base_image: str,
+                                                                         wheelhouse: Path, tmp_path: Path) -> None:
+    from tests.faults import Fault
+    from tests.test_publish import MATRIX, RUNTIME, publish
+
+    ns = f"sbom{uuid.uuid4().hex[:8]}"
+    api, repo = RegistryClient(registry), f"{ns}/pytorch"
+    proxy = FaultProxy(registry)
+    try:
+        refused = Fault.error(400, "MANIFEST_INVALID", "injected: no referrers index here")
+        proxy.inject(refused, "PUT", r"/manifests/sha256-", times=None)
+        failed = publish(MATRIX, f"{proxy.address}/{ns}", wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    finally:
+        proxy.close()
+    assert failed.proc.returncode == 1, failed.output
+    cell = failed.record[RUNTIME]
+    assert (cell["state"], cell["failed_stage"], cell["moved"]) == ("failed", "sbom", [])
+    assert "cannot attach the SBOM" in str(cell["failure"]) and "no tag moved" in str(cell["failure"])
+    assert api.tags(repo) == [cell["immutable_tag"]]  # pushed, never promoted
+
+    rerun = publish(MATRIX, f"{registry}/{ns}", wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    assert rerun.proc.returncode == 0, rerun.output
+    again = rerun.record[RUNTIME]
+    assert again["moved"] == [RUNTIME, "latest"] and again["sbom_artifact"], again
+    assert "==> build" not in rerun.proc.stdout
+    image = api.manifest(repo, RUNTIME)
+    assert image is not None and image.digest == cell["digest"]
+    assert [d["digest"] for d in api.referrers(repo, image.digest, sbom.MEDIA_TYPE)] == [again["sbom_artifact"]]
