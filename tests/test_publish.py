@@ -29,7 +29,7 @@ from tests.conftest import ROOT
 from tests.faults import FaultProxy
 from tests.registries import Registry, free_port, need_docker_registry, write_htpasswd
 
-__all__ = ["DEVEL", "MATRIX", "RUNTIME", "Registry", "free_port", "publish"]
+__all__ = ["DEVEL", "MATRIX", "RUNTIME", "Registry", "free_port", "image_tags", "publish"]
 
 pytestmark = pytest.mark.docker
 
@@ -96,7 +96,7 @@ class Namespace:
         return f"{proxy.address}/{self.name}"
 
     def digests(self) -> dict[str, str | None]:
-        return {tag: self.api.digest(self.repo, tag) for tag in self.api.tags(self.repo)}
+        return {tag: self.api.digest(self.repo, tag) for tag in image_tags(self.api, self.repo)}
 
 
 @pytest.fixture
@@ -110,6 +110,11 @@ def proxy(registry: str) -> Iterator[FaultProxy]:
     recording = FaultProxy(registry)
     yield recording
     recording.close()
+
+
+def image_tags(api: RegistryClient, repo: str) -> list[str]:
+    """The repository's tags but the referrers fallback tags (`sha256-<hex>`: the index of an image's SBOM)."""
+    return [t for t in api.tags(repo) if not tags.REFERRERS_TAG_RE.fullmatch(t)]
 
 
 def uploads(proxy: FaultProxy) -> list[str]:
@@ -314,7 +319,7 @@ def test_a_failed_build_is_recorded_and_the_other_cells_publish(ns: Namespace, b
     assert str(failed["failure"]).startswith("build:") and failed["log_tail"], failed
     assert {k: v["state"] for k, v in run.record.items() if k != MISSING} == {RUNTIME: "published",
                                                                               DEVEL: "published"}
-    published = set(ns.api.tags(ns.repo))
+    published = set(image_tags(ns.api, ns.repo))
     assert {RUNTIME, DEVEL, "latest"} <= published
     assert MISSING not in published and str(failed["immutable_tag"]) not in published
     for cell in (RUNTIME, DEVEL):
@@ -352,7 +357,7 @@ def own_registry(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator
 
 
 def assert_every_tag_resolves(api: RegistryClient, repo: str) -> None:
-    for tag in api.tags(repo):
+    for tag in image_tags(api, repo):
         manifest = api.manifest(repo, tag)
         assert manifest is not None, f"{repo}:{tag} points at a missing manifest"
         assert api.config_labels(repo, tag), f"{repo}:{tag}: config blob missing"
