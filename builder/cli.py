@@ -129,7 +129,8 @@ def _run(jobs: list[pipeline.Job], options: pipeline.Options, progress: Progress
     if progress == Progress.json:
         print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
     else:
-        show.print_reports(reports, registry, options.dry_run, view.log_dir)
+        rehearsal = "plan" if options.plan else "no push" if options.no_push else ""
+        show.print_reports(reports, registry, rehearsal, view.log_dir)
         if report_path is not None:
             show.out.print(f"run record: {show.safe(report_path)}")
     raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
@@ -168,19 +169,30 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
 def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = None, insecure: InsecureOpt = None,
             cell: CellOpt = None,
             match: MatchOpt = None, wheelhouse_dir: WheelhouseOpt = None, gpu: GpuOpt = False,
-            dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be built, pushed and "
-                                                  "re-tagged; touch nothing.")] = False,
+            plan: Annotated[bool, typer.Option("--plan", help="Look up what would be built, skipped and re-tagged; "
+                                               "build nothing, push nothing.")] = False,
+            no_push: Annotated[bool, typer.Option("--no-push", help=(
+                "Build and validate what changed; push nothing and move no tag (states `validated`, `failed`, "
+                "`would-skip`)."))] = False,
+            dry_run: Annotated[bool, typer.Option("--dry-run", hidden=True,
+                                                  help="Deprecated: the old name of --plan.")] = False,
             record_path: Annotated[Path, typer.Option("--record", help="Where the JSON run record goes.")]
             = Path("publish-record.json"),
             quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
     """Publish what changed: build, validate, push under an immutable tag, then move the cells' tags."""
     insecure_hosts = check_insecure(insecure)
+    if dry_run:
+        show.err.print("warning: --dry-run is deprecated: it means --plan (builds nothing); "
+                       "--no-push builds and validates without pushing", soft_wrap=True)
+        plan = True
+    if plan and no_push:
+        raise usage_error("--no-push", "--plan builds nothing and --no-push builds: pass one of them")
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     jobs = pipeline.matrix_jobs(matrix, cell, match, _source(wheelhouse_dir))
     options = pipeline.Options(_source(wheelhouse_dir), True, gpu, _target(registry, insecure_hosts),
-                               skip_published=True, dry_run=dry_run)
+                               skip_published=True, plan=plan, no_push=no_push)
     _run(jobs, options, progress, record_path, registry)
 
 
@@ -286,6 +298,34 @@ def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
     for warning in catalog.warnings:
         show.err.print(f"[yellow]warning:[/yellow] {show.safe(warning)}")
     show.out.print(f"catalog of {len(catalog.images)} images: {show.safe(out / 'index.html')}")
+
+
+@app.command("diff")
+@handles_errors
+def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/NS/REPO:TAG or ...@sha256:HEX")],
+             image_b: Annotated[str, typer.Argument(metavar="B", help="The image to compare A with, likewise.")],
+             as_json: Annotated[bool, typer.Option("--json", help="Print the changes as JSON.")] = False,
+             insecure: InsecureOpt = None,
+             ) -> None:
+    """Which OS and Python packages changed between two published images, read from their attached SBOMs.
+
+    Exit 0 with the changes (none is an answer too), 1 when an image has no SBOM, 2 for a bad reference.
+    """
+    from builder import diff
+
+    insecure_hosts = check_insecure(insecure)
+    refs = [diff.parse_ref(image_a, "A"), diff.parse_ref(image_b, "B")]
+    try:
+        a, b = (diff.fetch(ref, insecure_hosts) for ref in refs)
+    except diff.NoSbom as exc:
+        show.error(str(exc))
+        raise typer.Exit(EXIT_FAILED) from None
+    found = diff.diff(a.packages, b.packages)
+    if as_json:
+        print(json.dumps(diff.as_json(a, b, found), indent=2))
+    else:
+        show.print_diff(a, b, found)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command("which")

@@ -10,7 +10,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,6 +21,9 @@ from builder.plan import plan_images
 from builder.record import ImageReport
 from builder.spec import CellSpec
 from builder.validate import Check
+
+if TYPE_CHECKING:
+    from builder.diff import Diff, Inventory
 
 # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -89,13 +92,16 @@ def print_dropped(expansion: Expansion) -> None:
 
 # -- runs ----------------------------------------------------------------------------------------------
 
-def print_reports(reports: list[ImageReport], registry: str | None, dry_run: bool = False,
+def print_reports(reports: list[ImageReport], registry: str | None, rehearsal: str = "",
                   log_dir: Path | None = None) -> None:
-    """Failures first (with what to look at), then one row per image, then where things went."""
+    """Failures first (with what to look at), then one row per image, then where things went.
+
+    rehearsal: "plan" or "no push" for a run that writes nothing to the registry ("" for a real one).
+    """
     for r in reports:
         _print_failure(r, registry, log_dir)
     where = f"publish to {safe(registry)}" if registry else "build"
-    table = Table(title=f"{'dry run: ' if dry_run else ''}{where}", title_justify="left")
+    table = Table(title=f"{rehearsal + ': ' if rehearsal else ''}{where}", title_justify="left")
     table.add_column("image", overflow="fold", ratio=3)
     table.add_column("state", no_wrap=True)
     table.add_column("size", no_wrap=True)
@@ -111,9 +117,15 @@ def print_reports(reports: list[ImageReport], registry: str | None, dry_run: boo
             verb = "pushed" if r.pushed else "already published:"
             out.print(f"{verb} {safe(ref)}@{r.digest}", soft_wrap=True)
         if r.moved:
-            out.print(f"  {'would move' if dry_run else 'moved'} {safe(' '.join(r.moved))}", soft_wrap=True)
-    counts = {s: sum(r.state == s for r in reports) for s in ("published", "skipped", "failed")}
-    if registry:
+            out.print(f"  {'would move' if rehearsal else 'moved'} {safe(' '.join(r.moved))}", soft_wrap=True)
+    counts = {s: sum(r.state == s for r in reports) for s in ("published", "skipped", "failed", "validated",
+                                                               "would-build", "would-skip")}
+    if registry and rehearsal == "no push":
+        out.print(f"{counts['validated']} built and validated, {counts['would-skip']} unchanged, "
+                  f"{counts['failed']} failed; nothing pushed, no tag moved")
+    elif registry and rehearsal:
+        out.print(f"{counts['would-build']} would be built, {counts['would-skip']} unchanged; nothing built")
+    elif registry:
         out.print(f"{counts['published']} built, {counts['skipped']} unchanged, {counts['failed']} failed")
 
 
@@ -260,3 +272,22 @@ def _image_text(image: dict[str, Any]) -> str:
               f"{image['channel']} wheels with kernels for {image['gfx']} only")
     return safe(f"ROCm {image['rocm']}, torch {image['torch']} (Python {image['python']}), {image['os']}, "
                 f"{image['flavor']}; {wheels}")
+
+
+def print_diff(a: Inventory, b: Inventory, found: Diff) -> None:
+    """builder diff: one row per package that changed between two images (builder.diff Inventory, Diff)."""
+    for side, inv in (("A", a), ("B", b)):
+        ref = str(inv.ref) if "@" in str(inv.ref) else f"{inv.ref}@{inv.digest}"
+        out.print(f"{side}: {safe(ref)} ({len(inv.packages)} packages)", soft_wrap=True)
+    if not found.changes:
+        out.print("no package changed")
+        return
+    table = Table(title_justify="left")
+    for column in ("", "kind", "package", "A", "B"):
+        table.add_column(column, overflow="fold")
+    marks = {"added": "[green]+[/]", "removed": "[red]-[/]", "changed": "[yellow]~[/]"}
+    for c in found.changes:
+        table.add_row(marks[c.kind], "os" if c.ecosystem == "deb" else "python", safe(c.name), safe(c.before or "-"),
+                      safe(c.after or "-"))
+    out.print(table)
+    out.print(", ".join(f"{len(found.of(k))} {k}" for k in ("added", "removed", "changed")))

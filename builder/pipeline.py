@@ -20,7 +20,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder import imagetree, record, tags
+from builder import imagetree, record, sbom, tags
 from builder.bake import BuildResult, bake, require_buildx
 from builder.dockerapi import run_captured
 from builder.matrix import expand_matrix
@@ -40,7 +40,14 @@ class Options:
     gpu: bool = False
     target: Target | None = None  # where validated images are pushed; None: nowhere
     skip_published: bool = False  # publish: content already under its immutable tag is not built again
-    dry_run: bool = False  # publish --dry-run: look up what would happen, build and push nothing
+    plan: bool = False  # publish --plan: look up what would be built, skipped and re-tagged; build nothing
+    no_push: bool = False  # publish --no-push: build and validate what changed; push and re-tag nothing
+    sbom: bool = True  # with a target: an SBOM from each validated image, attached to it before its tags move
+
+    @property
+    def rehearsal(self) -> bool:
+        """Nothing may be written to the registry: --plan or --no-push."""
+        return self.plan or self.no_push
 
 
 @dataclass(frozen=True)
@@ -89,8 +96,8 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
         reports: list[ImageReport] | None = None) -> list[ImageReport]:
     """Every job in turn; reports (when given) is filled as the run goes, so an interrupted run can be recorded."""
     done = reports if reports is not None else []
-    if options.target is not None and jobs and not options.dry_run:
-        options.target.preflight(jobs[0].repository)
+    if options.target is not None and jobs and not options.plan:
+        options.target.preflight(jobs[0].repository, write=not options.no_push)
     prepared = prepare(client, jobs, options, events)
     for job in jobs:
         done.append(job.report())
@@ -109,7 +116,7 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
             except RegistryError as exc:  # the image's own failure, reported by its lifecycle
                 prepared.errors[job.tag] = exc
                 continue
-            if found is not None or options.dry_run:
+            if found is not None or options.plan:
                 continue
         if job.rendered is None or (options.skip_published and _has_image(client, _content_ref(job), job.content_hash)):
             continue  # nothing to build, or a rerun after a failed push finds its own build
@@ -177,10 +184,13 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
         raise prepared.errors[job.tag]
     if target is not None and options.skip_published:
         published = prepared.published.get(job.tag)
-        if published is not None or options.dry_run:
-            report.state = ("would-skip" if options.dry_run else "skipped") if published else "would-build"
+        if published is not None or options.plan:
+            report.state = ("would-skip" if options.rehearsal else "skipped") if published else "would-build"
+            if published is not None and not options.rehearsal and options.sbom \
+                    and not _repair_sbom(client, job, target, published, events, report):
+                return
             if published is not None:
-                target.promote(report, published, options.dry_run, lambda stage: events.stage(job.tag, stage))
+                target.promote(report, published, options.rehearsal, lambda stage: events.stage(job.tag, stage))
             else:
                 report.moved = list(report.tags)
             return
@@ -190,8 +200,16 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
         return
     if target is None:
         return
+    document = _sbom(client, job, events, report) if options.sbom else None
+    if options.sbom and document is None:
+        return
+    if options.no_push:
+        return  # --no-push: built, validated and inventoried; the registry is never written to
     events.stage(job.tag, "push")
     manifest = target.push(client, report)
+    # Before any tag moves: a moving tag always names an image whose SBOM is attached.
+    if document is not None and not _attach(job, target, manifest, document, events, report):
+        return
     report.state = "published"
     target.promote(report, manifest, on_stage=lambda stage: events.stage(job.tag, stage))
 
@@ -236,6 +254,51 @@ def _validate(client: docker.DockerClient, job: Job, options: Options, events: E
     report.state = "validated"
     report.packages = _packages(client, report.image_id)
     return True
+
+
+def _sbom(client: docker.DockerClient, job: Job, events: Events, report: ImageReport) -> sbom.Sbom | None:
+    """The SBOM of the validated image, from a container of it; None (the image failed) when it cannot say."""
+    events.stage(job.tag, "sbom")
+    assert report.image_id is not None
+    try:
+        document = sbom.generate(client, report.image_id, f"{job.repository}:{report.immutable_tag}")
+    except sbom.SbomError as exc:
+        report.fail("sbom", f"sbom: {exc}")
+        return None
+    report.sbom_digest, report.sbom_packages = document.digest, len(document.packages)
+    return document
+
+
+def _attach(job: Job, target: Target, manifest: Manifest, document: sbom.Sbom, events: Events,
+            report: ImageReport) -> bool:
+    events.stage(job.tag, "attach sbom")
+    try:
+        target.attach_sbom(report, manifest, document)
+    except RegistryError as exc:
+        where = f"{target.api.address}/{target.repository(job.repository)}@{manifest.digest}"
+        report.digest = manifest.digest
+        report.fail("sbom", f"sbom: cannot attach the SBOM to {where} (pushed under {report.immutable_tag}; no "
+                            f"tag moved; a rerun attaches it): {exc}")
+        return False
+    return True
+
+
+def _repair_sbom(client: docker.DockerClient, job: Job, target: Target, published: Manifest, events: Events,
+                 report: ImageReport) -> bool:
+    """A published image without an SBOM (a run whose attach failed): attach one before its tags move, made from
+    the local image when it is exactly the published one (same config digest). False: the image failed."""
+    if target.has_sbom(report, published):
+        return True
+    config = json.loads(published.body).get("config", {}).get("digest")
+    try:
+        local = client.images.get(_content_ref(job)).id
+    except (ImageNotFound, DockerException):
+        return True  # nothing here to make it from: the record says so (no sbom_artifact)
+    if local != config:
+        return True
+    report.image_id = local
+    document = _sbom(client, job, events, report)
+    return document is not None and _attach(job, target, published, document, events, report)
 
 
 def _packages(client: docker.DockerClient, image_id: str) -> list[str]:

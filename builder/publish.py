@@ -8,6 +8,7 @@ An immutable tag that already exists is never pushed again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,9 +19,16 @@ from builder import credentials as creds
 from builder import retry
 from builder.push import push_image
 from builder.record import ImageReport
-from builder.registry import Manifest, RegistryClient
+from builder.registry import Manifest, RegistryClient, referrers_tag
 from builder.retry import RegistryError
+from builder.sbom import MEDIA_TYPE as SBOM_TYPE
+from builder.sbom import Sbom
 from builder.tags import HASH_LABEL
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+EMPTY_CONFIG = b"{}"  # the OCI 1.1 empty descriptor's content
+EMPTY_DIGEST = "sha256:" + hashlib.sha256(EMPTY_CONFIG).hexdigest()
 
 
 @dataclass
@@ -45,9 +53,12 @@ class Target:
     def repository(self, image: str) -> str:
         return f"{self.namespace}/{image}" if self.namespace else image
 
-    def preflight(self, image: str) -> None:
-        """Fail in seconds, before any build, when the registry is down or refuses our credentials."""
-        self.api.ping(self.repository(image), write=True)
+    def preflight(self, image: str, write: bool = True) -> None:
+        """Fail in seconds, before any build, when the registry is down or refuses our credentials.
+
+        write=False (a --no-push run): read access is all the run needs, so that is all it asks for.
+        """
+        self.api.ping(self.repository(image), write=write)
 
     def published(self, report: ImageReport) -> Manifest | None:
         """The manifest of this content's immutable tag, if it was published before (and holds that content)."""
@@ -84,6 +95,49 @@ class Target:
         if labels.get(HASH_LABEL) != report.content_hash or config_digest != report.image_id:
             raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} holds another image than the "
                                 "one validated (was it pushed by a concurrent run?)")
+
+    def attach_sbom(self, report: ImageReport, manifest: Manifest, sbom: Sbom) -> str:
+        """Attach sbom to the pushed image as an OCI 1.1 artifact whose `subject` is its manifest; its digest.
+
+        The blob and an empty config go up first, then the artifact manifest by digest. A registry that serves
+        the referrers API says so (`OCI-Subject`) and indexes it itself; for any other (distribution 2.8) the
+        referrers tag schema's fallback is kept: the image index tagged `sha256-<hex of the image digest>`
+        lists the artifact, beside any referrer it listed before.
+        """
+        repo = self.repository(report.repository)
+        self.api.push_blob(repo, EMPTY_CONFIG)
+        layer = self.api.push_blob(repo, sbom.body)
+        body = json.dumps({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": SBOM_TYPE,
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2,
+                       "data": "e30="},
+            "layers": [{"mediaType": SBOM_TYPE, "digest": layer, "size": len(sbom.body),
+                        "annotations": {"org.opencontainers.image.title": "sbom.cdx.json"}}],
+            "subject": {"mediaType": manifest.media_type, "digest": manifest.digest, "size": len(manifest.body)},
+            "annotations": {"dev.rocm-image-factory.packages": str(len(sbom.packages))},
+        }, separators=(",", ":")).encode()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        artifact, subject = self.api.put_manifest(repo, digest, body, OCI_MANIFEST)
+        if subject != manifest.digest:
+            self._index_referrer(repo, manifest.digest, {"mediaType": OCI_MANIFEST, "digest": artifact.digest,
+                                                         "size": len(body), "artifactType": SBOM_TYPE})
+        report.sbom_digest, report.sbom_artifact = sbom.digest, artifact.digest
+        return artifact.digest
+
+    def has_sbom(self, report: ImageReport, manifest: Manifest) -> bool:
+        """Whether an SBOM artifact refers to manifest (referrers API, or the fallback tag)."""
+        return bool(self.api.referrers(self.repository(report.repository), manifest.digest, SBOM_TYPE))
+
+    def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
+        tag = referrers_tag(subject)
+        current = self.api.manifest(repo, tag)
+        listed = json.loads(current.body).get("manifests", []) if current is not None else []
+        if any(m.get("digest") == descriptor["digest"] for m in listed):
+            return
+        index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*listed, descriptor]}
+        self.api.put_manifest(repo, tag, json.dumps(index, separators=(",", ":")).encode(), OCI_INDEX)
 
     def promote(self, report: ImageReport, manifest: Manifest, dry_run: bool = False,
                 on_stage: Callable[[str], None] = lambda stage: None) -> None:

@@ -16,7 +16,7 @@ from builder.validate import Check
 
 State = Literal["planned", "not-attempted", "built", "validated", "published", "skipped", "failed",
                 "would-build", "would-skip"]
-Stage = Literal["build", "validate", "push", "registry"]
+Stage = Literal["build", "validate", "sbom", "push", "registry"]
 
 
 @dataclass
@@ -44,6 +44,9 @@ class ImageReport:
     compressed_bytes: int | None = None
     log_tail: list[str] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)  # `name==version` of the image's Python environment
+    sbom_digest: str | None = None  # the CycloneDX SBOM blob generated from the image (builder.sbom)
+    sbom_packages: int | None = None  # how many packages it lists (OS and Python)
+    sbom_artifact: str | None = None  # the registry artifact (manifest digest) that attaches it to `digest`
     seconds: float = 0.0
 
     @property

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import ipaddress
 import json
 import re
@@ -37,7 +38,8 @@ TIMEOUT_S = 60
 TOKEN_LIFETIME_S = 60  # the token spec's default when the server names no expires_in
 WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 
-__all__ = ["AuthError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback", "plain_http_ok"]
+__all__ = ["AuthError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback", "plain_http_ok",
+           "referrers_tag"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,32 @@ class RegistryClient:
             return {}
         return dict(self.config(repository, found).get("config", {}).get("Labels") or {})
 
+    def blob(self, repository: str, digest: str) -> bytes:
+        """A blob's bytes, checked against its digest."""
+        found = self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*")
+        assert found is not None
+        if "sha256:" + hashlib.sha256(found.body).hexdigest() != digest:
+            raise RegistryError(f"{self.address}/{repository}: blob {digest} does not match its digest")
+        return found.body
+
+    def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[dict[str, Any]]:
+        """The descriptors of the manifests whose `subject` is digest (OCI 1.1), of artifact_type if given.
+
+        The referrers API first; where the registry has none (404, as distribution 2.8), the referrers tag
+        schema's fallback: the image index tagged `sha256-<hex>`.
+        """
+        query = f"?artifactType={urllib.parse.quote(artifact_type, safe='')}" if artifact_type else ""
+        found = self._call("GET", f"{repository}/referrers/{digest}{query}", repository,
+                           accept="application/vnd.oci.image.index.v1+json", missing_ok=True)
+        if found is None or not found.headers.get("content-type", "").startswith("application/vnd.oci.image.index"):
+            index = self.manifest(repository, referrers_tag(digest))
+            body = index.body if index is not None else b'{"manifests": []}'
+        else:
+            body = found.body
+        manifests = _json(body, "referrers index").get("manifests") or []
+        return [m for m in manifests if isinstance(m, dict)
+                and (artifact_type is None or m.get("artifactType") == artifact_type)]
+
     # -- writes ------------------------------------------------------------------------------------
     def put_tag(self, repository: str, tag: str, manifest: Manifest) -> str:
         """Point tag at exactly this manifest (a registry-side re-tag: no layer moves); returns the digest."""
@@ -166,6 +194,32 @@ class RegistryClient:
         if digest != manifest.digest:
             raise RegistryError(f"{self.address}/{repository}:{tag} now points at {digest}, not {manifest.digest}")
         return digest
+
+    def push_blob(self, repository: str, data: bytes) -> str:
+        """Upload data as a blob (one POST, one PUT; nothing when the registry has it already); its digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if self._call("HEAD", f"{repository}/blobs/{digest}", repository, accept="*/*", missing_ok=True):
+            return digest
+        started = self._call("POST", f"{repository}/blobs/uploads/", repository)
+        location = urllib.parse.urlsplit(started.headers.get("location", "") if started is not None else "")
+        if not location.path.startswith("/v2/") or location.netloc not in ("", self.address):
+            raise RegistryError(f"registry {self.address} answered a blob upload with an unusable Location")
+        query = f"{location.query}&" if location.query else ""
+        session = f"{location.path[len('/v2/'):]}?{query}digest={urllib.parse.quote(digest, safe='')}"
+        self._call("PUT", session, repository, body=data, content_type="application/octet-stream")
+        return digest
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> tuple[Manifest, str | None]:
+        """PUT a manifest under reference (a tag, or its own digest): the manifest, and the subject digest the
+        registry acknowledged in `OCI-Subject` (only a registry that serves the referrers API sends it)."""
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        done = self._call("PUT", f"{repository}/manifests/{reference}", repository, body=body,
+                          content_type=media_type)
+        served = done.headers.get("docker-content-digest", digest) if done else digest
+        if served != digest:
+            raise RegistryError(f"{self.address}/{repository}:{reference} is {served}, not the {digest} sent")
+        return Manifest(body, media_type, digest), (done.headers.get("oci-subject") if done else None)
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _call(self, method: str, path: str, repository: str, *, accept: str = "application/json",
@@ -270,6 +324,12 @@ class RegistryClient:
         kind = TransientError if exc.code in retry.TRANSIENT_STATUS else RegistryError
         return kind(f"registry {self.address} answered {method} {path} with {exc.code}{detail}", exc.code, code,
                     what_to_do)
+
+
+def referrers_tag(digest: str) -> str:
+    """The referrers tag schema's fallback tag of a manifest digest: `sha256:abc...` -> `sha256-abc...`."""
+    algorithm, _, hex_ = digest.partition(":")
+    return f"{algorithm}-{hex_}"[:128]
 
 
 def _basic(credentials: Credentials) -> str:

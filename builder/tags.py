@@ -29,6 +29,9 @@ HASH_CHARS = 12
 MAX_TAG_CHARS = 128  # the distribution spec's limit on a tag
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 IMMUTABLE_SUFFIX_RE = re.compile(rf"-[0-9a-f]{{{HASH_CHARS}}}$")
+# The OCI referrers tag schema's fallback: `sha256-<hex of an image digest>` tags the index of the artifacts that
+# refer to that image (its SBOM); no image of its own, never a page or a moving tag.
+REFERRERS_TAG_RE = re.compile(r"sha256-[0-9a-f]{64}")
 
 
 def readable_tag(platform: str, os: str, python: str, torch: str, gfx: str | None, flavor: str,

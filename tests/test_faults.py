@@ -37,6 +37,7 @@ from builder.credentials import Credentials
 from builder.push import push_image
 from builder.registry import RegistryClient
 from builder.retry import RegistryError
+from builder.tags import REFERRERS_TAG_RE
 from tests.faults import Fault, FaultProxy, Rule
 from tests.registries import Registry, need_docker_registry, write_htpasswd
 from tests.test_publish import MATRIX, RUNTIME
@@ -110,7 +111,7 @@ class Site:
     def tags(self, namespace: str) -> list[str]:
         """Every tag of the namespace's repository, each checked to resolve in full (read directly)."""
         repo = f"{namespace}/pytorch"
-        found = self.api.tags(repo)
+        found = [t for t in self.api.tags(repo) if not REFERRERS_TAG_RE.fullmatch(t)]  # an SBOM's index: no image
         for tag in found:
             manifest = self.api.manifest(repo, tag)
             assert manifest is not None, f"{repo}:{tag} points at a missing manifest"

@@ -29,7 +29,7 @@ from tests.conftest import ROOT
 from tests.faults import FaultProxy
 from tests.registries import Registry, free_port, need_docker_registry, write_htpasswd
 
-__all__ = ["DEVEL", "MATRIX", "RUNTIME", "Registry", "free_port", "publish"]
+__all__ = ["DEVEL", "MATRIX", "RUNTIME", "Registry", "free_port", "image_tags", "publish"]
 
 pytestmark = pytest.mark.docker
 
@@ -96,7 +96,7 @@ class Namespace:
         return f"{proxy.address}/{self.name}"
 
     def digests(self) -> dict[str, str | None]:
-        return {tag: self.api.digest(self.repo, tag) for tag in self.api.tags(self.repo)}
+        return {tag: self.api.digest(self.repo, tag) for tag in image_tags(self.api, self.repo)}
 
 
 @pytest.fixture
@@ -110,6 +110,11 @@ def proxy(registry: str) -> Iterator[FaultProxy]:
     recording = FaultProxy(registry)
     yield recording
     recording.close()
+
+
+def image_tags(api: RegistryClient, repo: str) -> list[str]:
+    """The repository's tags but the referrers fallback tags (`sha256-<hex>`: the index of an image's SBOM)."""
+    return [t for t in api.tags(repo) if not tags.REFERRERS_TAG_RE.fullmatch(t)]
 
 
 def uploads(proxy: FaultProxy) -> list[str]:
@@ -140,34 +145,77 @@ def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: FaultProxy, b
     assert proxy.writes == []
 
 
-def test_dry_run_touches_nothing(ns: Namespace, proxy: FaultProxy, base_image: str, wheelhouse: Path,
-                                 tmp_path: Path, docker_client: docker.DockerClient) -> None:
-    run = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, "--dry-run")
+def test_plan_touches_nothing(ns: Namespace, proxy: FaultProxy, base_image: str, wheelhouse: Path,
+                              tmp_path: Path, docker_client: docker.DockerClient) -> None:
+    run = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, "--plan")
     assert run.proc.returncode == 0, run.output
     assert {k: (v["state"], v["moved"]) for k, v in run.record.items()} == {
         RUNTIME: ("would-build", [RUNTIME, "latest"]), DEVEL: ("would-build", [DEVEL])}
     assert ns.api.tags(ns.repo) == []
     assert proxy.snapshot() and proxy.writes == []
+    assert "==> build" not in run.proc.stdout and "2 would be built, 0 unchanged; nothing built" in run.proc.stdout
 
 
-def test_dry_run_on_a_populated_namespace_would_skip_and_sends_no_write(
+def test_plan_on_a_populated_namespace_would_skip_and_sends_no_write(
         ns: Namespace, proxy: FaultProxy, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
     first = publish(MATRIX, ns.target, wheelhouse, tmp_path)
     assert first.proc.returncode == 0, first.output
-    # Someone moved `latest` by hand: a real publish would move it back, a dry run only says so.
+    # Someone moved `latest` by hand: a real publish would move it back, a plan only says so.
     devel = ns.api.manifest(ns.repo, DEVEL)
     assert devel is not None
     ns.api.put_tag(ns.repo, "latest", devel)
     before = ns.digests()
 
-    dry = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, "--dry-run")
-    assert dry.proc.returncode == 0, dry.output
-    assert {k: (v["state"], v["pushed"], v["moved"]) for k, v in dry.record.items()} == {
-        RUNTIME: ("would-skip", False, ["latest"]), DEVEL: ("would-skip", False, [])}
-    assert "==> build" not in dry.proc.stdout
-    assert any(r.method == "GET" and r.path == f"/v2/{ns.repo}/manifests/latest" for r in proxy.snapshot())
-    assert proxy.writes == []
+    for flag in ("--plan", "--dry-run"):  # --dry-run: the deprecated name of --plan, which says so
+        proxy.clear()
+        dry = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, flag)
+        assert dry.proc.returncode == 0, dry.output
+        assert {k: (v["state"], v["pushed"], v["moved"]) for k, v in dry.record.items()} == {
+            RUNTIME: ("would-skip", False, ["latest"]), DEVEL: ("would-skip", False, [])}
+        assert "==> build" not in dry.proc.stdout
+        assert any(r.method == "GET" and r.path == f"/v2/{ns.repo}/manifests/latest" for r in proxy.snapshot())
+        assert proxy.writes == []
+        assert ns.digests() == before
+        deprecated = [line for line in dry.proc.stderr.splitlines() if "deprecated" in line]
+        assert deprecated == ([] if flag == "--plan" else [
+            "warning: --dry-run is deprecated: it means --plan (builds nothing); --no-push builds and validates "
+            "without pushing"])
+
+
+def test_no_push_builds_and_validates_and_writes_nothing(ns: Namespace, proxy: FaultProxy, base_image: str,
+                                                         wheelhouse: Path, tmp_path: Path,
+                                                         docker_client: docker.DockerClient) -> None:
+    first = publish(MATRIX, ns.target, wheelhouse, tmp_path, None, "--cell", RUNTIME)
+    assert first.proc.returncode == 0, first.output
+    before = ns.digests()
+
+    # The devel image is new content (and `latest`'s runtime is published): it is built and validated, the
+    # runtime stays unchanged, and not one write reaches the registry.
+    changed = cell_override("devel", DEVEL, f"user: u{uuid.uuid4().hex[:6]}")
+    run = publish(changed, ns.via(proxy), wheelhouse, tmp_path, None, "--no-push")
+    assert run.proc.returncode == 0, run.output
+    assert {k: (v["state"], v["pushed"], v["digest"] is None) for k, v in run.record.items()} == {
+        RUNTIME: ("would-skip", False, False), DEVEL: ("validated", False, True)}
+    devel = run.record[DEVEL]
+    assert devel["moved"] == [] and devel["validation"] and not devel["failed_checks"]
+    assert devel["sbom_packages"] and devel["sbom_digest"] and devel["sbom_artifact"] is None  # made, not attached
+    assert docker_client.images.get(str(devel["image_id"])).labels[tags.HASH_LABEL] == devel["content_hash"]
+    assert f"==> validate {DEVEL}" in run.proc.stdout and "==> push" not in run.proc.stdout
+    assert "1 built and validated, 1 unchanged, 0 failed; nothing pushed, no tag moved" in run.proc.stdout
+    assert proxy.snapshot() and proxy.writes == [], proxy.writes
     assert ns.digests() == before
+
+
+def test_no_push_records_a_failing_validation_and_plan_excludes_it(
+        ns: Namespace, proxy: FaultProxy, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
+    broken = cell_override("runtime", RUNTIME, "expect: {torch: '2.12.0'}")
+    run = publish(broken, ns.via(proxy), wheelhouse, tmp_path, None, "--no-push", "--cell", RUNTIME)
+    assert run.proc.returncode == 1, run.output
+    cell = run.record[RUNTIME]
+    assert (cell["state"], cell["failed_stage"], cell["pushed"]) == ("failed", "validate", False)
+    assert proxy.writes == [] and ns.api.tags(ns.repo) == []
+    both = publish(MATRIX, ns.target, wheelhouse, tmp_path, None, "--no-push", "--plan")
+    assert both.proc.returncode == 2 and "--no-push" in both.proc.stderr, both.output
 
 
 def test_latest_follows_new_content_across_runs(ns: Namespace, base_image: str, wheelhouse: Path,
@@ -240,7 +288,7 @@ def test_digest_mismatch_guard_fails_the_image_and_moves_no_tag(
         ns: Namespace, tiny_image: tuple[str, str, str], docker_client: docker.DockerClient) -> None:
     tag, labelled, image_id = tiny_image
     target = Target(ns.target, ns.api, None)
-    options = pipeline.Options(validate=False, target=target)
+    options = pipeline.Options(validate=False, target=target, sbom=False)  # no venv to inventory
 
     def job(content_hash: str) -> pipeline.Job:
         return pipeline.Job(tag, "pytorch", [tag, "latest"], content_hash, {}, None, local_image=image_id)
@@ -271,7 +319,7 @@ def test_a_failed_build_is_recorded_and_the_other_cells_publish(ns: Namespace, b
     assert str(failed["failure"]).startswith("build:") and failed["log_tail"], failed
     assert {k: v["state"] for k, v in run.record.items() if k != MISSING} == {RUNTIME: "published",
                                                                               DEVEL: "published"}
-    published = set(ns.api.tags(ns.repo))
+    published = set(image_tags(ns.api, ns.repo))
     assert {RUNTIME, DEVEL, "latest"} <= published
     assert MISSING not in published and str(failed["immutable_tag"]) not in published
     for cell in (RUNTIME, DEVEL):
@@ -309,7 +357,7 @@ def own_registry(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator
 
 
 def assert_every_tag_resolves(api: RegistryClient, repo: str) -> None:
-    for tag in api.tags(repo):
+    for tag in image_tags(api, repo):
         manifest = api.manifest(repo, tag)
         assert manifest is not None, f"{repo}:{tag} points at a missing manifest"
         assert api.config_labels(repo, tag), f"{repo}:{tag}: config blob missing"

@@ -19,7 +19,7 @@ import pytest
 from builder.credentials import Credentials
 from builder.registry import RegistryClient
 from tests.registries import Registry, TokenServer, need_docker_registry, write_htpasswd
-from tests.test_publish import DEVEL, MATRIX, RUNTIME, publish
+from tests.test_publish import DEVEL, MATRIX, RUNTIME, image_tags, publish
 
 pytestmark = pytest.mark.docker
 
@@ -83,14 +83,14 @@ def test_publish_twice_publishes_then_skips(auth_registry: AuthRegistry, base_im
         # Every readable tag points at its immutable tag's digest, the one the run recorded.
         assert api.digest(repo, tag) == api.digest(repo, str(cell["immutable_tag"])) == cell["digest"] is not None
     assert api.digest(repo, "latest") == first.record[RUNTIME]["digest"]
-    digests = {tag: api.digest(repo, tag) for tag in api.tags(repo)}
+    digests = {tag: api.digest(repo, tag) for tag in image_tags(api, repo)}
     assert set(digests) == {RUNTIME, DEVEL, "latest"} | {str(c["immutable_tag"]) for c in first.record.values()}
 
     again = publish(MATRIX, target, wheelhouse, tmp_path, auth_registry.env)
     assert again.proc.returncode == 0, again.output
     assert {k: (v["state"], v["pushed"], v["moved"]) for k, v in again.record.items()} == {
         RUNTIME: ("skipped", False, []), DEVEL: ("skipped", False, [])}
-    assert {tag: api.digest(repo, tag) for tag in api.tags(repo)} == digests
+    assert {tag: api.digest(repo, tag) for tag in image_tags(api, repo)} == digests
     assert SECRET not in first.output + again.output + json.dumps(first.record) + json.dumps(again.record)
 
     if auth_registry.token is not None:

@@ -106,31 +106,106 @@ def test_every_job_states_its_permissions(workflow: Path) -> None:
 
 
 PAGES_SCOPES = {("pages", "write"), ("id-token", "write")}
+COSIGN_INSTALLER = "sigstore/cosign-installer"
 
 
 def test_only_publishing_jobs_may_write_packages() -> None:
-    writers, deployers = set(), set()
+    writers, deployers, signers = set(), set(), set()
     for path in WORKFLOWS:
         for job_id, job in load(path)["jobs"].items():
             for scope, level in (job.get("permissions") or {}).items():
                 if (scope, level) == ("packages", "write"):
                     writers.add((path.name, job_id))
-                elif (scope, level) in PAGES_SCOPES:
+                elif (scope, level) == ("id-token", "write"):
+                    signers.add((path.name, job_id))
+                elif (scope, level) == ("pages", "write"):
                     deployers.add((path.name, job_id))
                 else:
                     assert level in ("read", "none"), f"{path.name}: job {job_id} asks for {scope}: {level}"
-    # The Pages and OIDC tokens go only to a job that runs deploy-pages and nothing else (no code of this repo).
+    # The Pages token goes only to a job that runs deploy-pages and nothing else (no code of this repo); the OIDC
+    # token to that job, to the signing job, and to the two jobs that call the workflow holding it (a called
+    # workflow gets no more than its caller's job has).
     assert deployers == {("publish.yml", "pages")}
     deploy = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]["pages"]
     assert [str(s.get("uses", "")).split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
     assert not any("run" in s for s in deploy["steps"])
-    # The per-image job, and the two jobs of publish.yml that call it (a called workflow gets no more than its
-    # caller's job has).
-    assert writers == {("publish-cells.yml", "publish"), ("publish.yml", "publish-shard-1"),
+    assert signers == {("publish.yml", "pages"), ("publish-cells.yml", "sign"), ("publish.yml", "publish-shard-1"),
                        ("publish.yml", "publish-shard-2")}
+    # The per-image job, the signing job (cosign pushes signatures), and the two jobs of publish.yml that call them.
+    assert writers == {("publish-cells.yml", "publish"), ("publish-cells.yml", "sign"),
+                       ("publish.yml", "publish-shard-1"), ("publish.yml", "publish-shard-2")}
     for name, job_id in writers:
         job = load(ROOT / ".github" / "workflows" / name)["jobs"][job_id]
-        assert job_id == "publish" or job.get("uses") == CELLS_WORKFLOW, f"{name}: {job_id} is not a publishing job"
+        assert job_id in ("publish", "sign") or job.get("uses") == CELLS_WORKFLOW, \
+            f"{name}: {job_id} is not a publishing job"
+
+
+def test_the_sign_job_holds_the_oidc_token_and_runs_no_repository_code() -> None:
+    doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
+    job = doc["jobs"]["sign"]
+    assert job["needs"] == "publish"
+    assert "!cancelled()" in job["if"] and "inputs.dry_run != true" in job["if"], "nothing to sign on a dry run"
+    assert job["permissions"] == {"packages": "write", "id-token": "write"}, "no contents: no checkout"
+    assert doc["jobs"]["publish"]["permissions"] == {"contents": "read", "packages": "write"}, "no OIDC token there"
+    uses = [str(s["uses"]).split("@")[0] for s in job["steps"] if "uses" in s]
+    assert uses == ["actions/download-artifact", COSIGN_INSTALLER]
+    (step,) = [s for s in job["steps"] if "run" in s]
+    assert "builder" not in step["run"] and "pip install" not in step["run"]
+    assert step["env"]["REGISTRY_PASSWORD"] == "${{ secrets.GITHUB_TOKEN }}"
+    assert "--password-stdin" in step["run"] and "cosign sign --yes" in step["run"]
+
+
+def record_file(registry: str, images: list[tuple[str, str, str | None]]) -> str:
+    return json.dumps({"registry": registry, "images": [{"repository": "pytorch", "state": state, "digest": digest,
+                                                         "tag": tag} for tag, state, digest in images]})
+
+
+def run_sign_step(tmp_path: Path, groups: list[str], records: dict[str, str]
+                  ) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    """The sign step's script with a `cosign` that records its arguments and stdin."""
+    doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
+    (step,) = [s for s in doc["jobs"]["sign"]["steps"] if "run" in s]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "cosign").write_text(f"#!/bin/sh\nprintf '%s\\0' \"$@\" >> '{calls}'\n"
+                                    f"if [ \"$1\" = login ]; then cat >> '{calls}'; fi\necho >> '{calls}'\n")
+    (bin_dir / "cosign").chmod(0o755)
+    work = tmp_path / "work"
+    (work / "records").mkdir(parents=True)
+    for group, text in records.items():
+        (work / "records" / f"record-{group}.json").write_text(text)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "REGISTRY_USER": "octo", "REGISTRY_PASSWORD": "tok3n",
+           "GROUPS_JSON": json.dumps({"include": [{"group": g, "cells": "x", "images": 1} for g in groups]})}
+    proc = run_script(step["run"], env, work, tmp_path)
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return proc, [[a for a in line.split("\0") if a] for line in lines if line]
+
+
+def test_the_sign_step_signs_exactly_the_digests_this_shard_published(tmp_path: Path) -> None:
+    d1, d2, d3 = ("sha256:" + c * 64 for c in "123")
+    proc, calls = run_sign_step(tmp_path, ["g1", "g2"], {
+        "g1": record_file("ghcr.io/some-org", [("a", "published", d1), ("b", "skipped", d2), ("c", "failed", None)]),
+        "g2": record_file("ghcr.io/some-org", [("d", "published", d2)]),
+        "other-shard": record_file("ghcr.io/some-org", [("e", "published", d3)])})
+    assert proc.returncode == 0, proc.stderr
+    assert calls[0] == ["login", "ghcr.io", "--username", "octo", "--password-stdin", "tok3n"]  # via stdin
+    assert calls[1:] == [["sign", "--yes", f"ghcr.io/some-org/pytorch@{d1}"],
+                         ["sign", "--yes", f"ghcr.io/some-org/pytorch@{d2}"]]
+    assert f"signed ghcr.io/some-org/pytorch@{d1}" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_sign_step_signs_nothing_when_nothing_was_pushed_and_refuses_odd_references(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    proc, calls = run_sign_step(tmp_path / "a", ["g1"], {"g1": record_file("ghcr.io/o", [("a", "skipped", None)])})
+    assert proc.returncode == 0 and calls == [] and "nothing to sign" in proc.stdout
+    (tmp_path / "b").mkdir()
+    proc, calls = run_sign_step(tmp_path / "b", ["g1"], {
+        "g1": record_file("ghcr.io/o; touch pwned", [("a", "published", "sha256:" + "1" * 64)])})
+    assert proc.returncode != 0 and calls == [] and "refusing to sign" in proc.stderr
+    (tmp_path / "c").mkdir()
+    proc, calls = run_sign_step(tmp_path / "c", ["../x"], {})
+    assert proc.returncode != 0 and calls == []
 
 
 def test_no_untrusted_expression_in_run_scripts(workflow: Path) -> None:
@@ -238,7 +313,7 @@ def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     call = triggers(doc)["workflow_call"]
     assert set(call["inputs"]) == {"groups", "dry_run"}
     job = doc["jobs"]["publish"]
-    assert list(doc["jobs"]) == ["publish"]
+    assert list(doc["jobs"]) == ["publish", "sign"]
     assert job["name"] == "${{ matrix.group }}"
     assert job["strategy"]["matrix"] == "${{ fromJSON(inputs.groups) }}"
     assert job["strategy"]["fail-fast"] is False
@@ -251,9 +326,14 @@ def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     assert step["env"]["GROUP"] == "${{ matrix.group }}" and step["env"]["CELLS"] == "${{ matrix.cells }}"
     script = step["run"]
     assert script.count("builder publish") == 1, "one publish (one bake) for all the group's images"
-    for option in ("--matrix matrix.yaml", '"${selection[@]}"', '--record "record-$GROUP.json"', "--dry-run"):
+    for option in ("--matrix matrix.yaml", '"${selection[@]}"', '--record "record-$GROUP.json"', "--no-push"):
         assert option in script
     assert "RIF_REGISTRY_PASSWORD" not in script and "--build-arg" not in script, "credentials only via env"
+    # dry_run does what its description says: build and validate, push nothing (--plan would build nothing).
+    assert "--dry-run" not in script and "--plan" not in script
+    for doc_ in (doc, load(ROOT / ".github" / "workflows" / "publish.yml")):
+        described = triggers(doc_)["workflow_call" if doc_ is doc else "workflow_dispatch"]["inputs"]["dry_run"]
+        assert "Build and validate" in described["description"] and "--no-push" in described["description"]
     uploads = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
     assert len(uploads) == 1 and uploads[0]["if"] == "always()"
     assert uploads[0]["with"]["name"] == "record-${{ matrix.group }}"
@@ -296,7 +376,7 @@ def test_the_cell_job_passes_every_cell_of_its_group_to_one_publish(tmp_path: Pa
         assert proc.returncode == 0, proc.stderr
         selection = [a for t in row["cells"].split() for a in ("--cell", t)]
         assert args == ["publish", "--matrix", "matrix.yaml", "--registry", "ghcr.io/some-org", *selection,
-                        "--record", f"record-{row['group']}.json", *(["--dry-run"] if i % 2 else [])]
+                        "--record", f"record-{row['group']}.json", *(["--no-push"] if i % 2 else [])]
 
 
 @pytest.mark.parametrize(("group", "cells", "images"), [

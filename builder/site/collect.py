@@ -142,7 +142,7 @@ def collect(reader: RegistryReader, registry: str, repositories: list[str], rows
     images: list[ImageEntry] = []
     for repository in repositories:
         path = f"{namespace}/{repository}" if namespace else repository
-        all_tags = sorted(set(reader.tags(path)))
+        all_tags = sorted(t for t in set(reader.tags(path)) if not tags.REFERRERS_TAG_RE.fullmatch(t))
         valid = [t for t in all_tags if tags.TAG_RE.fullmatch(t) and len(t) <= tags.MAX_TAG_CHARS]
         warnings += [f"{registry}/{repository}: tag {t!r} is not a valid tag: no page" for t in all_tags
                      if t not in valid]
