@@ -30,6 +30,7 @@ BUILDX_HINT = ("docker buildx is missing: run `bash scripts/setup.sh` (it puts D
 _VERTEX = re.compile(r"^#(\d+) \[([A-Za-z0-9_-]+)[ \]]")
 _VERTEX_LINE = re.compile(r"^#(\d+) ")
 _VERTEX_ERROR = re.compile(r"^#\d+ ERROR: (.*)")
+_CANCELED = re.compile(r"\bcontext canceled\b|\bcanceled\b", re.IGNORECASE)
 _ERROR_BLOCK = re.compile(r"^ > \[([A-Za-z0-9_-]+) ")
 
 OnLine = Callable[[str | None, str], None]  # (bake target, or None for lines of the whole bake; line)
@@ -157,7 +158,7 @@ class _Run:
         if target is not None:
             self.tails.setdefault(target, deque(maxlen=LOG_TAIL_LINES)).append(line)
             found = _VERTEX_ERROR.match(line)
-            if found:
+            if found and not _CANCELED.search(found.group(1)):  # cancelled because another target failed
                 self.failed[target] = found.group(1)
         if line.startswith("ERROR: "):
             self.error = line.removeprefix("ERROR: ").strip()

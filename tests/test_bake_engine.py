@@ -46,6 +46,9 @@ with open({log!r}, "a") as fh:
 for n, t in enumerate(targets):
     print(f"#{{n + 10}} [{{t}} runtime 1/2] RUN pip install")
 for n, t in enumerate(targets):
+    if t.startswith("good") and any(x.startswith("bad") for x in targets):
+        print(f"#{{n + 10}} ERROR: failed to copy: context canceled")  # collateral: BuildKit cancels the rest
+for n, t in enumerate(targets):
     if t.startswith("bad"):
         print(f"#{{n + 10}} ERROR: process did not complete successfully: exit code: 1")
         print("ERROR: failed to solve: process did not complete successfully: exit code: 1")
