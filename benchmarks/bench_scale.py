@@ -39,6 +39,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,7 @@ import enginestore
 import floor
 import oldlayout
 import synthwheels
-from localregistry import Image, LocalRegistry
+from localregistry import Image, LocalRegistry, kill_pushes
 from synthwheels import Sizes, WheelSet
 from wheelindex import WheelIndex, bridge_address
 
@@ -68,6 +69,7 @@ FLAVORS = ("runtime", "devel")
 BASE = "debian:12"
 PIP_CACHE_ID = "rif-pip"  # the new template's cache mount (builder/render.py PIP_CACHE)
 MB, GB = 1e6, 1e9
+PUSH_WORKERS = 2
 
 
 # ---------------------------------------------------------------- resources, cleaned up whatever happens
@@ -81,6 +83,7 @@ class Resources:
     work: Path
     refs: list[str] = field(default_factory=list)  # image references this run tagged
     ids: list[str] = field(default_factory=list)  # untagged images it left (the classic builder's stages)
+    built: list[str] = field(default_factory=list)  # IDs of the images it built
     registries: list[LocalRegistry] = field(default_factory=list)
     index: WheelIndex | None = None
 
@@ -94,11 +97,26 @@ class Resources:
         enginestore.remove_images(self.client, chosen)
         self.refs = [r for r in self.refs if r not in chosen]
         if refs is None:
+            enginestore.remove_built(self.client, self.built)
             enginestore.remove_images(self.client, list(reversed(self.ids)))
             self.ids.clear()
+            self.built.clear()
             builder_tags = [t for image in self.client.images.list(name=BUILDER_REPO) for t in image.tags
                             if t.startswith(BUILDER_REPO + ":")]
             enginestore.remove_images(self.client, builder_tags)
+
+    def drop_stages(self) -> None:
+        """Remove the classic builder's step images that no built image stands on (the venv stages): a step
+        under a built image refuses (it has children), and a built image itself is never named here."""
+        built = tuple(i.removeprefix("sha256:") for i in self.built)
+        steps = [s for s in reversed(self.ids) if not any(b.startswith(s) for b in built)]
+        enginestore.remove_images(self.client, steps)
+
+    def discard(self, tags: list[str]) -> None:
+        """Remove built images early (disk), by ID: their pushed references go with them."""
+        ids = [str(self.client.images.get(tag).id) for tag in tags]
+        enginestore.remove_built(self.client, ids)
+        self.refs = [r for r in self.refs if r not in tags]
 
     def close(self) -> None:
         for step in (self.drop_images, self._stop_registries, self._stop_index):
@@ -132,9 +150,11 @@ class Supply:
     index: WheelIndex | None
     wheelhouse: Path  # the wheels visible now, as hard links (the fallback's --wheelhouse, and timing's)
     notes: list[str] = field(default_factory=list)
+    patched: bool = False  # builder's render needed --trusted-host added to reach the index
 
     def show_numpy(self, bumped: bool) -> None:
-        """Only the first numpy is visible until the update scenario bumps it."""
+        """Only the first numpy is there until the update scenario bumps it; then the index lists both (an
+        index keeps old releases), the wheelhouse only the new one (find-links would take the newest anyway)."""
         for i, visible in ((0, not bumped), (1, bumped)):
             wheel = self.wheels.numpy(i)
             if self.index is not None:
@@ -228,12 +248,23 @@ def polled() -> Iterator[enginestore.StorePoller]:
 
 
 def push_all(registry: LocalRegistry, res: Resources, repo: str, images: dict[str, str]) -> dict[str, Image]:
-    """Push each local image as repo:key and read back what the registry holds for it."""
-    found = {}
-    for key, local in images.items():
-        res.tag(registry.push(local, repo, key))
-        found[key] = registry.image(repo, key)
-    return found
+    """Push each local image as repo:key and read back what the registry holds for it.
+
+    The first goes alone (it brings the layers the others share), the rest two at a time: dockerd gzips a
+    layer on one core, and this is what takes a push of GBs so long on a small machine."""
+    keys = list(images)
+    if keys:
+        res.tag(registry.push(images[keys[0]], repo, keys[0]))
+    pool = ThreadPoolExecutor(max_workers=PUSH_WORKERS)
+    try:
+        for ref in pool.map(lambda key: registry.push(images[key], repo, key), keys[1:]):
+            res.tag(ref)
+    except BaseException:
+        kill_pushes()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return {key: registry.image(repo, key) for key in keys}
 
 
 def start_registry(res: Resources, name: str) -> LocalRegistry:
@@ -300,10 +331,36 @@ def update(res: Resources, layout: Layout, registry: LocalRegistry, repo: str, p
     keys = [f"{pair}-{flavor}" for flavor in FLAVORS]
     layout.pair_bytes = union_bytes([layout.images[k] for k in keys])
     before = registry.stored_bytes()
-    rebuilt = build()
-    for key in keys:
-        res.tag(registry.push(rebuilt[key], repo, key))
+    known = {layer.digest for image in layout.images.values() for layer in image.layers}
+    rebuilt = push_all(registry, res, repo, build())
     layout.repush = registry.stored_bytes() - before
+    uploaded = {layer.digest: layer for image in rebuilt.values() for layer in image.layers
+                if layer.digest not in known}
+    layout.notes.append("numpy update uploaded: " + "; ".join(
+        f"{size(layer.size)} {instruction(layer.created_by)}" for layer in uploaded.values()))
+
+
+def instruction(created_by: str, width: int = 70) -> str:
+    """A history line, short: the instruction and the end of its command (where the packages are named)."""
+    text = " ".join(created_by.replace("/bin/sh -c", "").replace("#(nop)", "").replace("# buildkit", "").split())
+    return text if len(text) <= width else text[:24] + " ... " + text[-(width - 29):]
+
+
+def store_figures(res: Resources, layout: Layout, poller: enginestore.StorePoller, refs: list[str],
+                  stages: list[str]) -> None:
+    """Peak and final bytes of the build's own folders (see enginestore), and what the peak held beyond the
+    final layers: layers still being written (a RUN's files before its own cleanup) and folders that are no
+    final layer (kept build stages, the classic builder's containers)."""
+    final_layers = enginestore.image_folders(res.client, refs) - poller.before
+    stage_layers = enginestore.image_folders(res.client, stages) - poller.before
+    at_peak, others = poller.peak(final_layers | stage_layers)
+    final = {Path(k).name: v for k, v in enginestore.du_each([enginestore.OVERLAY / n for n in final_layers]).items()}
+    layout.peak, layout.final = sum(at_peak.values()), sum(final.values())
+    growing = sum(v - final.get(n, 0) for n, v in at_peak.items() if n in final_layers)
+    stray = sum(v for n, v in at_peak.items() if n not in final_layers)
+    layout.notes.append(f"at the peak: {size(growing)} in final layers beyond what they keep, {size(stray)} in "
+                        f"folders that are no final layer; {size(others)} of other builds left out; "
+                        f"{len(poller.samples)} samples")
 
 
 # ---------------------------------------------------------------- the old layout
@@ -316,11 +373,12 @@ def old_layout(res: Resources, supply: Supply, cells: list[CellSpec]) -> Layout:
     first = supply.downloads()
     with Timer(layout, "build"), polled() as poller:
         local = {image_key(c): old_build(res, c, source, "numpy") for c in cells}
-    layout.peak = poller.peak
-    layout.final = enginestore.final_bytes(res.client, list(local.values()), poller.before)
+    store_figures(res, layout, poller, list(local.values()), res.ids)
+    res.drop_stages()  # the venv stages: measured, now only disk
     with Timer(layout, "push"):
         measure_images(res, layout, registry, "rif-bench-old", local, cells[0].gfx or "")
     pair = [c for c in cells if c.gfx == cells[0].gfx]
+    res.discard([tag for key, tag in local.items() if not key.startswith(f"{cells[0].gfx}-")])
     bumped = f"numpy=={supply.wheels.numpy(1).version}"
     supply.show_numpy(bumped=True)
     with Timer(layout, "numpy update"):
@@ -351,6 +409,7 @@ def old_build(res: Resources, cell: CellSpec, source: oldlayout.OldSource, numpy
     tag = res.tag(f"rif-bench/old:{key}")
     result = oldlayout.build(res.client, context, tag)
     res.ids.extend(result.steps)
+    res.built += [result.image_id] if result.image_id else []
     if result.error is not None:
         raise RuntimeError(f"old layout, {key}: {result.error}\n" + "\n".join(result.tail))
     return tag
@@ -368,8 +427,7 @@ def new_layout(res: Resources, supply: Supply, matrix: Path, family: str) -> Lay
     targets = {r.target: image_key(r.cell) for r in rendered}
     with Timer(layout, "build"), polled() as poller:
         local = bake(res, tree, targets, "")
-    layout.peak = poller.peak
-    layout.final = enginestore.final_bytes(res.client, list(local.values()), poller.before)
+    store_figures(res, layout, poller, list(local.values()), [])
     with Timer(layout, "push"):
         measure_images(res, layout, registry, "rif-bench-new", local, family)
     pin_numpy(tree, supply.wheels.numpy(1).version)
@@ -392,20 +450,22 @@ def render_tree(supply: Supply, matrix: Path, tree: Path) -> list[RenderedCell]:
     source = WheelSource(supply.wheelhouse if supply.index is None else None)
     rendered = render_all(expand_matrix(matrix).cells, source)
     imagetree.write(tree, rendered, prune=False, source=source)
-    if supply.index is not None:
-        trust_index(tree, supply.index.url, supply.index.host)
+    if supply.index is not None and trust_index(tree, supply.index.url, supply.index.host):
+        supply.patched = True
     return rendered
 
 
-def trust_index(tree: Path, url: str, host: str) -> None:
-    """The one edit to builder's output: `--trusted-host` after the index URL, which pip needs for plain HTTP
-    off loopback (the template has no way to say it)."""
+def trust_index(tree: Path, url: str, host: str) -> bool:
+    """pip ignores a plain-HTTP index off loopback unless told `--trusted-host`; where builder's render does
+    not say it, add it after the index URL (the one edit to builder's output). True when it had to."""
     trusted = trusted_host(host)
-    if trusted is None:
-        return
-    for dockerfile in tree.glob("*/Dockerfile"):
+    edited = False
+    for dockerfile in tree.glob("*/Dockerfile") if trusted else []:
         text = dockerfile.read_text()
-        dockerfile.write_text(text.replace(f"--index-url {url} ", f"--index-url {url} --trusted-host {trusted} "))
+        if f"--index-url {url} " in text and f"--trusted-host {trusted}" not in text:
+            dockerfile.write_text(text.replace(f"--index-url {url} ", f"--index-url {url} --trusted-host {trusted} "))
+            edited = True
+    return edited
 
 
 def pin_numpy(tree: Path, version: str) -> None:
@@ -421,6 +481,7 @@ def bake(res: Resources, tree: Path, targets: dict[str, str], suffix: str) -> di
     sets = [arg for target, tag in tags.items() for arg in ("--set", f"{target}.tags={tag}")]
     run_logged(["docker", "buildx", "bake", "--file", str(tree / imagetree.BAKE_FILE), "--progress", "plain",
                 *sets, *targets], res.work / f"bake{suffix or '-build'}.log")
+    res.built += [str(res.client.images.get(tag).id) for tag in tags.values()]
     return {targets[t]: tag for t, tag in tags.items()}
 
 
@@ -444,36 +505,42 @@ def changed_cell(res: Resources, supply: Supply, layout: Layout, folder: Path, f
 class Timing:
     builder: list[float] = field(default_factory=list)
     plain: list[float] = field(default_factory=list)
-    cold: float = 0.0
+    startup: list[float] = field(default_factory=list)  # `builder --version`: interpreter and imports
+    cold: float = 0.0  # the first builder build (cold from the wheelhouse; warm against the index)
+    source: str = ""
 
     @property
     def ratio(self) -> float:
         return statistics.median(self.builder) / statistics.median(self.plain)
 
 
-def timing(res: Resources, supply: Supply, family: str, repeats: int) -> Timing:
-    """`builder build --no-validate` and plain bake of `builder render`'s file, both warm, alternated.
+def timing(res: Resources, supply: Supply, matrix: Path, family: str, repeats: int) -> Timing:
+    """`builder build --no-validate` and plain bake of `builder render`'s file of the same matrix, both warm
+    (a warm-up run of each first), alternated.
 
-    From the wheelhouse: a warm `builder build` must hit the cache, and against the index its RUN steps
-    could only hit it if pip trusted the index, which the rendered file cannot say (see trust_index)."""
+    Against the index when builder's own render reaches it: the images built above are the cache. Else (an
+    edited render, or no index) from the wheelhouse, one family's pair, built cold once first."""
     folder = res.work / "timing"
     folder.mkdir()
-    matrix = folder / "matrix.yaml"
-    write_matrix(matrix, [family], list(FLAVORS), "http://unused.invalid/simple")
-    wheelhouse = ["--wheelhouse", str(supply.wheelhouse)]
-    builder = [str(ROOT / ".venv" / "bin" / "builder"), "build", "--matrix", str(matrix), *wheelhouse,
+    source: list[str] = []
+    if supply.index is None or supply.patched:
+        matrix = folder / "matrix.yaml"
+        write_matrix(matrix, [family], list(FLAVORS), "http://unused.invalid/simple")
+        source = ["--wheelhouse", str(supply.wheelhouse)]
+    builder = [str(ROOT / ".venv" / "bin" / "builder"), "build", "--matrix", str(matrix), *source,
                "--no-validate", "--quiet"]
-    run_logged([str(ROOT / ".venv" / "bin" / "builder"), "render", "--matrix", str(matrix), "--out",
-                str(folder / "images"), *wheelhouse], folder / "render.log", cwd=folder)
+    run_logged([builder[0], "render", "--matrix", str(matrix), "--out", str(folder / "images"), *source],
+               folder / "render.log", cwd=folder)
     plain = ["docker", "buildx", "bake", "--file", str(folder / "images" / imagetree.BAKE_FILE), "--progress",
              "plain"]
-    result = Timing()
-    print("[new] timing: cold builder build ...", flush=True)
-    result.cold = run_logged(builder, folder / "builder-cold.log", cwd=folder)
+    result = Timing(source="wheelhouse, one pair" if source else "index, the images above")
+    print(f"[new] timing ({result.source}) ...", flush=True)
+    result.cold = run_logged(builder, folder / "builder-first.log", cwd=folder)
     run_logged(plain, folder / "plain-warmup.log", cwd=folder)
     for i in range(repeats):
         result.builder.append(run_logged(builder, folder / f"builder-{i}.log", cwd=folder))
         result.plain.append(run_logged(plain, folder / f"plain-{i}.log", cwd=folder))
+        result.startup.append(run_logged([builder[0], "--version"], folder / "version.log", cwd=folder))
     res.drop_images()
     return result
 
@@ -562,7 +629,7 @@ def rows(old: Layout, new: Layout, families: list[str], timed: Timing | None) ->
                       pct(new.repush, new.pair_bytes), "< 5%", old.repush < 0.05 * old.pair_bytes,
                       new.repush < 0.05 * new.pair_bytes))
     worst = {name: max(lay.floors.values(), key=lambda f: f.ratio) for name, lay in (("old", old), ("new", new))}
-    result.append(Row(f"size over the floor ({a}, worst of pair)", floor_text(old), floor_text(new), "< 3%",
+    result.append(Row(f"size over the floor, {a} runtime / devel", floor_text(old), floor_text(new), "< 3%",
                       worst["old"].ratio < 0.03, worst["new"].ratio < 0.03))
     if timed is not None:
         builder, plain = statistics.median(timed.builder), statistics.median(timed.plain)
@@ -618,7 +685,7 @@ def downloads_row(old: Layout, new: Layout) -> Row:
 
 
 def floor_text(lay: Layout) -> str:
-    return " / ".join(f"{f.ratio:.2%}" for f in lay.floors.values()) + " (runtime / devel)"
+    return " / ".join(f"{f.ratio:.2%}" for f in lay.floors.values())
 
 
 def print_table(table: list[Row]) -> None:
@@ -645,7 +712,9 @@ def print_notes(old: Layout, new: Layout, supply: Supply, wheels: WheelSet, time
             f"over {size(f.over)}" for k, f in lay.floors.items()))
     if timed is not None:
         print(f"timing runs (s): builder {[round(x, 2) for x in timed.builder]}, plain "
-              f"{[round(x, 2) for x in timed.plain]}, cold builder build {timed.cold:.1f}")
+              f"{[round(x, 2) for x in timed.plain]}, first builder build {timed.cold:.1f} ({timed.source}); "
+              "`builder --version` "
+              f"(interpreter + imports) {statistics.median(timed.startup):.2f} s")
     for note in supply.notes:
         print(note)
 
@@ -675,9 +744,12 @@ def targets_of(families: list[str]) -> list[str]:
 
 
 def check_disk(sizes: Sizes) -> None:
-    """The old layout holds ~9 environments in the store and ~3 in the registry (compressed) at its peak."""
+    """The old layout's peak: 9 environments in the store (3 venv stages, 6 copies), then 6 pushed (about 3
+    compressed) once the stages are gone; and the wheels themselves (about half their installed size)."""
     env = sizes.common + sizes.device + sizes.torch + sizes.numpy
-    need, free = 12 * env, shutil.disk_usage("/var/lib/docker").free
+    wheels = (sizes.common + 3 * sizes.device + sizes.torch) // 2
+    need = 9 * env + (0 if (WHEEL_CACHE / sizes.key()).is_dir() else wheels)
+    free = shutil.disk_usage("/var/lib/docker").free
     print(f"environment {size(env)}; the old layout needs about {size(need)} of disk at its peak; {size(free)} free")
     if need > free - 5 * GB:
         raise SystemExit("not enough disk for these sizes: lower --common-gb / --device-gb")
@@ -690,6 +762,7 @@ def main() -> None:
     families = list(args.families)
     check_disk(sizes)
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C cleans up, even if started with it ignored
     started = time.perf_counter()
     print(f"synthetic wheels under {WHEEL_CACHE} ({sizes.key()}) ...", flush=True)
     wheels = synthwheels.ensure(WHEEL_CACHE, sizes, targets_of(families))
@@ -715,11 +788,12 @@ def run(res: Resources, wheels: WheelSet, families: list[str], args: argparse.Na
     cells.sort(key=lambda c: (families.index(c.gfx or ""), FLAVORS.index(c.flavor)))
     old = old_layout(res, supply, cells)
     new = new_layout(res, supply, matrix, families[0])
-    timed = None if args.no_timing else timing(res, supply, families[0], args.repeats)
+    timed = None if args.no_timing else timing(res, supply, matrix, families[0], args.repeats)
     supply.notes.append(forget_wheels(res, supply))
-    if supply.index is not None and trusted_host(supply.index.host):
-        supply.notes.append(f"pip refuses a plain-HTTP index off loopback: both layouts' pip lines got "
-                            f"--trusted-host {supply.index.host} (the only edit to builder's render)")
+    if supply.patched:
+        supply.notes.append(f"pip refuses a plain-HTTP index off loopback and builder's render does not say "
+                            f"--trusted-host {supply.index.host if supply.index else ''}: added to its pip lines "
+                            "(the only edit to builder's render; the old layout gets it too)")
     print()
     print_table(rows(old, new, families, timed))
     print()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -54,6 +55,18 @@ class Image:
 
     def digests(self) -> set[str]:
         return {layer.digest for layer in self.layers}
+
+
+_PUSHES: set[subprocess.Popen[str]] = set()  # pushes running in worker threads, for kill_pushes()
+_LOCK = threading.Lock()
+
+
+def kill_pushes() -> None:
+    """End every push still running (an interrupted run must not wait minutes for a GB upload to finish)."""
+    with _LOCK:
+        running = list(_PUSHES)
+    for proc in running:
+        proc.kill()
 
 
 def free_port() -> int:
@@ -111,9 +124,16 @@ class LocalRegistry:
         """docker tag + docker push (the engine's own upload, layer reuse included); returns the pushed ref."""
         ref = f"{self.address}/{repo}:{tag}"
         subprocess.run(["docker", "tag", source, ref], check=True, capture_output=True)
-        proc = subprocess.run(["docker", "push", ref], capture_output=True, text=True, check=False)
+        proc = subprocess.Popen(["docker", "push", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with _LOCK:
+            _PUSHES.add(proc)
+        try:
+            _, err = proc.communicate()
+        finally:
+            with _LOCK:
+                _PUSHES.discard(proc)
         if proc.returncode != 0:
-            raise RuntimeError(f"docker push {ref} failed: {proc.stderr.strip()[-500:]}")
+            raise RuntimeError(f"docker push {ref} failed: {err.strip()[-500:]}")
         return ref
 
     def image(self, repo: str, tag: str) -> Image:

@@ -9,12 +9,12 @@
 FROM ubuntu:22.04 AS base
 ARG DEBIAN_FRONTEND=noninteractive
 # The venv gets its own pip; the OS's venv packages (and the wheels they ship) go again in the same layer.
-RUN apt-get update \
+RUN --mount=type=cache,id=rif-apt-ubuntu-22.04,target=/var/cache/apt,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends python3 ca-certificates python3-venv python3-pip-whl python3-setuptools-whl \
  && python3 -m venv /opt/venv \
  && apt-get purge -y --auto-remove python3-venv python3-pip-whl python3-setuptools-whl \
- && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
 RUN groupadd -f video && groupadd -f --system render \
  && useradd --create-home --shell /bin/bash --groups video,render ml \

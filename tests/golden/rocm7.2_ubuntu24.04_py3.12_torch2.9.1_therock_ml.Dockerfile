@@ -9,12 +9,12 @@
 FROM ubuntu:24.04 AS base
 ARG DEBIAN_FRONTEND=noninteractive
 # The venv gets its own pip; the OS's venv packages (and the wheels they ship) go again in the same layer.
-RUN apt-get update \
+RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends python3 ca-certificates python3-venv python3-pip-whl python3-setuptools-whl \
  && python3 -m venv /opt/venv \
  && apt-get purge -y --auto-remove python3-venv python3-pip-whl python3-setuptools-whl \
- && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
 RUN groupadd -f video && groupadd -f --system render \
  && useradd --create-home --shell /bin/bash --groups video,render ml \
@@ -55,10 +55,10 @@ WORKDIR /home/ml
 FROM runtime-gfx94x-dcgpu AS devel-gfx94x-dcgpu
 USER root
 ARG DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
+RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=locked \
+    apt-get update \
  && apt-get install -y --no-install-recommends build-essential python3-dev git ninja-build \
- && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
 COPY cells/rocm7.2_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_therock_devel.json /opt/rif/cell.json
 USER ml
 WORKDIR /home/ml
