@@ -212,12 +212,13 @@ def _vertex(line: str) -> str:
 def _target_of(line: str, vertices: dict[str, str], targets: set[str]) -> str | None:
     """Which target a plain-progress line belongs to: `#N [target stage k/n]` names it, later `#N` lines
     carry only the number, and an error summary quotes it as ` > [target stage k/n]`."""
-    named = _VERTEX.match(line) or _ERROR_BLOCK.match(line)
-    if named and named.group(named.lastindex or 1) in targets:
-        target = named.group(named.lastindex or 1)
-        if named.re is _VERTEX:
-            vertices[named.group(1)] = target
-        return target
+    step = _VERTEX.match(line)
+    if step and step.group(2) in targets:
+        vertices[step.group(1)] = step.group(2)
+        return step.group(2)
+    quoted = _ERROR_BLOCK.match(line)
+    if quoted and quoted.group(1) in targets:
+        return quoted.group(1)
     number = _vertex(line)
     return vertices.get(number) if number else None
 
