@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from builder.dockerapi import EngineUnavailable
+from builder.scratch import scratch_dir
 
 LOG_TAIL_LINES = 40
 BUILDX_HINT = ("docker buildx is missing: run `bash scripts/setup.sh` (it puts Debian trixie's docker-buildx into "
@@ -167,8 +167,8 @@ class _Run:
 
 def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None, builder: Builder) -> _Run:
     run = _Run(set(targets))
-    with tempfile.TemporaryDirectory(prefix="rif-bake-") as tmp:
-        metadata = Path(tmp) / "metadata.json"
+    with scratch_dir("rif-bake-") as tmp:
+        metadata = tmp / "metadata.json"
         cmd = ["docker", "buildx", "bake", "--file", str(bake_file), "--progress", "plain",
                "--metadata-file", str(metadata), *builder.bake_args(), *targets]
         try:

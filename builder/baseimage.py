@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from builder import catalog
 from builder.errors import InputError, Problem
 from builder.logs import LOG_DIR, logged_run
+from builder.scratch import scratch_dir
 
 APT_SOURCES = Path("/etc/apt")
 # debootstrap's own default mirrors, used when the host's apt sources name none for the distro.
@@ -81,8 +81,8 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install debootstrap)")
     ref = tag or release.base
-    with tempfile.TemporaryDirectory(prefix="rif-rootfs-") as tmp:
-        root = Path(tmp) / "rootfs"
+    with scratch_dir("rif-rootfs-") as tmp:
+        root = tmp / "rootfs"
         cmd = ["debootstrap", "--variant=minbase"]
         keyring = DEFAULT_KEYRING.get(release.distro)
         if keyring and Path(keyring).exists():

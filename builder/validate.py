@@ -11,7 +11,6 @@ import grp
 import json
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 import docker
 
 from builder.dockerapi import run_captured, started
+from builder.scratch import scratch_dir
 from builder.validation import SUITE_DIR
 
 SMOKE_TIMEOUT_S = 900
@@ -64,8 +64,9 @@ def validate_image(client: docker.DockerClient, ref: str, expect: dict[str, Any]
 
 def run_testinfra(client: docker.DockerClient, ref: str, expect: dict[str, Any],
                   labels: dict[str, str] | None) -> list[Check]:
-    with started(client, ref, ["sleep", "infinity"], entrypoint=[]) as container, \
-            tempfile.TemporaryDirectory(prefix="rif-testinfra-") as tmp:
+    with scratch_dir("rif-testinfra-") as folder, \
+            started(client, ref, ["sleep", "infinity"], entrypoint=[]) as container:
+        tmp = str(folder)
         spec = Path(tmp) / "expect.json"
         spec.write_text(json.dumps({"expect": expect, "labels": labels}))
         junit = Path(tmp) / "junit.xml"

@@ -21,6 +21,11 @@ pytestmark = pytest.mark.docker
 RUNTIME = "cpu_debian12_py3.11_torch2.13.0_runtime"
 
 
+def _as_in_a_terminal() -> None:
+    """A run started from a terminal honours Ctrl-C; one started in the background (`&`) inherits SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def ours() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("rif-*") if p.is_dir()}
 
@@ -38,7 +43,7 @@ def test_a_signal_during_validation_cleans_up_and_records(signum: int, code: int
     proc = subprocess.Popen(
         [sys.executable, "-m", "builder", "build", "--matrix", str(DATA / "e2e.yaml"), "--cell", RUNTIME,
          "--wheelhouse", str(wheelhouse), "--report", str(report), "--progress", "plain"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=_as_in_a_terminal)
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("==> validate"):
