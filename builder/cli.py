@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from builder import baseimage, ghrows, imagetree, pipeline, wheelhouse
+from builder import baseimage, ghrows, imagetree, lock, lockfile, pipeline, wheelhouse
 from builder import display as show
 from builder.clikit import (
     EXIT_FAILED,
@@ -25,6 +25,7 @@ from builder.clikit import (
     CellOpt,
     GpuOpt,
     InsecureOpt,
+    LocksOpt,
     MatchOpt,
     MatrixOpt,
     Progress,
@@ -46,8 +47,8 @@ from builder.render import WheelSource, render_all
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
-def _source(wheelhouse_dir: Path | None) -> WheelSource:
-    return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None)
+def _source(wheelhouse_dir: Path | None, locks: Path | None = None) -> WheelSource:
+    return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None, locks.resolve() if locks else None)
 
 
 def _target(registry: str, insecure: frozenset[str]) -> Target:
@@ -93,6 +94,9 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
                "Remove files this factory rendered before and the matrix no longer renders (default for the "
                "production matrix into images/); nothing it did not write is ever removed."))] = False,
            wheelhouse_dir: WheelhouseOpt = None,
+           locked: Annotated[bool | None, typer.Option("--locked/--unlocked", help=(
+               "Render from the tree's lock files (base by digest, wheels by sha256; a missing or stale lock is an "
+               "error), or without them. Default: locked when --out holds any lock."))] = None,
            ) -> None:
     """Render the build tree: one Dockerfile per combination, each image a target of docker-bake.json.
 
@@ -102,7 +106,8 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
     if out_dir == PRODUCTION_IMAGES and not (production and wheelhouse_dir is None) and not check:
         raise usage_error("--out", f"only the production matrix with its index URLs is rendered into "
                                    f"{PRODUCTION_IMAGES}/ (pass --out DIR)")
-    source = _source(wheelhouse_dir)
+    locks = out_dir if (lockfile.has_locks(out_dir) if locked is None else locked) else None
+    source = _source(wheelhouse_dir, locks)
     rendered = render_all(load_matrix(matrix), source)
     if not check:
         imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES), source)
@@ -141,7 +146,8 @@ def _run(jobs: list[pipeline.Job], options: pipeline.Options, progress: Progress
 
 @app.command()
 @handles_errors
-def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt = None, cell: CellOpt = None,
+def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt = None, locks: LocksOpt = None,
+          cell: CellOpt = None,
           push: Annotated[bool, typer.Option("--push", help="Push every image that passed validation.")] = False,
           registry: RegistryOpt = None, insecure: InsecureOpt = None,
           validate: Annotated[bool, typer.Option("--validate/--no-validate",
@@ -158,9 +164,9 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
         raise usage_error("--no-validate", "refused with --push: an unvalidated image is never pushed")
     if push and not registry:
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
-    jobs = pipeline.matrix_jobs(matrix, cell, None, _source(wheelhouse_dir))
+    jobs = pipeline.matrix_jobs(matrix, cell, None, _source(wheelhouse_dir, locks))
     target = _target(registry, insecure_hosts) if push and registry else None
-    _run(jobs, pipeline.Options(_source(wheelhouse_dir), validate, gpu, target), progress, report,
+    _run(jobs, pipeline.Options(_source(wheelhouse_dir, locks), validate, gpu, target), progress, report,
          registry if target else None)
 
 
@@ -168,7 +174,7 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
 @handles_errors
 def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = None, insecure: InsecureOpt = None,
             cell: CellOpt = None,
-            match: MatchOpt = None, wheelhouse_dir: WheelhouseOpt = None, gpu: GpuOpt = False,
+            match: MatchOpt = None, wheelhouse_dir: WheelhouseOpt = None, locks: LocksOpt = None, gpu: GpuOpt = False,
             plan: Annotated[bool, typer.Option("--plan", help="Look up what would be built, skipped and re-tagged; "
                                                "build nothing, push nothing.")] = False,
             no_push: Annotated[bool, typer.Option("--no-push", help=(
@@ -190,8 +196,8 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
         raise usage_error("--no-push", "--plan builds nothing and --no-push builds: pass one of them")
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
-    jobs = pipeline.matrix_jobs(matrix, cell, match, _source(wheelhouse_dir))
-    options = pipeline.Options(_source(wheelhouse_dir), True, gpu, _target(registry, insecure_hosts),
+    jobs = pipeline.matrix_jobs(matrix, cell, match, _source(wheelhouse_dir, locks))
+    options = pipeline.Options(_source(wheelhouse_dir, locks), True, gpu, _target(registry, insecure_hosts),
                                skip_published=True, plan=plan, no_push=no_push)
     _run(jobs, options, progress, record_path, registry)
 
@@ -244,6 +250,40 @@ def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-
         show.error(str(exc))
         raise typer.Exit(EXIT_FAILED) from exc
     show.out.print(f"imported {show.safe(ref)}")
+
+
+@app.command("lock")
+@handles_errors
+def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
+             out_dir: Annotated[Path, typer.Option("--out", help="The build tree whose <combination>/lock/ "
+                                                   "files are written (then the tree is rendered from them).")]
+             = PRODUCTION_IMAGES,
+             update: Annotated[bool, typer.Option("--update", help=(
+                 "Resolve every lock again (new wheels, new base digests); without it only missing and stale "
+                 "locks are resolved."))] = False,
+             wheelhouse_dir: WheelhouseOpt = None,
+             base_registry: Annotated[str | None, typer.Option(
+                 "--base-registry", metavar="HOST[:PORT]",
+                 help="Pin base images from this registry (a mirror of Docker Hub's images) instead of Docker Hub.")]
+             = None,
+             insecure: InsecureOpt = None,
+             ) -> None:
+    """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256."""
+    production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
+    if out_dir == PRODUCTION_IMAGES and not production:
+        raise usage_error("--out", f"only the production matrix is locked into {PRODUCTION_IMAGES}/ (pass --out DIR)")
+    cells = load_matrix(matrix)
+
+    def say(group: str, file: str, state: str) -> None:
+        if state != "kept":
+            show.out.print(f"{state:>9}  {show.safe(out_dir / group / lockfile.LOCK_DIR / file)}")
+
+    done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None, update,
+                          base_registry, check_insecure(insecure), say)
+    rendered = render_all(cells, _source(wheelhouse_dir, out_dir))
+    imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES, _source(wheelhouse_dir))
+    show.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
+                   f"images into {show.safe(out_dir)}")
 
 
 @app.command("wheelhouse")

@@ -26,6 +26,8 @@ from builder import imagetree
 from builder.credentials import CredentialError
 from builder.dockerapi import EngineUnavailable
 from builder.errors import InputError
+from builder.lock import LockError
+from builder.lockfile import LockProblem
 from builder.render import NameClash
 from builder.retry import RegistryError
 
@@ -41,6 +43,10 @@ MatrixOpt = Annotated[Path, typer.Option("--matrix", "-m", help="Matrix file (YA
 WheelhouseOpt = Annotated[Path | None, typer.Option(
     "--wheelhouse", help="Install wheels from this directory (--no-index) instead of the cells' index URLs.",
     exists=True, file_okay=False)]
+LocksOpt = Annotated[Path | None, typer.Option(
+    "--locks", metavar="DIR", file_okay=False,
+    help="Build exactly what DIR's lock files pin (`builder lock --out DIR`): the base image by digest and every "
+         "wheel by sha256 (--require-hashes). A missing or stale lock stops the run before any build.")]
 CellOpt = Annotated[list[str] | None, typer.Option(
     "--cell", metavar="TAG", help="Only cells with this tag (repeatable).")]
 MatchOpt = Annotated[str | None, typer.Option(
@@ -83,7 +89,13 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             for problem in exc.problems:
                 show.error(str(problem))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
-        except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError, NameClash) as exc:
+        except LockProblem as exc:
+            for stale in exc.problems:
+                show.error(f"lock: {stale}")
+            show.err.print("run `builder lock --matrix MATRIX --out DIR` (or `--update`) and commit the locks")
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
+        except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError, NameClash,
+                LockError) as exc:
             show.error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except RegistryError as exc:  # the registry refused or is down before any image was touched

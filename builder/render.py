@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import jinja2
 
-from builder import smoke
+from builder import lockfile, smoke
 from builder.plan import plan_images
 from builder.spec import ALL_TARGETS, CellSpec
 from builder.tags import CELL_FILE, HASH_LABEL, LABEL_PREFIX, RIF_DIR, VENV_DIR, readable_tag
@@ -38,14 +38,17 @@ CELLS_DIR = "cells"  # the build tree's cells/<tag>.json: each image's /opt/rif/
 PIP_CACHE = "--mount=type=cache,id=rif-pip,target=/tmp"  # pip --cache-dir /tmp/pip
 WHEELS_DIR = "wheels"  # a local wheelhouse, linked into the build tree and bind-mounted, never copied
 WHEELS_MOUNT = "/mnt"  # where the build sees it: a folder every base image has, so no mount point is left
+LOCK_MOUNT = "/tmp/rif/requirements.txt"  # a step's lock file, inside the pip cache mount: never in a layer
 _FROM = re.compile(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class WheelSource:
-    """Where pip takes wheels from: the cell's index URL, or a local wheelhouse (air-gapped sites, tests)."""
+    """Where pip takes wheels from (the cell's index URL, or a local wheelhouse for air-gapped sites and tests)
+    and, when locked, the tree whose `<combination>/lock/` files pin the base image and every wheel."""
 
     wheelhouse: Path | None = None
+    locks: Path | None = None
 
     def pip_args(self, cell: CellSpec) -> list[str]:
         if self.wheelhouse is not None:
@@ -62,7 +65,8 @@ class WheelSource:
         return [PIP_CACHE, *bind]
 
     def describe(self, cell: CellSpec) -> str:
-        return "local wheelhouse (--wheelhouse)" if self.wheelhouse else cell.index_url
+        where = "local wheelhouse (--wheelhouse)" if self.wheelhouse else cell.index_url
+        return where + (", exactly the wheels of lock/ (--require-hashes)" if self.locks else "")
 
 
 class NameClash(ValueError):
@@ -277,7 +281,8 @@ def _group_names(groups: dict[str, list[CellSpec]]) -> dict[str, str]:
             for key, name in plain.items()}
 
 
-def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> list[RenderedCell]:
+def _stages(members: list[CellSpec]) -> tuple[dict[str, _Stage], dict[str, _Stage]]:
+    """A combination's runtime and devel stages by name (a devel image brings its runtime parent)."""
     runtimes: dict[str, _Stage] = {}
     develops: dict[str, _Stage] = {}
     names = [_stage_name(c) for c in members]
@@ -296,8 +301,32 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> l
                 parent = _Stage(parent.cell, f"{_stage_name(cell)}-runtime", device=parent.device, small=parent.small)
             runtimes.setdefault(parent.stage, parent)
             develops[_stage_name(cell)] = _Stage(cell, _stage_name(cell), parent=parent.stage)
+    return runtimes, develops
+
+
+def lock_steps(members: list[CellSpec]) -> list[lockfile.Step]:
+    """The installing steps of a combination's Dockerfile, in build order: what its locks pin."""
+    first = members[0]
+    torch = (f"torch=={first.torch}",)
+    steps = [lockfile.Step(lockfile.BASE_FILE, (first.os_release.base,)),
+             lockfile.Step("torch.txt", torch, first.python, no_deps=True),
+             lockfile.Step("torch-deps.txt", torch, first.python, after=("torch.txt",))]
+    shared = ("torch.txt", "torch-deps.txt")
+    for stage in _stages(members)[0].values():
+        device: tuple[str, ...] = (f"{stage.stage}-device.txt",) if stage.device else ()
+        if stage.device:
+            steps.append(lockfile.Step(device[0], tuple(stage.device), first.python, after=shared))
+        small = (*stage.device, *(r for r in stage.small if r not in stage.device))
+        steps.append(lockfile.Step(f"{stage.stage}.txt", small, first.python, after=shared + device))
+    return steps
+
+
+def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> list[RenderedCell]:
+    runtimes, develops = _stages(members)
     stages = {**runtimes, **develops}
     first = members[0]
+    locks = lockfile.read_fresh(source.locks, group, lock_steps(members)) if source.locks else {}
+    lock_dir = f"{group}/{lockfile.LOCK_DIR}"
     text = _template().render(
         combo=first, group=group, images=[stages[_stage_name(c)] for c in members],
         runtimes=list(runtimes.values()), develops=list(develops.values()),
@@ -305,6 +334,9 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> l
         mounts=source.mounts(), pip_source=source.pip_args(first), wheel_source_comment=source.describe(first),
         torch_requirement=[f"torch=={first.torch}"], cell_file={s.cell.tag: cell_path(s.cell) for s in stages.values()},
         rif_dir=RIF_DIR, venv_dir=VENV_DIR, cell_json=CELL_FILE, smoke_program=SMOKE_PROGRAM,
+        base_ref=lockfile.pinned_base(locks[lockfile.BASE_FILE]) if locks else first.os_release.base,
+        locked=bool(locks), lock_dir=lock_dir, lock_mount=LOCK_MOUNT,
+        filled={name for name, data in locks.items() if lockfile.pins_of(data)},
     )
     chains = stage_chains(text)
     out = []
@@ -313,9 +345,22 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> l
         copied = {SMOKE_PATH: smoke.bundle()}
         copied.update({cell_path(s.cell): cell_json(s.cell) for s in stages.values()
                        if s.stage in chains[stage].names})
-        content_hash = _content_hash(chains[stage].text, copied, source, image_labels(cell, ""))
-        out.append(RenderedCell(cell, group, stage, text, copied, content_hash, source))
+        # Lock files come in by bind mount, named in the chain's RUN lines; hashed under their name in lock/,
+        # so the combination's folder name (which can differ between renders) never moves the hash.
+        mounted = {f"{lock_dir}/{name}": data.encode() for name, data in locks.items()
+                   if f"source={lock_dir}/{name}," in chains[stage].text}
+        hashed = {**copied, **{k.removeprefix(group + "/"): v for k, v in mounted.items()}}
+        content_hash = _content_hash(chains[stage].text.replace(f"source={group}/", "source="), hashed, source,
+                                     image_labels(cell, ""))
+        out.append(RenderedCell(cell, group, stage, text, {**copied, **mounted, **_base_lock(locks, lock_dir)},
+                                content_hash, source))
     return out
+
+
+def _base_lock(locks: dict[str, str], lock_dir: str) -> dict[str, bytes]:
+    """base.txt goes into the tree with the other locks (its pin is in the FROM line, hashed there)."""
+    base = locks.get(lockfile.BASE_FILE)
+    return {f"{lock_dir}/{lockfile.BASE_FILE}": base.encode()} if base is not None else {}
 
 
 @dataclass(frozen=True)
@@ -352,7 +397,7 @@ def _content_hash(text: str, files: dict[str, bytes], source: WheelSource, label
     for name in sorted(files):
         digest.update(b"\0" + name.encode() + b"\0" + files[name])
     digest.update(b"\0" + json.dumps(labels, sort_keys=True).encode())
-    if source.wheelhouse is not None:
+    if source.wheelhouse is not None and source.locks is None:  # a lock pins every wheel by its sha256 already
         digest.update(wheelhouse_digest(source.wheelhouse).encode())
     return "sha256:" + digest.hexdigest()
 

@@ -18,6 +18,7 @@ from builder.spec import CellSpec
 # PyTorch, NumPy and their pure-Python dependencies publish for x86-64 glibc distros.
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "linux_x86_64"]
+PYPI = "https://pypi.org/simple"
 
 
 def download_commands(cells: list[CellSpec], dest: Path, index_url: str | None,
@@ -34,8 +35,8 @@ def download_commands(cells: list[CellSpec], dest: Path, index_url: str | None,
             cmd += ["--platform", platform]
         if not use_pip_config:
             cmd += ["--index-url", index]
-            if index != "https://pypi.org/simple":
-                cmd += ["--extra-index-url", "https://pypi.org/simple"]
+            if index.rstrip("/") != PYPI:
+                cmd += ["--extra-index-url", PYPI]
         commands.append(cmd + sorted(reqs))
     return commands
 

@@ -1,0 +1,140 @@
+"""The lock files: every image's exact inputs (its base image by digest, every wheel by sha256), committed.
+
+They live beside each Dockerfile, at `<tree>/<combination>/lock/`, one file per step that installs
+something, so a refresh is a reviewable diff of exactly what moved:
+
+    base.txt               the base image, by digest
+    torch.txt              torch alone (the largest layer)
+    torch-deps.txt         torch's dependencies
+    <stage>-device.txt     a GPU family's device packages
+    <stage>.txt            the companions and numpy of one runtime image
+
+Each pip file is a requirements file with `--hash` on every line, installed with `--no-deps --require-hashes`:
+the files of an image's layers together are its complete resolved wheel set. The first line records what the
+file was resolved for; a lock whose inputs differ from what the matrix now asks is stale. This module only
+reads and writes the format (render reads it, `builder lock` writes it); resolution is lock.py's job.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+LOCK_DIR = "lock"
+BASE_FILE = "base.txt"
+_HEADER = "# rif-lock "
+_NOTE = "# Written by `builder lock`; refresh with `builder lock --update`, never by hand.\n"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One installing step of a combination's Dockerfile and what its lock is resolved for."""
+
+    file: str  # the lock file's name in <combination>/lock/
+    wants: tuple[str, ...]  # requirements (or, for base.txt, the base image reference)
+    python: str = ""  # the Python the wheels are for; empty for the base image
+    after: tuple[str, ...] = ()  # lock files of the earlier steps: their pins constrain this one
+    no_deps: bool = False  # the step installs its requirements alone (torch, before its dependencies)
+
+    @property
+    def inputs(self) -> dict[str, object]:
+        return {"for": list(self.wants), "python": self.python}
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str
+    version: str
+    sha256: str
+
+    def line(self) -> str:
+        return f"{self.name}=={self.version} \\\n    --hash=sha256:{self.sha256}\n"
+
+
+class LockProblem(ValueError):
+    """A lock that a locked render needs is missing or was resolved for other inputs."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def pip_text(step: Step, pins: list[Pin]) -> str:
+    body = "".join(p.line() for p in sorted(pins, key=lambda p: p.name.lower()))
+    return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{body}"
+
+
+def base_text(step: Step, pinned: str) -> str:
+    return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{pinned}\n"
+
+
+def inputs_of(text: str) -> dict[str, object] | None:
+    first = text.split("\n", 1)[0]
+    if not first.startswith(_HEADER):
+        return None
+    try:
+        data = json.loads(first.removeprefix(_HEADER))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def pinned_base(text: str) -> str:
+    """The digest-pinned reference in a base.txt (its one line that is not a comment)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    if len(lines) != 1 or "@sha256:" not in lines[0]:
+        raise ValueError("base.txt must hold one reference pinned by @sha256:")
+    return lines[0]
+
+
+def pins_of(text: str) -> list[Pin]:
+    """The pins of a pip lock file (continuation lines joined)."""
+    pins = []
+    for entry in text.replace("\\\n", " ").splitlines():
+        parts = entry.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        name, _, version = parts[0].partition("==")
+        hashes = [p.removeprefix("--hash=sha256:") for p in parts[1:] if p.startswith("--hash=sha256:")]
+        pins.append(Pin(name, version, hashes[0] if hashes else ""))
+    return pins
+
+
+def lock_path(tree: Path, group: str, step: Step) -> Path:
+    return tree / group / LOCK_DIR / step.file
+
+
+def read_fresh(tree: Path, group: str, steps: list[Step]) -> dict[str, str]:
+    """file -> text for every step, or LockProblem naming each lock that is missing or stale."""
+    found, problems = {}, []
+    for step in steps:
+        path = lock_path(tree, group, step)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            problems.append(f"{path}: missing")
+            continue
+        recorded = inputs_of(text)
+        if recorded != step.inputs:
+            problems.append(f"{path}: stale (resolved for {_describe(recorded)}; the matrix now asks for "
+                            f"{_describe(step.inputs)})")
+            continue
+        found[step.file] = text
+    if problems:
+        raise LockProblem(problems)
+    return found
+
+
+def _describe(inputs: dict[str, object] | None) -> str:
+    if inputs is None:
+        return "nothing readable"
+    wants = inputs.get("for")
+    python = inputs.get("python")
+    text = " ".join(str(w) for w in wants) if isinstance(wants, list) else "?"
+    return text + (f" on Python {python}" if python else "")
+
+
+def has_locks(tree: Path) -> bool:
+    """Whether a tree is locked: any combination of it has a base.txt."""
+    return tree.is_dir() and any(tree.glob(f"*/{LOCK_DIR}/{BASE_FILE}"))
