@@ -267,9 +267,15 @@ def render_images(images: list[CellSpec], source: WheelSource = WheelSource()) -
         groups.setdefault(group_key(cell), []).append(cell)
     names = _group_names(groups)
     by_tag: dict[str, RenderedCell] = {}
+    problems: list[str] = []
     for key, members in groups.items():
-        for rendered in _render_group(names[key], members, source):
-            by_tag[rendered.cell.tag] = rendered
+        try:
+            for rendered in _render_group(names[key], members, source):
+                by_tag[rendered.cell.tag] = rendered
+        except lockfile.LockProblem as exc:  # every combination's, not just the first one's
+            problems += exc.problems
+    if problems:
+        raise lockfile.LockProblem(problems)
     return [by_tag[c.tag] for c in images]
 
 

@@ -1,0 +1,159 @@
+"""Locks, without an engine: the file format, what a combination locks, locked renders, hashes and staleness."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from builder import lockfile
+from builder.lockfile import LockProblem, Pin, Step
+from builder.render import WheelSource, lock_steps, render_all
+from builder.spec import CellSpec
+from tests.conftest import builder_cli, load_cells, write_matrix
+
+TWO_OS = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n"
+          "  channel: [therock]\n  gfx: [gfx94X-dcgpu, gfx1151]\n  flavor: [runtime, devel]\n")
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def fake_resolution(step: Step, numpy: str) -> list[Pin]:
+    """What `builder lock` would pin, made up: the same inputs always give the same pins."""
+    if step.no_deps:
+        return [Pin("torch", step.wants[0].split("==")[1], sha(step.wants[0]))]
+    if step.file == "torch-deps.txt":
+        return [Pin("filelock", "3.20.0", sha("filelock"))]
+    if step.file.endswith("-device.txt"):
+        return [Pin(f"rocm-{step.file}", "7.14.0", sha(step.file))]
+    return [Pin("numpy", numpy, sha("numpy" + numpy))]
+
+
+def write_locks(tree: Path, cells: list[CellSpec], numpy: str = "2.4.6",
+                bases: dict[str, str] | None = None, only: str | None = None) -> None:
+    groups: dict[str, list[CellSpec]] = {}
+    for r in render_all(cells):
+        groups.setdefault(r.group, []).append(r.cell)
+    for group, members in groups.items():
+        for step in lock_steps(members):
+            if only is not None and step.file != only:
+                continue
+            path = lockfile.lock_path(tree, group, step)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if step.file == lockfile.BASE_FILE:
+                digest = (bases or {}).get(step.wants[0], sha(step.wants[0]))
+                path.write_text(lockfile.base_text(step, f"mirror.example/{step.wants[0]}@sha256:{digest}"))
+            else:
+                path.write_text(lockfile.pip_text(step, fake_resolution(step, numpy)))
+
+
+def hashes(cells: list[CellSpec], tree: Path) -> dict[str, str]:
+    return {r.cell.tag: r.content_hash for r in render_all(cells, WheelSource(locks=tree))}
+
+
+def test_a_pip_lock_reads_back_its_pins_and_inputs() -> None:
+    step = Step("runtime.txt", ("torch==2.13.0", "numpy"), "3.11")
+    pins = [Pin("numpy", "2.4.6", "a" * 64), Pin("Jinja2", "3.1.6", "b" * 64)]
+    text = lockfile.pip_text(step, pins)
+    assert lockfile.inputs_of(text) == {"for": ["torch==2.13.0", "numpy"], "python": "3.11"}
+    assert lockfile.pins_of(text) == sorted(pins, key=lambda p: p.name.lower())
+    assert "--hash=sha256:" + "a" * 64 in text
+
+
+def test_a_base_lock_holds_one_digest_pinned_reference() -> None:
+    step = Step("base.txt", ("debian:12",))
+    pinned = "debian:12@sha256:" + "c" * 64
+    assert lockfile.pinned_base(lockfile.base_text(step, pinned)) == pinned
+    with pytest.raises(ValueError, match="pinned by @sha256"):
+        lockfile.pinned_base(lockfile.base_text(step, "debian:12"))
+
+
+def test_a_combination_locks_base_torch_its_deps_and_each_family(tmp_path: Path) -> None:
+    cells = [c for c in load_cells(tmp_path, TWO_OS) if c.os == "debian-12"]
+    steps = {s.file: s for s in lock_steps(cells)}
+    assert set(steps) == {"base.txt", "torch.txt", "torch-deps.txt", "runtime-gfx94x-dcgpu-device.txt",
+                          "runtime-gfx94x-dcgpu.txt", "runtime-gfx1151-device.txt", "runtime-gfx1151.txt"}
+    assert steps["torch.txt"].no_deps and not steps["torch-deps.txt"].no_deps
+    assert steps["runtime-gfx1151.txt"].after == ("torch.txt", "torch-deps.txt", "runtime-gfx1151-device.txt")
+    assert steps["base.txt"].wants == ("debian:12",)
+
+
+def test_a_locked_render_pins_the_base_and_installs_each_lock_with_hashes(tmp_path: Path) -> None:
+    cells = load_cells(tmp_path, TWO_OS)
+    write_locks(tmp_path / "tree", cells)
+    for r in render_all(cells, WheelSource(locks=tmp_path / "tree")):
+        assert f"FROM mirror.example/{r.cell.os_release.base}@sha256:" in r.dockerfile
+        assert r.dockerfile.count("--no-deps --require-hashes --requirement /tmp/rif/requirements.txt") == 6
+        assert f"{r.group}/lock/base.txt" in r.files and f"{r.group}/lock/torch.txt" in r.files
+
+
+def test_a_new_base_digest_moves_exactly_the_images_on_that_base(tmp_path: Path) -> None:
+    cells = load_cells(tmp_path, TWO_OS)
+    tree = tmp_path / "tree"
+    write_locks(tree, cells)
+    before = hashes(cells, tree)
+    write_locks(tree, cells, bases={"debian:12": "d" * 64}, only="base.txt")
+    after = hashes(cells, tree)
+    moved = {tag for tag in before if before[tag] != after[tag]}
+    assert moved == {c.tag for c in cells if c.os == "debian-12"} and moved
+
+
+def test_a_new_wheel_moves_exactly_the_images_that_install_it(tmp_path: Path) -> None:
+    cells = load_cells(tmp_path, TWO_OS)
+    tree = tmp_path / "tree"
+    write_locks(tree, cells)
+    before = hashes(cells, tree)
+    [cell] = [c for c in cells if c.os == "debian-12" and c.gfx == "gfx1151" and c.flavor == "runtime"]
+    [step] = [s for s in lock_steps([cell]) if s.file == "runtime-gfx1151.txt"]
+    group = next(r.group for r in render_all(cells) if r.cell.tag == cell.tag)
+    lockfile.lock_path(tree, group, step).write_text(lockfile.pip_text(step, [Pin("numpy", "2.4.7", "e" * 64)]))
+    after = hashes(cells, tree)
+    moved = {tag for tag in before if before[tag] != after[tag]}
+    assert moved == {c.tag for c in cells if c.os == "debian-12" and c.gfx == "gfx1151"}  # runtime and devel
+
+
+def test_unchanged_locks_give_the_same_hashes_alone_or_together(tmp_path: Path) -> None:
+    cells = load_cells(tmp_path, TWO_OS)
+    tree = tmp_path / "tree"
+    write_locks(tree, cells)
+    together = hashes(cells, tree)
+    for cell in cells[:3]:
+        assert hashes([cell], tree)[cell.tag] == together[cell.tag]
+
+
+def test_missing_and_stale_locks_are_named(tmp_path: Path) -> None:
+    cells = load_cells(tmp_path, TWO_OS)
+    tree = tmp_path / "tree"
+    write_locks(tree, cells)
+    group = render_all(cells)[0].group
+    (tree / group / "lock" / "torch-deps.txt").unlink()
+    other = render_all(cells)[-1]
+    base = lockfile.lock_path(tree, other.group, lock_steps([other.cell])[0])
+    base.write_text(base.read_text().replace('"debian:12"', '"debian:11"'))
+    with pytest.raises(LockProblem) as caught:
+        render_all(cells, WheelSource(locks=tree))
+    text = "\n".join(caught.value.problems)
+    assert f"{group}/lock/torch-deps.txt: missing" in text
+    assert f"{other.group}/lock/base.txt: stale (resolved for debian:11; the matrix now asks for debian:12)" in text
+
+
+def test_render_check_fails_on_a_missing_or_stale_lock(tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, TWO_OS)
+    cells = load_cells(tmp_path, TWO_OS)
+    tree = tmp_path / "tree"
+    write_locks(tree, cells)
+    assert builder_cli("render", "--matrix", str(matrix), "--out", str(tree)).returncode == 0
+    ok = builder_cli("render", "--matrix", str(matrix), "--out", str(tree), "--check")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    matrix.write_text(TWO_OS.replace("gfx1151]", "gfx1151, gfx110X-all]"))
+    missing = builder_cli("render", "--matrix", str(matrix), "--out", str(tree), "--check")
+    assert missing.returncode == 2 and "runtime-gfx110x-all.txt: missing" in missing.stderr
+    assert "builder lock" in missing.stderr
+    matrix.write_text(TWO_OS)
+    lock = next(tree.glob("*/lock/runtime-gfx1151.txt"))
+    lock.write_text(lock.read_text().replace('"numpy"', '"numpy<2"'))  # resolved for what the matrix no longer asks
+    stale = builder_cli("render", "--matrix", str(matrix), "--out", str(tree), "--check")
+    assert stale.returncode == 2 and "runtime-gfx1151.txt: stale" in stale.stderr
