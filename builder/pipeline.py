@@ -220,11 +220,18 @@ def _build(client: docker.DockerClient, job: Job, built: BuildResult | None, rep
         return _existing(client, job.local_image if job.rendered is None else _content_ref(job), report)
     report.build_seconds, report.log_tail = built.seconds, built.log_tail
     if not built.ok:
-        report.fail("build", f"build: {built.error}")
+        hash_mismatch = any(HASH_MISMATCH in line for line in built.log_tail)
+        report.fail("build", f"build: {LOCK_BROKEN if hash_mismatch else built.error}")
         return False
     report.image_id, report.state = built.image_id, "built"
     report.image_bytes = _size(client, built.image_id)
     return True
+
+
+HASH_MISMATCH = "DO NOT MATCH THE HASHES"  # pip's words when --require-hashes refuses a wheel
+LOCK_BROKEN = ("a wheel does not match the hashes in the lock (pip --require-hashes): the wheelhouse or index now "
+               "serves other bytes under a locked name and version; nothing was pushed. If the new wheel is wanted, "
+               "`builder lock --update` pins it")
 
 
 def _content_ref(job: Job) -> str:

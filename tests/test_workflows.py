@@ -110,7 +110,7 @@ COSIGN_INSTALLER = "sigstore/cosign-installer"
 
 
 def test_only_publishing_jobs_may_write_packages() -> None:
-    writers, deployers, signers = set(), set(), set()
+    writers, deployers, signers, proposers = set(), set(), set(), set()
     for path in WORKFLOWS:
         for job_id, job in load(path)["jobs"].items():
             for scope, level in (job.get("permissions") or {}).items():
@@ -120,12 +120,15 @@ def test_only_publishing_jobs_may_write_packages() -> None:
                     signers.add((path.name, job_id))
                 elif (scope, level) == ("pages", "write"):
                     deployers.add((path.name, job_id))
+                elif scope in ("contents", "pull-requests") and level == "write":
+                    proposers.add((path.name, job_id))
                 else:
                     assert level in ("read", "none"), f"{path.name}: job {job_id} asks for {scope}: {level}"
     # The Pages token goes only to a job that runs deploy-pages and nothing else (no code of this repo); the OIDC
     # token to that job, to the signing job, and to the two jobs that call the workflow holding it (a called
     # workflow gets no more than its caller's job has).
     assert deployers == {("publish.yml", "pages")}
+    assert proposers == {("lock-refresh.yml", "refresh")}  # pushes its branch and opens the pull request
     deploy = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]["pages"]
     assert [str(s.get("uses", "")).split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
     assert not any("run" in s for s in deploy["steps"])
@@ -395,3 +398,21 @@ def test_the_cell_job_refuses_a_row_it_cannot_pass_on_safely(tmp_path: Path, gro
     proc, args = run_publish_step(tmp_path, group, cells, images)
     assert proc.returncode != 0 and args is None
     assert not (tmp_path / "work" / "pwned").exists()
+
+
+def test_lock_refresh_proposes_the_new_locks_as_a_pull_request_and_publishing_follows_the_merge() -> None:
+    doc = load(ROOT / ".github" / "workflows" / "lock-refresh.yml")
+    on = triggers(doc)
+    assert on["schedule"] and "workflow_dispatch" in on
+    [job] = doc["jobs"].values()
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    script = "\n".join(str(s.get("run", "")) for s in job["steps"])
+    assert "builder lock --matrix matrix.yaml --out images --update" in script
+    assert "builder render --check" in script and "gh pr create" in script
+    assert "git diff --quiet -- images" in script  # no change, no pull request
+    assert "docker" not in script and "builder publish" not in script  # it builds and pushes nothing
+    publish = triggers(load(ROOT / ".github" / "workflows" / "publish.yml"))
+    assert publish["push"]["branches"] == ["main"] and "images/**" in publish["push"]["paths"]
+    cells_doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
+    cells = "\n".join(str(s.get("run", "")) for _, s in steps(cells_doc))
+    assert 'extra+=(--locks images)' in cells

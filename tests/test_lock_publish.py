@@ -1,0 +1,166 @@
+"""Locked publishing against a real engine and a real local registry.
+
+One matrix (runtime + devel on Debian 12, CPU torch from a wheelhouse), its base image served by a registry
+mirror, taken through the lock's life: lock, publish, re-publish (nothing), a tampered wheel (refused by
+--require-hashes, nothing pushed), a new numpy (only the images that install it), a new base digest (only the
+images on it), and the same lock built twice without cache (byte-identical site-packages).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import docker
+import pytest
+
+from builder.registry import RegistryClient
+from tests.conftest import builder_cli, write_matrix
+
+pytestmark = [pytest.mark.docker, pytest.mark.registry]
+
+MATRIX = ("image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"
+          "  torch:\n    - {version: '2.13.0', torchvision: null, torchaudio: null}\n  flavor: [runtime, devel]\n")
+RUNTIME, DEVEL = "cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian12_py3.11_torch2.13.0_devel"
+SITE = "/opt/venv/lib/python3.11/site-packages"
+
+
+def rebrand(wheel: Path, version: str, dest: Path) -> Path:
+    """The same wheel under another version: a newer numpy, as an index would serve one."""
+    name, old = wheel.name.split("-")[:2]
+    out = dest / wheel.name.replace(f"-{old}-", f"-{version}-")
+    records: list[str] = []
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            path = info.filename.replace(f"{name}-{old}.dist-info/", f"{name}-{version}.dist-info/")
+            if path.endswith(".dist-info/RECORD"):
+                record = path
+                continue
+            data = src.read(info)
+            if path.endswith(".dist-info/METADATA"):
+                data = data.replace(f"\nVersion: {old}\n".encode(), f"\nVersion: {version}\n".encode(), 1)
+            dst.writestr(path, data)
+            digest = hashlib.sha256(data).digest()
+            records.append(f"{path},sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()},{len(data)}")
+        dst.writestr(record, "\n".join([*records, f"{record},,"]) + "\n")
+    return out
+
+
+def publish(matrix: Path, tree: Path, wheels: Path, registry: str, record: Path) -> dict[str, str]:
+    run = builder_cli("publish", "--matrix", str(matrix), "--locks", str(tree), "--wheelhouse", str(wheels),
+                      "--registry", registry, "--record", str(record), "--progress", "plain")
+    assert run.returncode == 0, run.stdout + run.stderr
+    return {row["tag"]: row["state"] for row in json.loads(record.read_text())["images"]}
+
+
+def lock(matrix: Path, tree: Path, wheels: Path, mirror: str, *update: str) -> str:
+    run = builder_cli("lock", "--matrix", str(matrix), "--out", str(tree), "--wheelhouse", str(wheels),
+                      "--base-registry", mirror, *update)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def changed_locks(output: str) -> set[str]:
+    return {line.split()[-1].split("/lock/")[-1] for line in output.splitlines() if line.strip().startswith("written")}
+
+
+def immutable_tags(registry: str, repository: str) -> set[str]:
+    host, namespace = registry.split("/", 1)
+    return {t for t in RegistryClient(host).tags(f"{namespace}/{repository}") if t.count("-") and len(t) > 13
+            and t.rsplit("-", 1)[-1].isalnum() and len(t.rsplit("-", 1)[-1]) == 12}
+
+
+def site_packages(client: docker.DockerClient, image: str) -> dict[str, str]:
+    """path -> sha256 of every file in the venv's site-packages, read from the image's filesystem."""
+    container = client.containers.create(image, command=["true"])
+    try:
+        stream, _ = container.get_archive(SITE)
+        data = io.BytesIO(b"".join(stream))
+    finally:
+        container.remove(force=True)
+    with tarfile.open(fileobj=data) as tar:
+        return {m.name: hashlib.sha256(tar.extractfile(m).read()).hexdigest()  # type: ignore[union-attr]
+                for m in tar.getmembers() if m.isfile()}
+
+
+def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
+        tmp_path: Path, base_image: str, wheelhouse: Path, registry: str, namespace: str,
+        docker_client: docker.DockerClient) -> None:
+    matrix = write_matrix(tmp_path, MATRIX)
+    tree, wheels = tmp_path / "tree", tmp_path / "wheels"
+    wheels.mkdir()
+    for wheel in wheelhouse.glob("*.whl"):
+        os.link(wheel, wheels / wheel.name)
+    mirror = f"{namespace}-mirror"  # the base image's registry, as a Docker Hub mirror would serve it
+    docker_client.images.get(base_image).tag(f"{mirror}/debian", "12")
+    docker_client.images.push(f"{mirror}/debian", "12")
+
+    assert changed_locks(lock(matrix, tree, wheels, mirror)) == {"base.txt", "torch.txt", "torch-deps.txt",
+                                                                 "runtime.txt"}
+    assert "@sha256:" in (tree / "cpu_debian12_py3.11_torch2.13.0" / "lock" / "base.txt").read_text()
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r1.json") == {RUNTIME: "published", DEVEL: "published"}
+    first = immutable_tags(namespace, "pytorch")
+    assert len(first) == 2
+
+    # unchanged locks: nothing is built or pushed
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r2.json") == {RUNTIME: "skipped", DEVEL: "skipped"}
+    assert immutable_tags(namespace, "pytorch") == first
+
+    # a wheel that is not the locked one: --require-hashes refuses it, nothing is pushed
+    [numpy] = wheels.glob("numpy-*.whl")
+    original = numpy.read_bytes()
+    numpy.unlink()  # a new file, never the shared wheelhouse's
+    numpy.write_bytes(original + b"\0altered")
+    fresh = f"{namespace}-tampered"
+    run = builder_cli("build", "--matrix", str(matrix), "--locks", str(tree), "--wheelhouse", str(wheels),
+                      "--cell", RUNTIME, "--push", "--registry", fresh, "--report", str(tmp_path / "r3.json"))
+    assert run.returncode == 1, run.stdout + run.stderr
+    [row] = json.loads((tmp_path / "r3.json").read_text())["images"]
+    assert row["state"] == "failed" and row["failed_stage"] == "build"
+    assert "does not match the hashes in the lock" in row["failure"], row
+    assert any("DO NOT MATCH THE HASHES" in line for line in row["log_tail"]), row["log_tail"]
+    assert immutable_tags(fresh, "pytorch") == set()
+    numpy.unlink()
+    numpy.write_bytes(original)
+
+    # a newer numpy in the wheelhouse: the lock moves only where numpy is installed, and so do the images
+    rebrand(numpy, "2.4.99", wheels)
+    assert changed_locks(lock(matrix, tree, wheels, mirror, "--update")) == {"runtime.txt"}
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r4.json") == {RUNTIME: "published", DEVEL: "published"}
+    second = immutable_tags(namespace, "pytorch")
+    assert len(second - first) == 2
+    out = docker_client.containers.run(f"{namespace}/pytorch:{RUNTIME}", ["pip", "list", "--format=json"],
+                                       remove=True)
+    assert {p["name"]: p["version"] for p in json.loads(out)}["numpy"] == "2.4.99"
+
+    # a new base image digest (one changed file): only base.txt moves, and the images on that base
+    changed = docker_client.containers.run(base_image, ["sh", "-c", "echo fix > /etc/rif-base-fix"], detach=True)
+    changed.wait()
+    changed.commit(f"{mirror}/debian", "12")
+    changed.remove()
+    docker_client.images.push(f"{mirror}/debian", "12")
+    assert changed_locks(lock(matrix, tree, wheels, mirror, "--update")) == {"base.txt"}
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r5.json") == {RUNTIME: "published", DEVEL: "published"}
+    assert len(immutable_tags(namespace, "pytorch") - second) == 2
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r6.json") == {RUNTIME: "skipped", DEVEL: "skipped"}
+
+    # the same lock, built again without any cache: byte-identical site-packages
+    again = f"rif-test/locked-again:{namespace.rsplit('/', 1)[-1]}"
+    bake = json.loads((tree / "docker-bake.json").read_text())
+    target = next(name for name, t in bake["target"].items() if t["target"] == "runtime")
+    shutil.copytree(wheels, tree / "wheels", dirs_exist_ok=True)
+    subprocess.run(["docker", "buildx", "bake", "-f", str(tree / "docker-bake.json"), "--no-cache",
+                    "--set", f"{target}.tags={again}", "--set", f"{target}.output=type=docker", target],
+                   check=True, capture_output=True, cwd=tree.parent)
+    try:
+        assert site_packages(docker_client, again) == site_packages(docker_client, f"{namespace}/pytorch:{RUNTIME}")
+    finally:
+        docker_client.images.remove(again, force=True)
