@@ -22,7 +22,7 @@ from builder.registry import RegistryClient
 from builder.render import WheelSource, lock_steps, render_all
 from builder.scratch import scratch_dir
 from builder.spec import CellSpec
-from builder.wheelhouse import PLATFORMS, PYPI
+from builder.wheelhouse import PLATFORMS
 
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged")
 
@@ -115,11 +115,11 @@ def resolve(step: lockfile.Step, after: list[lockfile.Pin], cell: CellSpec,
 
 
 def source_args(cell: CellSpec, wheelhouse: Path | None) -> list[str]:
-    """Where pip resolves from: the wheelhouse alone, or the cell's index (with PyPI for what it lacks)."""
+    """Where pip resolves from: exactly where the build installs from (the wheelhouse, or the cell's index
+    alone: a second index would let a same-named package from elsewhere into the lock)."""
     if wheelhouse is not None:
         return ["--no-index", "--find-links", str(wheelhouse)]
-    extra = ["--extra-index-url", PYPI] if cell.index_url.rstrip("/") != PYPI else []
-    return ["--index-url", cell.index_url, *extra]
+    return WheelSource().pip_args(cell)
 
 
 def _key(name: str) -> str:

@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import tarfile
 import zipfile
@@ -156,7 +155,7 @@ def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
     again = f"rif-test/locked-again:{namespace.rsplit('/', 1)[-1]}"
     bake = json.loads((tree / "docker-bake.json").read_text())
     target = next(name for name, t in bake["target"].items() if t["target"] == "runtime")
-    shutil.copytree(wheels, tree / "wheels", dirs_exist_ok=True)
+    assert (tree / "wheels" / numpy.name).is_file()  # `builder lock` rendered the tree with its wheels linked
     subprocess.run(["docker", "buildx", "bake", "-f", str(tree / "docker-bake.json"), "--no-cache",
                     "--set", f"{target}.tags={again}", "--set", f"{target}.output=type=docker", target],
                    check=True, capture_output=True, cwd=tree.parent)
