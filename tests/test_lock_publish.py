@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import os
 import subprocess
-import tarfile
 import zipfile
 from pathlib import Path
 
@@ -77,17 +75,10 @@ def immutable_tags(registry: str, repository: str) -> set[str]:
             and t.rsplit("-", 1)[-1].isalnum() and len(t.rsplit("-", 1)[-1]) == 12}
 
 
-def site_packages(client: docker.DockerClient, image: str) -> dict[str, str]:
-    """path -> sha256 of every file in the venv's site-packages, read from the image's filesystem."""
-    container = client.containers.create(image, command=["true"])
-    try:
-        stream, _ = container.get_archive(SITE)
-        data = io.BytesIO(b"".join(stream))
-    finally:
-        container.remove(force=True)
-    with tarfile.open(fileobj=data) as tar:
-        return {m.name: hashlib.sha256(tar.extractfile(m).read()).hexdigest()  # type: ignore[union-attr]
-                for m in tar.getmembers() if m.isfile()}
+def site_packages(client: docker.DockerClient, image: str) -> str:
+    """`sha256sum` of every file in the venv's site-packages, in path order, computed inside the image."""
+    script = f"cd {SITE} && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum"
+    return client.containers.run(image, ["sh", "-c", script], remove=True).decode()
 
 
 def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(

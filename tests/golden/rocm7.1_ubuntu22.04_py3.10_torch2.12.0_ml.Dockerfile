@@ -26,19 +26,19 @@ CMD ["bash"]
 # torch alone: the largest layer, which changes only with a new torch.
 FROM base AS torch
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://download.pytorch.org/whl/rocm7.1 \
     --no-deps torch==2.12.0
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://download.pytorch.org/whl/rocm7.1 \
     torch==2.12.0
 
 FROM torch AS runtime-all
 # The small, often-updated packages last, so their updates re-push only this layer.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://download.pytorch.org/whl/rocm7.1 \
     torch==2.12.0 torchvision==0.27.0 torchaudio==2.11.0 numpy
 COPY rif/torch-smoke.pyz /opt/rif/torch-smoke.pyz

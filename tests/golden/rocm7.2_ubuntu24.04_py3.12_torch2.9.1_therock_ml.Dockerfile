@@ -26,24 +26,24 @@ CMD ["bash"]
 # torch alone: the largest layer, which changes only with a new torch.
 FROM base AS torch
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     --no-deps torch==2.9.1
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     torch==2.9.1
 
 FROM torch AS runtime-gfx94x-dcgpu
 # This family's device packages only: the layer the family images do not share.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     'torch[device-gfx942]==2.9.1' 'torchvision[device-gfx942]==0.24.1'
 # The small, often-updated packages last, so their updates re-push only this layer.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     torch==2.9.1 torchvision==0.24.1 torchaudio==2.9.1 numpy
 COPY rif/torch-smoke.pyz /opt/rif/torch-smoke.pyz
