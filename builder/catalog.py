@@ -65,10 +65,20 @@ class PytorchWheels(BaseModel):
                      or Version(rocm) >= Version(self.gfx_min_rocm[t]))
 
 
-class TheRockWheels(BaseModel):
+class TheRockRelease(BaseModel):
+    """One release of TheRock's own ROCm line (7.13, 7.14, 10.0: never pytorch.org's 7.1/7.2)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    rocm: tuple[str, ...]
+    version: str  # version.json's rocm-version: the wheels' local version is +rocm<version>
+    hip: str  # HIP major.minor it ships, what torch.version.hip reports (10.0 ships HIP 7.15)
+    torch: tuple[str, ...]  # torch minors it builds wheels for
+    python: tuple[str, ...]
+    prerelease: bool = False  # branched, not tagged: its wheels are release candidates, not on the stable index
+
+    @property
+    def local(self) -> str:
+        return f"rocm{self.version}"
 
 
 class TorchMinor(BaseModel):
@@ -80,7 +90,6 @@ class TorchMinor(BaseModel):
     torchaudio: str
     python: tuple[str, ...]
     pytorch: PytorchWheels
-    therock: TheRockWheels | None = None
     companion_patch_offset: int = 0  # torch 2.0.x paired with torchvision 0.15.(x+1)
 
 
@@ -88,7 +97,8 @@ class Compat(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     torch: dict[str, TorchMinor]
-    therock_python: tuple[str, ...]
+    therock: dict[str, TheRockRelease]  # by its ROCm line, the label its images carry (rocm7.14)
+    therock_dev_only_targets: tuple[str, ...] = ()
     indexes: dict[str, str]
 
 

@@ -35,7 +35,8 @@ def python_wheels(cell: CellSpec) -> str | None:
     minor = _minor(cell)
     if minor is None:
         return None
-    have = catalog.compat().therock_python if cell.channel == "therock" else minor.python
+    release = catalog.compat().therock.get(cell.rocm or "") if cell.channel == "therock" else None
+    have = release.python if release else minor.python
     if cell.python not in have:
         where = " on TheRock's index" if cell.channel == "therock" else ""
         return (f"torch {torch_minor(cell.torch)} has no wheels{where} for Python {cell.python} ({cell.os}'s "
@@ -50,7 +51,11 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
     if cell.channel == "therock":
         if rocm is None:
             return "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel"
-        have = minor.therock.rocm if minor.therock else ()
+        releases = catalog.compat().therock
+        if rocm not in releases:
+            return (f"TheRock has no ROCm {rocm} release: its own line is {', '.join(releases)} "
+                    "(pytorch.org's rocm7.1/rocm7.2 are another channel's)")
+        have = tuple(line for line, r in releases.items() if torch_minor(cell.torch) in r.torch)
         where = "TheRock's multi-arch index"
     else:
         if rocm is None:
@@ -61,6 +66,27 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
         has = f"it has {', '.join(have)}" if have else "it has none"
         return f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on {where}; {has}"
     return None
+
+
+def therock_released(cell: CellSpec) -> str | None:
+    """A TheRock line that is branched but not tagged has release candidates only, not on the stable index;
+    a matrix that points the therock channel at an index that serves them (index_urls) opts in."""
+    release = catalog.compat().therock.get(cell.rocm or "") if cell.channel == "therock" else None
+    if release is None or not release.prerelease or cell.index_url != catalog.compat().indexes["therock"]:
+        return None
+    released = [line for line, r in catalog.compat().therock.items() if not r.prerelease]
+    return (f"TheRock {cell.rocm} is not released yet (release candidates only, +rocm{release.version}rcN, not on "
+            f"{cell.index_url}): use {released[-1]}, or set index_urls.therock to an index that serves it")
+
+
+def therock_stable_targets(cell: CellSpec) -> str | None:
+    dev_only = catalog.compat().therock_dev_only_targets
+    missing = [t for t in cell.gfx_targets if t in dev_only] if cell.channel == "therock" else []
+    if not missing or cell.index_url != catalog.compat().indexes["therock"]:
+        return None
+    return (f"TheRock publishes the device packages of {', '.join(missing)} to its dev and nightly indexes only, "
+            f"not {cell.index_url}: choose a family without {'it' if len(missing) == 1 else 'them'} "
+            "(gfx90X-dcgpu was split into gfx906-dgpu, gfx908-dcgpu and gfx90a-dcgpu)")
 
 
 def os_supports_rocm(cell: CellSpec) -> str | None:
@@ -117,6 +143,8 @@ RULES: list[tuple[str, Rule]] = [
     ("known-torch", known_torch),
     ("python-wheels", python_wheels),
     ("channel-wheels", channel_has_wheels),
+    ("therock-released", therock_released),
+    ("therock-stable-targets", therock_stable_targets),
     ("os-support", os_supports_rocm),
     ("gfx-channel", gfx_channel),
     ("gfx-in-wheels", gfx_in_wheels),

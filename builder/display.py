@@ -80,14 +80,22 @@ def print_cells(expansion: Expansion, matrix: object) -> None:
 
 
 def print_dropped(expansion: Expansion) -> None:
-    reasons: dict[str, list[str]] = {}
+    """Each distinct reason once, with how many cells it dropped and an example, then a count per rule:
+    a product of thousands of cells reads in a screen, where a line per cell did not."""
+    by_reason: dict[tuple[str, str], list[str]] = {}
     for d in expansion.dropped:
-        reasons.setdefault(d.cell.tag + f" ({d.cell.channel})", []).append(f"{d.rule}: {d.reason}")
-    out.print(f"\n{len(reasons)} cells of the product dropped (by the matrix's excludes or the compatibility rules):")
-    for tag, why in reasons.items():
-        out.print(f"  [red]{safe(tag)}[/red]", soft_wrap=True)
-        for line in why:
-            out.print(f"      {safe(line)}", soft_wrap=True)
+        by_reason.setdefault((d.rule, d.reason), []).append(d.cell.tag)
+    cells = {d.cell.tag + d.cell.channel for d in expansion.dropped}
+    out.print(f"\n{len(cells)} cells of the product dropped (by the matrix's excludes or the compatibility rules):")
+    for (rule, reason), tags in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+        more = f" and {len(tags) - 1} more" if len(tags) > 1 else ""
+        out.print(f"  [red]{safe(rule)}[/red]: {safe(reason)}", soft_wrap=True)
+        out.print(f"      {len(tags)} {'cell' if len(tags) == 1 else 'cells'}: {safe(tags[0])}{more}", soft_wrap=True)
+    per_rule: dict[str, set[str]] = {}
+    for d in expansion.dropped:
+        per_rule.setdefault(d.rule, set()).add(d.cell.tag + d.cell.channel)
+    summary = ", ".join(f"{rule} {len(tags)}" for rule, tags in sorted(per_rule.items(), key=lambda i: -len(i[1])))
+    out.print(f"cells dropped per rule (a cell may break several): {summary}", soft_wrap=True)
 
 
 # -- runs ----------------------------------------------------------------------------------------------

@@ -173,12 +173,13 @@ def device_requirements(cell: CellSpec) -> list[str]:
     extras = device_extras(cell)
     if not extras:
         return []
-    return [f"torch{extras}=={cell.torch}", *([f"torchvision{extras}=={cell.torchvision}"] if cell.torchvision else [])]
+    return [f"torch{extras}=={cell.torch_wheel}",
+            *([f"torchvision{extras}=={cell.torchvision}"] if cell.torchvision else [])]
 
 
 def small_requirements(cell: CellSpec) -> list[str]:
     """The companions and numpy, torch pinned again so pip never moves it."""
-    reqs = [f"torch=={cell.torch}"]
+    reqs = [f"torch=={cell.torch_wheel}"]
     if cell.torchvision:
         reqs.append(f"torchvision=={cell.torchvision}")
     if cell.torchaudio:
@@ -313,7 +314,7 @@ def _stages(members: list[CellSpec]) -> tuple[dict[str, _Stage], dict[str, _Stag
 def lock_steps(members: list[CellSpec]) -> list[lockfile.Step]:
     """The installing steps of a combination's Dockerfile, in build order: what its locks pin."""
     first = members[0]
-    torch = (f"torch=={first.torch}",)
+    torch = (f"torch=={first.torch_wheel}",)
     steps = [lockfile.Step(lockfile.BASE_FILE, (first.os_release.base,)),
              lockfile.Step("torch.txt", torch, first.python, no_deps=True),
              lockfile.Step("torch-deps.txt", torch, first.python, after=("torch.txt",))]
@@ -338,7 +339,8 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> l
         runtimes=list(runtimes.values()), develops=list(develops.values()),
         runtime_packages=runtime_packages(), venv_packages=venv_packages(), devel_packages=devel_packages(),
         mounts=source.mounts(), pip_source=source.pip_args(first), wheel_source_comment=source.describe(first),
-        torch_requirement=[f"torch=={first.torch}"], cell_file={s.cell.tag: cell_path(s.cell) for s in stages.values()},
+        torch_requirement=[f"torch=={first.torch_wheel}"],
+        cell_file={s.cell.tag: cell_path(s.cell) for s in stages.values()},
         rif_dir=RIF_DIR, venv_dir=VENV_DIR, cell_json=CELL_FILE, smoke_program=SMOKE_PROGRAM,
         base_ref=lockfile.pinned_base(locks[lockfile.BASE_FILE]) if locks else first.os_release.base,
         locked=bool(locks), lock_dir=lock_dir, lock_mount=LOCK_MOUNT,

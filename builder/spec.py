@@ -63,6 +63,29 @@ class CellSpec(BaseModel):
             return minor.pytorch.targets(self.rocm) if minor else ()
         return catalog.gfx_families()[self.gfx].targets
 
+    @property
+    def torch_wheel(self) -> str:
+        """The exact torch version the image installs: `==2.13.0` would match every local version an index
+        serves (+rocm7.14.0 and +rocm10.0.0 side by side on TheRock's), so ROCm cells pin the local part that
+        names their ROCm line, and one tag is always one wheel."""
+        rocm = self.rocm
+        if rocm is None or self.channel == "local" or "+" in self.torch:
+            return self.torch
+        if self.channel == "therock":
+            release = catalog.compat().therock.get(rocm)
+            return f"{self.torch}+{release.local}" if release else self.torch
+        return f"{self.torch}+rocm{rocm}"  # pytorch.org: the index's own name (rocm7.2, rocm6.2.4)
+
+    @property
+    def hip(self) -> str | None:
+        """The HIP major.minor torch.version.hip reports: the ROCm version for pytorch.org's wheels, the
+        release's own HIP for TheRock's (ROCm 10.0 ships HIP 7.15)."""
+        rocm = self.rocm
+        if rocm is None:
+            return None
+        release = catalog.compat().therock.get(rocm) if self.channel == "therock" else None
+        return release.hip if release else ".".join(rocm.split(".")[:2])
+
     def content_cell(self) -> CellSpec:
         """The cell whose image this cell's tag points at.
 
@@ -77,7 +100,6 @@ class CellSpec(BaseModel):
 
     def expectations(self) -> dict[str, Any]:
         """What validation and the in-image smoke test hold the image to (baked in as cell.json)."""
-        rocm = self.rocm
         return {
             "tag": self.tag,
             "platform": self.platform,
@@ -90,7 +112,8 @@ class CellSpec(BaseModel):
             "torchvision": self.torchvision,
             "torchaudio": self.torchaudio,
             # torch.version.hip is "7.2.12345-abc" on ROCm wheels: the smoke test compares major.minor.
-            "hip": ".".join(rocm.split(".")[:2]) if rocm else None,
+            "hip": self.hip,
+            "torch_wheel": self.torch_wheel,
             "gfx_family": self.gfx,
             "gfx_targets": list(self.gfx_targets),
             # The image promises a ROCm SDK (hipcc, HIP and math-library headers), so torch-smoke's hip_compile
