@@ -81,7 +81,9 @@ def therock_released(cell: CellSpec) -> str | None:
 
 def therock_stable_targets(cell: CellSpec) -> str | None:
     dev_only = catalog.compat().therock_dev_only_targets
-    missing = [t for t in cell.gfx_targets if t in dev_only] if cell.channel == "therock" else []
+    if cell.channel != "therock" or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
+        return None
+    missing = [t for t in cell.gfx_targets if t in dev_only]
     if not missing or cell.index_url != catalog.compat().indexes["therock"]:
         return None
     return (f"TheRock publishes the device packages of {', '.join(missing)} to its dev and nightly indexes only, "

@@ -71,18 +71,20 @@ def expand(tmp_path: Path, case: Case) -> Outcome:
 # --- known-good combinations: kept, with the right companions and index ---------------------------------------
 
 GOOD: list[tuple[str, Case, tuple[str | None, str | None, str]]] = [
-    # AMD's ROCm 7.2 compatibility matrix lists PyTorch 2.9.1, 2.8.0, 2.7.1 (section 2), from AMD's index.
-    ("therock-rocm7.2-torch2.9.1-mi300", Case("ubuntu-24.04", "rocm7.2", "2.9.1", "gfx94X-dcgpu", "therock"),
+    # TheRock's own release line (section 3): each release builds its own torch minors.
+    ("therock-rocm7.13-torch2.9.1-mi300", Case("ubuntu-24.04", "rocm7.13", "2.9.1", "gfx94X-dcgpu", "therock"),
      ("0.24.1", "2.9.1", THEROCK)),
-    ("therock-rocm7.2-torch2.8.0-mi350", Case("ubuntu-24.04", "rocm7.2", "2.8.0", "gfx950-dcgpu", "therock"),
+    ("therock-rocm7.12-torch2.8.0-mi350", Case("ubuntu-24.04", "rocm7.12", "2.8.0", "gfx950-dcgpu", "therock"),
      ("0.23.0", "2.8.0", THEROCK)),
-    ("therock-rocm7.2-torch2.7.1-rdna4", Case("ubuntu-22.04", "rocm7.2", "2.7.1", "gfx120X-all", "therock"),
+    ("therock-rocm7.10-torch2.7.1-rdna4", Case("ubuntu-24.04", "rocm7.10", "2.7.1", "gfx120X-all", "therock"),
      ("0.22.1", "2.7.1", THEROCK)),
     # TheRock builds every family, including targets pytorch.org's wheels leave out (gfx1103, section 2).
-    ("therock-rocm7.2-torch2.13.0-rdna3", Case("ubuntu-24.04", "rocm7.2", "2.13.0", "gfx110X-all", "therock"),
-     ("0.28.0", "2.11.0", THEROCK)),
-    ("therock-rocm7.1-torch2.11.0-strix-halo", Case("debian-13", "rocm7.1", "2.11.0", "gfx1151", "therock"),
+    ("therock-rocm7.14-torch2.12.0-rdna3", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx110X-all", "therock"),
+     ("0.27.0", "2.11.0", THEROCK)),
+    ("therock-rocm7.14-torch2.11.0-strix-halo", Case("debian-13", "rocm7.14", "2.11.0", "gfx1151", "therock"),
      ("0.26.0", "2.11.0", THEROCK)),
+    ("therock-rocm7.14-torch2.10.0-mi210", Case("debian-12", "rocm7.14", "2.10.0", "gfx90a-dcgpu", "therock"),
+     ("0.25.0", "2.10.0", THEROCK)),
     ("pytorch-rocm7.2-torch2.13.0-all", Case("ubuntu-24.04", "rocm7.2", "2.13.0", ALL_TARGETS),
      ("0.28.0", "2.11.0", f"{PYTORCH}rocm7.2")),
     ("pytorch-rocm7.1-torch2.12.1-mi350", Case("debian-12", "rocm7.1", "2.12.1", "gfx950-dcgpu"),
@@ -142,10 +144,20 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
      [("channel-wheels", "torch 2.5 has no wheels for ROCm 6.2.4 on the pytorch.org index; it has 6.1, 6.2")]),
     ("rocm-version-spelled-with-patch", Case("ubuntu-24.04", "rocm7.2.0", "2.13.0", ALL_TARGETS),
      [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.2.0 on the pytorch.org index; it has 7.1, 7.2")]),
-    ("therock-torch2.13-on-rocm7.0", Case("ubuntu-24.04", "rocm7.0", "2.13.0", "gfx94X-dcgpu", "therock"),
-     [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.0 on TheRock's multi-arch index; it has 7.1, 7.2")]),
-    ("therock-torch2.10-nowhere", Case("ubuntu-24.04", "rocm7.1", "2.10.0", "gfx94X-dcgpu", "therock"),
-     [("channel-wheels", "torch 2.10 has no wheels for ROCm 7.1 on TheRock's multi-arch index; it has none")]),
+    ("therock-with-pytorch-org-rocm-label", Case("ubuntu-24.04", "rocm7.2", "2.13.0", "gfx94X-dcgpu", "therock"),
+     [("channel-wheels", "TheRock has no ROCm 7.2 release: its own line is 7.9, 7.10, 7.11, 7.12, 7.13, 7.14, "
+                         "10.0 (pytorch.org's rocm7.1/rocm7.2 are another channel's)")]),
+    ("therock-torch2.13-on-rocm7.14", Case("ubuntu-24.04", "rocm7.14", "2.13.0", "gfx94X-dcgpu", "therock"),
+     [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.14 on TheRock's multi-arch index; it has 10.0")]),
+    ("therock-torch2.6-nowhere", Case("ubuntu-24.04", "rocm7.14", "2.6.0", "gfx94X-dcgpu", "therock"),
+     [("channel-wheels", "torch 2.6 has no wheels for ROCm 7.14 on TheRock's multi-arch index; it has none")]),
+    ("therock-10.0-is-not-released", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"),
+     [("therock-released", "TheRock 10.0 is not released yet (release candidates only, +rocm10.0.0rcN, not on "
+                           f"{THEROCK}): use 7.14, or set index_urls.therock to an index that serves it")]),
+    ("therock-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx90X-dcgpu", "therock"),
+     [("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
+                                 f"only, not {THEROCK}: choose a family without it (gfx90X-dcgpu was split into "
+                                 "gfx906-dgpu, gfx908-dcgpu and gfx90a-dcgpu)")]),
     ("therock-cpu", Case("debian-12", "cpu", "2.13.0", None, "therock"),
      [("channel-wheels", "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel")]),
     # section 1: Python; images use the OS's Python (section 4)
@@ -189,7 +201,7 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
      [("gfx-in-wheels", f"gfx950 of gfx950-dcgpu is not compiled into torch 2.8's pytorch.org wheels {FIX_CHANNEL}"),
       ("gfx-rocm", "gfx950-dcgpu (MI350X, MI355X) needs ROCm 7.0 or newer")]),
     # section 3: TheRock's device-all wheels
-    ("therock-all-targets", Case("ubuntu-24.04", "rocm7.2", "2.13.0", ALL_TARGETS, "therock"),
+    ("therock-all-targets", Case("ubuntu-24.04", "rocm7.14", "2.12.0", ALL_TARGETS, "therock"),
      [("gfx-channel", "TheRock's all-targets wheels (device-all) make an 18.6 GB layer (ROCm-docker#166): use the "
                       "pytorch channel for an all-targets image")]),
     # no data at all
@@ -230,7 +242,7 @@ def test_every_rule_is_exercised_by_a_bad_case() -> None:
 # --- where the rules and rocm-facts.md disagreed (fixed), and one that still does (expected failure) ---------
 
 def test_therock_has_no_python_3_9_wheels(tmp_path: Path) -> None:
-    outcome = expand(tmp_path, Case("rocky-9", "rocm7.2", "2.8.0", "gfx94X-dcgpu", "therock"))
+    outcome = expand(tmp_path, Case("rocky-9", "rocm7.13", "2.8.0", "gfx94X-dcgpu", "therock"))
     assert outcome.cells == []
     assert "python-wheels" in outcome.rules
 
@@ -330,6 +342,8 @@ FACTS_GFX: dict[str, tuple[tuple[str, ...], str | None]] = {
     "gfx94X-dcgpu": (("gfx942",), "6.0"),
     "gfx950-dcgpu": (("gfx950",), "7.0"),
     "gfx90X-dcgpu": (("gfx906", "gfx908", "gfx90a"), "6.0"),
+    "gfx908-dcgpu": (("gfx908",), "6.0"),  # section 2: TheRock#2869 split gfx90X-dcgpu
+    "gfx90a-dcgpu": (("gfx90a",), "6.0"),
     "gfx101X-dgpu": (("gfx1010", "gfx1011", "gfx1012"), None),
     "gfx103X-all": (tuple(f"gfx103{i}" for i in range(7)), "6.0"),
     "gfx110X-all": (("gfx1100", "gfx1101", "gfx1102", "gfx1103"), "6.0"),
@@ -359,7 +373,6 @@ def test_every_torch_minor_has_pythons_and_rocm_indexes() -> None:
         assert all(re.fullmatch(r"3\.[0-9]+", p) for p in entry.python), minor
         assert list(entry.python) == sorted(entry.python, key=by_version), minor
         assert all(re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", r) for r in entry.pytorch.rocm), minor
-        assert entry.therock is None or entry.therock.rocm, minor
         assert len(set(entry.pytorch.gfx)) == len(entry.pytorch.gfx), minor
 
 
@@ -377,11 +390,19 @@ def test_every_torch_minor_of_the_data_is_in_the_facts() -> None:
     assert set(catalog.compat().torch) == set(FACTS_TORCH)
 
 
-def test_therock_rocm_versions() -> None:
-    """Section 2: ROCm 7.2 lists PyTorch 2.9.1, 2.8.0, 2.7.1; sections 1/3: TheRock ships 2.11-2.13 (unsure)."""
-    therock = {m: e.therock.rocm for m, e in catalog.compat().torch.items() if e.therock}
-    assert therock == {"2.7": ("7.2",), "2.8": ("7.2",), "2.9": ("7.2",), "2.11": ("7.1", "7.2"),
-                       "2.12": ("7.1", "7.2"), "2.13": ("7.1", "7.2")}
+def test_therock_is_its_own_release_line() -> None:
+    """Section 3: TheRock's releases (version.json at tags therock-7.9.0 .. therock-7.14; 10.0 branched, untagged),
+    the torch minors each builds, and the HIP it ships (HIP stays 7.x: ROCm 10.0 has HIP 7.15)."""
+    releases = catalog.compat().therock
+    assert {line: (r.version, r.torch) for line, r in releases.items()} == {
+        "7.9": ("7.9.0", ("2.7", "2.9")), "7.10": ("7.10.0", ("2.7", "2.8", "2.9")),
+        "7.11": ("7.11.0", ("2.7", "2.8", "2.9")), "7.12": ("7.12.0", ("2.8", "2.9", "2.10")),
+        "7.13": ("7.13.0", ("2.8", "2.9", "2.10", "2.11")), "7.14": ("7.14.0", ("2.10", "2.11", "2.12")),
+        "10.0": ("10.0.0", ("2.11", "2.12", "2.13"))}
+    assert [line for line, r in releases.items() if r.prerelease] == ["10.0"]
+    assert releases["10.0"].hip == "7.15" and releases["7.14"].hip == "7.14"
+    assert not {"7.1", "7.2"} & set(releases), "pytorch.org's ROCm labels are not TheRock releases"
+    assert set(catalog.compat().therock_dev_only_targets) == {"gfx900", "gfx906", "gfx90c"}
 
 
 def test_wheel_indexes() -> None:

@@ -13,7 +13,7 @@ from builder.render import WheelSource, lock_steps, render_all
 from builder.spec import CellSpec
 from tests.conftest import builder_cli, load_cells, write_matrix
 
-TWO_OS = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n"
+TWO_OS = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n"
           "  channel: [therock]\n  gfx: [gfx94X-dcgpu, gfx1151]\n  flavor: [runtime, devel]\n")
 
 

@@ -19,7 +19,7 @@ from tests.conftest import DATA, ROOT, builder_cli, load_cells
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("RIF_UPDATE_GOLDEN") == "1"
-FAMILIES = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n  channel: [therock]\n"
+FAMILIES = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n  channel: [therock]\n"
             "  gfx: [gfx94X-dcgpu, gfx1151, gfx110X-all]\n  flavor: [runtime, devel]\n")
 
 
@@ -118,10 +118,11 @@ def test_devel_is_built_from_its_runtime_and_families_from_one_torch_stage(tmp_p
         assert names[:2] == ("base", "torch"), names
         if flavor == "devel":
             assert names[:-1] == chains[by_flavor[(gfx, "runtime")].stage].names
-    assert "'torch[device-gfx942]==2.13.0'" in text and "'torch[device-gfx1151]==2.13.0'" in text
+    # the full local version: one wheel of TheRock 7.14, never another release's 2.12.0
+    assert "'torch[device-gfx942]==2.12.0+rocm7.14.0'" in text and "'torch[device-gfx1151]==2.12.0+rocm7.14.0'" in text
     # torch alone, then its dependencies: the big layer below the often-updated ones.
     runs = text.split("FROM base AS torch\n")[1].split("\nFROM ")[0].split("RUN ")[1:]
-    assert len(runs) == 2 and "--no-deps torch==2.13.0" in runs[0] and "--no-deps" not in runs[1], runs
+    assert len(runs) == 2 and "--no-deps torch==2.12.0+rocm7.14.0" in runs[0] and "--no-deps" not in runs[1], runs
 
 
 def test_user_line_numbers_do_not_change_the_hash(tmp_path: Path) -> None:

@@ -85,3 +85,20 @@ def test_companions_promised_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
     extra = outcome(install.CHECKS["torchaudio_version"], smoke(CPU_CELL, fake_torch()))
     assert extra.status == "fail" and "torchaudio is installed but the image promises none" in extra.detail
+
+
+def test_a_pinned_local_version_must_be_exactly_the_installed_wheel() -> None:
+    """TheRock's index serves 2.12.0+rocm7.14.0 and 2.12.0+rocm10.0.0 side by side: only the local part tells
+    which ROCm line an image really has, so an image that pins one holds its torch to it."""
+    therock = {**ROCM_CELL, "torch": "2.12.0", "torch_wheel": "2.12.0+rocm7.14.0", "hip": "7.14"}
+    right = fake_torch(hip="7.14.25301")
+    right.__version__ = "2.12.0+rocm7.14.0"
+    assert outcome(install.torch_version, smoke(therock, right)).status == "pass"
+    other_line = fake_torch(hip="7.15.1")
+    other_line.__version__ = "2.12.0+rocm10.0.0"
+    wrong = outcome(install.torch_version, smoke(therock, other_line))
+    assert wrong.status == "fail" and "promises the wheel 2.12.0+rocm7.14.0" in wrong.detail
+    unpinned = {**CPU_CELL, "torch_wheel": "2.13.0"}  # no local part: the public version is all it promises
+    cpu = fake_torch(hip=None)
+    cpu.__version__ = "2.13.0+cpu"
+    assert outcome(install.torch_version, smoke(unpinned, cpu)).status == "pass"

@@ -28,19 +28,19 @@ FROM base AS torch
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://download.pytorch.org/whl/rocm7.1 \
-    --no-deps torch==2.12.0
+    --no-deps torch==2.12.0+rocm7.1
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://download.pytorch.org/whl/rocm7.1 \
-    torch==2.12.0
+    torch==2.12.0+rocm7.1
 
 FROM torch AS runtime-all
 # The small, often-updated packages last, so their updates re-push only this layer.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://download.pytorch.org/whl/rocm7.1 \
-    torch==2.12.0 torchvision==0.27.0 torchaudio==2.11.0 numpy
+    torch==2.12.0+rocm7.1 torchvision==0.27.0 torchaudio==2.11.0 numpy
 COPY rif/torch-smoke.pyz /opt/rif/torch-smoke.pyz
 COPY cells/rocm7.1_ubuntu22.04_py3.10_torch2.12.0_all_runtime.json /opt/rif/cell.json
 USER ml

@@ -29,7 +29,13 @@ def import_torch(s: Smoke) -> str:
 
 
 def torch_version(s: Smoke) -> str:
-    return s.version("torch", str(s.need_torch().__version__))
+    """The promised torch, and where the image pins a local version (+rocm7.14.0), exactly that wheel: one
+    index can serve one torch for several ROCm lines, and only the local part tells them apart."""
+    actual, wheel = str(s.need_torch().__version__), str(s.expect.get("torch_wheel") or "")
+    if "+" in wheel and actual != wheel:
+        raise Fail(f"torch {actual} is installed, the image promises the wheel {wheel}",
+                   "the image was built from another ROCm line's wheels: rebuild it from its lock or index")
+    return s.version("torch", actual)
 
 
 def companion(s: Smoke, package: str) -> str:
