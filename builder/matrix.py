@@ -49,6 +49,15 @@ class Dropped:
     override: str | None = None  # the maintainer's reason for building it anyway
 
 
+def why_all_dropped(dropped: list[Dropped]) -> str:
+    """Each distinct reason once, with its count: the error a fully dropped matrix must still explain."""
+    counts: dict[tuple[str, str], int] = {}
+    for d in dropped:
+        counts[(d.rule, d.reason)] = counts.get((d.rule, d.reason), 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return "".join(f"; {n} dropped by {rule}: {reason}" for (rule, reason), n in ranked)
+
+
 @dataclass
 class Expansion:
     default_os: str = ""  # the first os of the matrix: where `latest` points
@@ -105,7 +114,8 @@ def expand_matrix(file: Path) -> Expansion:
             problems += [located.problem(draft.path, f"{reason} (rule {rule}; add override: {{reason: ...}} "
                                                      "to build it anyway)") for rule, reason in broken]
     if not result.cells and not problems:
-        problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"))
+        problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"
+                                        + why_all_dropped(result.dropped)))
     if not duplicated_axes:
         problems += _duplicate_tags(located, result.cells, paths)
     if problems:

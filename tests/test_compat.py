@@ -20,7 +20,7 @@ from packaging.version import Version
 from builder import catalog, compat
 from builder.matrix import expand_matrix
 from builder.spec import ALL_TARGETS, CellSpec
-from tests.conftest import BASE, CPU_TAG, PRODUCT, axes, expand_text, inc, problems_of, write_matrix
+from tests.conftest import BASE, CPU_TAG, PRODUCT, axes, builder_cli, expand_text, inc, problems_of, write_matrix
 
 PYTORCH = "https://download.pytorch.org/whl/"
 THEROCK = "https://repo.amd.com/rocm/whl-multi-arch/"
@@ -533,3 +533,23 @@ def test_override_on_a_valid_include_changes_nothing(tmp_path: Path) -> None:
     expansion = expand_text(tmp_path, inc("os: debian-12, platform: cpu, torch: '2.12.0', "
                                      "override: {reason: 'no rule is broken here'}"))
     assert len(expansion.cells) == 2 and expansion.overridden == [] and expansion.dropped == []
+
+
+def test_a_matrix_whose_every_cell_is_dropped_still_says_why(tmp_path: Path) -> None:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2, rocm7.1]\n  torch: ['2.13.0']\n"
+                      "  gfx: [gfx94X-dcgpu, gfx1151]\n  channel: [therock]\n  flavor: [runtime, devel]\n")
+    run = builder_cli("matrix", "--matrix", str(matrix), "--explain")
+    assert run.returncode == 2 and "expands to no cells that can be built" in run.stderr
+    assert "4 dropped by channel-wheels: TheRock has no ROCm 7.2 release" in run.stderr
+    assert "4 dropped by channel-wheels: TheRock has no ROCm 7.1 release" in run.stderr
+
+
+def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary() -> None:
+    run = builder_cli("matrix", "--matrix", "matrix.yaml", "--explain")
+    assert run.returncode == 0, run.stderr
+    dropped = run.stdout.split("cells of the product dropped")[1]
+    reasons = [line for line in dropped.splitlines() if line.startswith("  ") and not line.startswith("      ")]
+    assert len(reasons) == len(set(reasons)) and len(reasons) < 20, reasons
+    assert "192 cells: rocm7.1_" in dropped
+    assert dropped.strip().splitlines()[-1].startswith("cells dropped per rule (a cell may break several): ")
