@@ -314,7 +314,7 @@ def test_the_plan_script_shards_every_combination(tmp_path: Path, match: str) ->
 def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     call = triggers(doc)["workflow_call"]
-    assert set(call["inputs"]) == {"groups", "dry_run"}
+    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner"}
     job = doc["jobs"]["publish"]
     assert list(doc["jobs"]) == ["publish", "sign"]
     assert job["name"] == "${{ matrix.group }}"
@@ -416,3 +416,19 @@ def test_lock_refresh_proposes_the_new_locks_as_a_pull_request_and_publishing_fo
     cells_doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     cells = "\n".join(str(s.get("run", "")) for _, s in steps(cells_doc))
     assert 'extra+=(--locks images)' in cells
+
+
+def test_a_gpu_runner_label_routes_the_combination_jobs_to_self_hosted_gpus_with_the_gpu_checks() -> None:
+    publish = triggers(load(ROOT / ".github" / "workflows" / "publish.yml"))
+    assert publish["workflow_dispatch"]["inputs"]["gpu_runner"]["default"] == ""
+    cells_doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
+    assert triggers(cells_doc)["workflow_call"]["inputs"]["gpu_runner"]["type"] == "string"
+    job = cells_doc["jobs"]["publish"]
+    runs_on = job["runs-on"]
+    assert "self-hosted" in runs_on and "inputs.gpu_runner" in runs_on and "ubuntu-24.04" in runs_on
+    script = "\n".join(str(s.get("run", "")) for s in job["steps"])
+    assert 'if [ -n "${GPU_RUNNER:-}" ]; then extra+=(--gpu); fi' in script
+    [free] = [s for s in job["steps"] if s.get("name") == "Free disk space"]
+    assert free["if"] == "inputs.gpu_runner == ''", "never prune a maintainer's own machine"
+    callers = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]
+    assert all("gpu_runner" in callers[j]["with"] for j in ("publish-shard-1", "publish-shard-2"))
