@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import jinja2
 
-from builder import lockfile, smoke
+from builder import catalog, lockfile, smoke
 from builder.plan import plan_images
 from builder.spec import ALL_TARGETS, CellSpec
 from builder.tags import CELL_FILE, HASH_LABEL, LABEL_PREFIX, RIF_DIR, VENV_DIR, readable_tag
@@ -102,6 +102,7 @@ class _Stage:
     parent: str = "torch"
     device: list[str] = field(default_factory=list)
     small: list[str] = field(default_factory=list)
+    sdk: list[str] = field(default_factory=list)  # a devel stage's ROCm SDK (pip), over its runtime
 
 
 def bake_target(tag: str) -> str:
@@ -185,6 +186,12 @@ def small_requirements(cell: CellSpec) -> list[str]:
     if cell.torchaudio:
         reqs.append(f"torchaudio=={cell.torchaudio}")
     return [*reqs, "numpy"]
+
+
+def sdk_requirements(cell: CellSpec) -> list[str]:
+    """The ROCm SDK of the wheels' own release that a devel image adds (TheRock: `rocm[devel]`, same version)."""
+    release = catalog.compat().therock.get(cell.rocm or "") if cell.has_rocm_sdk else None
+    return [f"rocm[devel]=={release.version}"] if release else []
 
 
 def requirements(cell: CellSpec) -> list[str]:
@@ -307,7 +314,8 @@ def _stages(members: list[CellSpec]) -> tuple[dict[str, _Stage], dict[str, _Stag
             if _same(runtimes.get(parent.stage, parent), parent) is False:  # an image of that name differs
                 parent = _Stage(parent.cell, f"{_stage_name(cell)}-runtime", device=parent.device, small=parent.small)
             runtimes.setdefault(parent.stage, parent)
-            develops[_stage_name(cell)] = _Stage(cell, _stage_name(cell), parent=parent.stage)
+            develops[_stage_name(cell)] = _Stage(cell, _stage_name(cell), parent=parent.stage,
+                                                 sdk=sdk_requirements(cell))
     return runtimes, develops
 
 
@@ -319,12 +327,18 @@ def lock_steps(members: list[CellSpec]) -> list[lockfile.Step]:
              lockfile.Step("torch.txt", torch, first.python, no_deps=True),
              lockfile.Step("torch-deps.txt", torch, first.python, after=("torch.txt",))]
     shared = ("torch.txt", "torch-deps.txt")
-    for stage in _stages(members)[0].values():
+    runtimes, develops = _stages(members)
+    below: dict[str, tuple[str, ...]] = {}  # runtime stage -> the lock files of its layers
+    for stage in runtimes.values():
         device: tuple[str, ...] = (f"{stage.stage}-device.txt",) if stage.device else ()
         if stage.device:
             steps.append(lockfile.Step(device[0], tuple(stage.device), first.python, after=shared))
         small = (*stage.device, *(r for r in stage.small if r not in stage.device))
         steps.append(lockfile.Step(f"{stage.stage}.txt", small, first.python, after=shared + device))
+        below[stage.stage] = shared + device + (f"{stage.stage}.txt",)
+    for stage in develops.values():
+        if stage.sdk:
+            steps.append(lockfile.Step(f"{stage.stage}.txt", tuple(stage.sdk), first.python, after=below[stage.parent]))
     return steps
 
 

@@ -77,6 +77,12 @@ class CellSpec(BaseModel):
         return f"{self.torch}+rocm{rocm}"  # pytorch.org: the index's own name (rocm7.2, rocm6.2.4)
 
     @property
+    def has_rocm_sdk(self) -> bool:
+        """A devel image that carries the ROCm SDK of its wheels (hipcc, HIP and math-library headers): TheRock's
+        devel images, from the `rocm[devel]` wheels of the same release."""
+        return self.flavor == "devel" and self.channel == "therock" and self.rocm in catalog.compat().therock
+
+    @property
     def hip(self) -> str | None:
         """The HIP major.minor torch.version.hip reports: the ROCm version for pytorch.org's wheels, the
         release's own HIP for TheRock's (ROCm 10.0 ships HIP 7.15)."""
@@ -117,6 +123,6 @@ class CellSpec(BaseModel):
             "gfx_family": self.gfx,
             "gfx_targets": list(self.gfx_targets),
             # The image promises a ROCm SDK (hipcc, HIP and math-library headers), so torch-smoke's hip_compile
-            # holds it to compiling: none does yet (issue 9 item 3 puts the SDK into ROCm devel images).
-            "rocm_sdk": False,
+            # holds it to compiling.
+            "rocm_sdk": self.has_rocm_sdk,
         }

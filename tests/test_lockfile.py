@@ -29,6 +29,8 @@ def fake_resolution(step: Step, numpy: str) -> list[Pin]:
         return [Pin("filelock", "3.20.0", sha("filelock"))]
     if step.file.endswith("-device.txt"):
         return [Pin(f"rocm-{step.file}", "7.14.0", sha(step.file))]
+    if step.file.startswith("devel-"):
+        return [Pin("rocm-sdk-devel", "7.14.0", sha("devel"))]
     return [Pin("numpy", numpy, sha("numpy" + numpy))]
 
 
@@ -75,10 +77,15 @@ def test_a_combination_locks_base_torch_its_deps_and_each_family(tmp_path: Path)
     cells = [c for c in load_cells(tmp_path, TWO_OS) if c.os == "debian-12"]
     steps = {s.file: s for s in lock_steps(cells)}
     assert set(steps) == {"base.txt", "torch.txt", "torch-deps.txt", "runtime-gfx94x-dcgpu-device.txt",
-                          "runtime-gfx94x-dcgpu.txt", "runtime-gfx1151-device.txt", "runtime-gfx1151.txt"}
+                          "runtime-gfx94x-dcgpu.txt", "runtime-gfx1151-device.txt", "runtime-gfx1151.txt",
+                          "devel-gfx94x-dcgpu.txt", "devel-gfx1151.txt"}
     assert steps["torch.txt"].no_deps and not steps["torch-deps.txt"].no_deps
     assert steps["runtime-gfx1151.txt"].after == ("torch.txt", "torch-deps.txt", "runtime-gfx1151-device.txt")
     assert steps["base.txt"].wants == ("debian:12",)
+    # a devel image's ROCm SDK: the same TheRock release, over every layer of its runtime
+    assert steps["devel-gfx1151.txt"].wants == ("rocm[devel]==7.14.0",)
+    assert steps["devel-gfx1151.txt"].after == ("torch.txt", "torch-deps.txt", "runtime-gfx1151-device.txt",
+                                                "runtime-gfx1151.txt")
 
 
 def test_a_locked_render_pins_the_base_and_installs_each_lock_with_hashes(tmp_path: Path) -> None:
@@ -86,7 +93,7 @@ def test_a_locked_render_pins_the_base_and_installs_each_lock_with_hashes(tmp_pa
     write_locks(tmp_path / "tree", cells)
     for r in render_all(cells, WheelSource(locks=tmp_path / "tree")):
         assert f"FROM mirror.example/{r.cell.os_release.base}@sha256:" in r.dockerfile
-        assert r.dockerfile.count("--no-deps --require-hashes --requirement /tmp/rif/requirements.txt") == 6
+        assert r.dockerfile.count("--no-deps --require-hashes --requirement /tmp/rif/requirements.txt") == 8
         assert f"{r.group}/lock/base.txt" in r.files and f"{r.group}/lock/torch.txt" in r.files
 
 

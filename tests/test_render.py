@@ -204,3 +204,18 @@ def test_tags_that_would_share_a_buildkit_name_are_refused(tmp_path: Path, tags:
     proc = builder_cli("render", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_a_therock_devel_image_adds_the_rocm_sdk_of_its_own_release(tmp_path: Path) -> None:
+    rendered = {r.cell.tag: r for r in render_all(load_cells(tmp_path, FAMILIES))}
+    devel = rendered["rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx1151_therock_devel"]
+    stage = devel.dockerfile.split(f"AS {devel.stage}\n")[1].split("\nFROM ")[0]
+    assert "'rocm[devel]==7.14.0'" in stage and "rocm-sdk init" in stage
+    assert 'ln -s "$(rocm-sdk path --root)" /opt/rocm' in stage and "ROCM_HOME=/opt/rocm" in stage
+    assert json.loads(devel.files[f"cells/{devel.cell.tag}.json"])["rocm_sdk"] is True
+    runtime = rendered["rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx1151_therock_runtime"]
+    assert json.loads(runtime.files[f"cells/{runtime.cell.tag}.json"])["rocm_sdk"] is False
+    for r in render_all(golden_cells()):  # pytorch.org and cpu devel images promise no SDK (yet)
+        if r.cell.channel != "therock":
+            assert "rocm-sdk" not in r.dockerfile
+            assert json.loads(r.files[f"cells/{r.cell.tag}.json"])["rocm_sdk"] is False

@@ -59,6 +59,17 @@ RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=loc
     apt-get update \
  && apt-get install -y --no-install-recommends build-essential python3-dev git ninja-build \
  && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
+# The ROCm SDK of the wheels' own release (hipcc, HIP and math-library headers); `rocm-sdk init` links the
+# device files in, and /opt/rocm is where ROCM_HOME and torch.utils.cpp_extension find it.
+RUN --mount=type=cache,id=rif-pip,target=/tmp \
+    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
+    'rocm[devel]==7.13.0'
+RUN rocm-sdk init \
+ && ln -s "$(rocm-sdk path --root)" /opt/rocm
+ENV ROCM_HOME=/opt/rocm \
+    ROCM_PATH=/opt/rocm \
+    PATH=/opt/rocm/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 COPY cells/rocm7.13_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_therock_devel.json /opt/rif/cell.json
 USER ml
 WORKDIR /home/ml
