@@ -12,7 +12,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN --mount=type=cache,id=rif-apt-debian-12,target=/var/cache/apt,sharing=locked \
     apt-get update \
  && apt-get install -y --no-install-recommends python3 ca-certificates python3-venv python3-pip-whl python3-setuptools-whl \
- && python3 -m venv /opt/venv \
+ && SOURCE_DATE_EPOCH=0 python3 -m venv /opt/venv \
  && apt-get purge -y --auto-remove python3-venv python3-pip-whl python3-setuptools-whl \
  && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
@@ -25,19 +25,19 @@ CMD ["bash"]
 # torch alone: the largest layer, which changes only with a new torch.
 FROM base AS torch
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://mirror.example.org/whl/cpu \
     --no-deps torch==2.13.0
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://mirror.example.org/whl/cpu \
     torch==2.13.0
 
 FROM torch AS runtime
 # The small, often-updated packages last, so their updates re-push only this layer.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://mirror.example.org/whl/cpu \
     torch==2.13.0 numpy
 COPY rif/torch-smoke.pyz /opt/rif/torch-smoke.pyz

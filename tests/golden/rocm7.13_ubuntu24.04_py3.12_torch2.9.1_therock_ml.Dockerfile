@@ -12,7 +12,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=locked \
     apt-get update \
  && apt-get install -y --no-install-recommends python3 ca-certificates python3-venv python3-pip-whl python3-setuptools-whl \
- && python3 -m venv /opt/venv \
+ && SOURCE_DATE_EPOCH=0 python3 -m venv /opt/venv \
  && apt-get purge -y --auto-remove python3-venv python3-pip-whl python3-setuptools-whl \
  && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
@@ -26,24 +26,24 @@ CMD ["bash"]
 # torch alone: the largest layer, which changes only with a new torch.
 FROM base AS torch
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     --no-deps torch==2.9.1+rocm7.13.0
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     torch==2.9.1+rocm7.13.0
 
 FROM torch AS runtime-gfx94x-dcgpu
 # This family's device packages only: the layer the family images do not share.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     'torch[device-gfx942]==2.9.1+rocm7.13.0' 'torchvision[device-gfx942]==0.24.1'
 # The small, often-updated packages last, so their updates re-push only this layer.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     torch==2.9.1+rocm7.13.0 torchvision==0.24.1 torchaudio==2.9.1 numpy
 COPY rif/torch-smoke.pyz /opt/rif/torch-smoke.pyz
@@ -62,7 +62,7 @@ RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=loc
 # The ROCm SDK of the wheels' own release (hipcc, HIP and math-library headers); `rocm-sdk init` links the
 # device files in, and /opt/rocm is where ROCM_HOME and torch.utils.cpp_extension find it.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
-    SOURCE_DATE_EPOCH=0 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+    SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     'rocm[devel]==7.13.0'
 RUN rocm-sdk init \
