@@ -93,12 +93,25 @@ class TorchMinor(BaseModel):
     companion_patch_offset: int = 0  # torch 2.0.x paired with torchvision 0.15.(x+1)
 
 
+class AmdApt(BaseModel):
+    """AMD's apt repository of ROCm releases: where a pytorch.org devel image gets its SDK."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key_url: str
+    key_fingerprint: str
+    repo: str  # with {rocm}
+    packages: tuple[str, ...]
+    suites: dict[str, str]  # OS -> the repository's suite for it
+
+
 class Compat(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     torch: dict[str, TorchMinor]
     therock: dict[str, TheRockRelease]  # by its ROCm line, the label its images carry (rocm7.14)
     therock_dev_only_targets: tuple[str, ...] = ()
+    amd_apt: AmdApt
     indexes: dict[str, str]
 
 

@@ -103,6 +103,7 @@ class _Stage:
     device: list[str] = field(default_factory=list)
     small: list[str] = field(default_factory=list)
     sdk: list[str] = field(default_factory=list)  # a devel stage's ROCm SDK (pip), over its runtime
+    apt_sdk: list[str] = field(default_factory=list)  # or the shell steps that add it from AMD's apt repository
 
 
 def bake_target(tag: str) -> str:
@@ -192,6 +193,32 @@ def sdk_requirements(cell: CellSpec) -> list[str]:
     """The ROCm SDK of the wheels' own release that a devel image adds (TheRock: `rocm[devel]`, same version)."""
     release = catalog.compat().therock.get(cell.rocm or "") if cell.has_rocm_sdk else None
     return [f"rocm[devel]=={release.version}"] if release else []
+
+
+def apt_sdk_steps(cell: CellSpec) -> list[str]:
+    """A pytorch.org devel image's ROCm SDK from AMD's apt repository: the key is fetched over HTTPS and refused
+    unless its fingerprint is the pinned one, and apt trusts the repository only through it (signed-by)."""
+    if not cell.has_rocm_sdk or cell.channel != "pytorch" or cell.rocm is None:
+        return []
+    apt = catalog.compat().amd_apt
+    repo = apt.repo.format(rocm=cell.rocm)
+    return [
+        "export GNUPGHOME=/tmp/rif-gnupg",
+        "install -d -m 0700 /tmp/rif-gnupg",
+        f"curl -fsSL --proto =https {apt.key_url} -o /tmp/rif-rocm.asc",
+        "gpg --batch --show-keys --with-colons /tmp/rif-rocm.asc > /tmp/rif-rocm.keys",
+        f"grep -qx 'fpr:::::::::{apt.key_fingerprint}:' /tmp/rif-rocm.keys",
+        "install -d -m 0755 /etc/apt/keyrings",
+        "gpg --batch --yes --dearmor -o /etc/apt/keyrings/rocm.gpg /tmp/rif-rocm.asc",
+        f'echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {repo} {apt.suites[cell.os]} main" '
+        "> /etc/apt/sources.list.d/rocm.list",
+        "printf 'Package: *\\nPin: release o=repo.radeon.com\\nPin-Priority: 600\\n' "
+        "> /etc/apt/preferences.d/rocm-pin-600",
+        "apt-get update",
+        f"apt-get install -y --no-install-recommends {' '.join(apt.packages)}",
+        "apt-get purge -y --auto-remove curl gnupg",
+        "rm -rf /tmp/rif-gnupg /tmp/rif-rocm.asc /tmp/rif-rocm.keys",
+    ]
 
 
 def requirements(cell: CellSpec) -> list[str]:
@@ -315,7 +342,7 @@ def _stages(members: list[CellSpec]) -> tuple[dict[str, _Stage], dict[str, _Stag
                 parent = _Stage(parent.cell, f"{_stage_name(cell)}-runtime", device=parent.device, small=parent.small)
             runtimes.setdefault(parent.stage, parent)
             develops[_stage_name(cell)] = _Stage(cell, _stage_name(cell), parent=parent.stage,
-                                                 sdk=sdk_requirements(cell))
+                                                 sdk=sdk_requirements(cell), apt_sdk=apt_sdk_steps(cell))
     return runtimes, develops
 
 

@@ -79,8 +79,13 @@ class CellSpec(BaseModel):
     @property
     def has_rocm_sdk(self) -> bool:
         """A devel image that carries the ROCm SDK of its wheels (hipcc, HIP and math-library headers): TheRock's
-        devel images, from the `rocm[devel]` wheels of the same release."""
-        return self.flavor == "devel" and self.channel == "therock" and self.rocm in catalog.compat().therock
+        from the `rocm[devel]` wheels of the same release, pytorch.org's from AMD's apt repository of the same ROCm
+        release (on the OSes that repository has a suite for)."""
+        if self.flavor != "devel" or self.rocm is None:
+            return False
+        if self.channel == "therock":
+            return self.rocm in catalog.compat().therock
+        return self.channel == "pytorch" and self.os in catalog.compat().amd_apt.suites
 
     @property
     def hip(self) -> str | None:

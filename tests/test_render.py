@@ -11,9 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from builder import bakefile, imagetree
+from builder import bakefile, catalog, imagetree
 from builder.matrix import load_matrix
-from builder.render import HASH_LABEL, RenderedCell, WheelSource, render_all, render_cell, render_images, stage_chains
+from builder.render import (
+    HASH_LABEL,
+    RenderedCell,
+    WheelSource,
+    apt_sdk_steps,
+    render_all,
+    render_cell,
+    render_images,
+    stage_chains,
+)
 from builder.spec import CellSpec
 from tests.conftest import DATA, ROOT, builder_cli, load_cells
 
@@ -219,3 +228,43 @@ def test_a_therock_devel_image_adds_the_rocm_sdk_of_its_own_release(tmp_path: Pa
         if r.cell.channel != "therock":
             assert "rocm-sdk" not in r.dockerfile
             assert json.loads(r.files[f"cells/{r.cell.tag}.json"])["rocm_sdk"] is False
+
+
+def test_a_pytorch_devel_image_adds_the_sdk_from_amds_apt_repository_through_a_pinned_key(tmp_path: Path) -> None:
+    cell = load_cells(tmp_path, "matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n"
+                                "  gfx: [all]\n  flavor: [runtime, devel]\n")
+    rendered = {r.cell.tag: r for r in render_all(cell)}
+    noble = rendered["rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_devel"]
+    assert "https://repo.radeon.com/rocm/apt/7.2 noble main" in noble.dockerfile
+    assert "signed-by=/etc/apt/keyrings/rocm.gpg" in noble.dockerfile and "rocm-hip-sdk" in noble.dockerfile
+    assert json.loads(noble.files[f"cells/{noble.cell.tag}.json"])["rocm_sdk"] is True
+    bookworm = rendered["rocm7.2_debian12_py3.11_torch2.13.0_all_devel"]  # AMD documents no Debian suite
+    assert "repo.radeon.com" not in bookworm.dockerfile
+    assert json.loads(bookworm.files[f"cells/{bookworm.cell.tag}.json"])["rocm_sdk"] is False
+
+
+@pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg")
+def test_the_key_check_accepts_the_pinned_fingerprint_only(tmp_path: Path) -> None:
+    """The Dockerfile's own key steps, run against a throw-away key: the pinned fingerprint passes, another fails."""
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    env = {**os.environ, "GNUPGHOME": str(home)}
+    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "rif <t@example.org>", "ed25519",
+                    "sign", "never"], env=env, check=True, capture_output=True)
+    key = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+    listing = subprocess.run(["gpg", "--with-colons", "--list-keys"], env=env, check=True, capture_output=True,
+                             text=True)
+    fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
+    [cell] = [c for c in load_cells(tmp_path, "matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n"
+                                    "  torch: ['2.13.0']\n  gfx: [all]\n  flavor: [devel]\n")]
+    steps = apt_sdk_steps(cell)
+    pinned = catalog.compat().amd_apt.key_fingerprint
+    check = steps[:steps.index(next(s for s in steps if s.startswith("install -d -m 0755")))]
+    script = "\n".join(s for s in check if not s.startswith("curl "))  # the key comes from the test, not AMD
+    script = script.replace("/tmp/rif-", f"{tmp_path}/rif-")
+    (tmp_path / "rif-rocm.asc").write_bytes(key)
+    ours = subprocess.run(["bash", "-ec", script.replace(pinned, fingerprint)], check=False, capture_output=True,
+                          text=True)
+    assert ours.returncode == 0, ours.stderr
+    theirs = subprocess.run(["bash", "-ec", script], check=False, capture_output=True, text=True)
+    assert theirs.returncode != 0, "a key with another fingerprint must stop the build"
