@@ -88,7 +88,7 @@ def therock_stable_targets(cell: CellSpec) -> str | None:
         return None
     return (f"TheRock publishes the device packages of {', '.join(missing)} to its dev and nightly indexes only, "
             f"not {cell.index_url}: choose a family without {'it' if len(missing) == 1 else 'them'} "
-            "(gfx90X-dcgpu was split into gfx906-dgpu, gfx908-dcgpu and gfx90a-dcgpu)")
+            "(gfx90X-dcgpu was split: gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")
 
 
 def os_supports_rocm(cell: CellSpec) -> str | None:

@@ -176,16 +176,16 @@ def device_requirements(cell: CellSpec) -> list[str]:
     if not extras:
         return []
     return [f"torch{extras}=={cell.torch_wheel}",
-            *([f"torchvision{extras}=={cell.torchvision}"] if cell.torchvision else [])]
+            *([f"torchvision{extras}=={cell.torchvision}{cell.local_version}"] if cell.torchvision else [])]
 
 
 def small_requirements(cell: CellSpec) -> list[str]:
     """The companions and numpy, torch pinned again so pip never moves it."""
     reqs = [f"torch=={cell.torch_wheel}"]
     if cell.torchvision:
-        reqs.append(f"torchvision=={cell.torchvision}")
+        reqs.append(f"torchvision=={cell.torchvision}{cell.local_version}")
     if cell.torchaudio:
-        reqs.append(f"torchaudio=={cell.torchaudio}")
+        reqs.append(f"torchaudio=={cell.torchaudio}{cell.local_version}")
     return [*reqs, "numpy"]
 
 
@@ -222,10 +222,10 @@ def apt_sdk_steps(cell: CellSpec) -> list[str]:
 
 
 def requirements(cell: CellSpec) -> list[str]:
-    """Every requirement of the image (the wheelhouse fetches these)."""
+    """Every requirement of the image (the wheelhouse fetches these), a devel image's SDK included."""
     device = device_requirements(cell)
     names = {r.split("[")[0].split("=")[0] for r in device}
-    return [*device, *(r for r in small_requirements(cell) if r.split("=")[0] not in names)]
+    return [*device, *(r for r in small_requirements(cell) if r.split("=")[0] not in names), *sdk_requirements(cell)]
 
 
 def runtime_packages() -> list[str]:

@@ -64,6 +64,13 @@ class CellSpec(BaseModel):
         return catalog.gfx_families()[self.gfx].targets
 
     @property
+    def local_version(self) -> str:
+        """`+rocm7.14.0` for a TheRock cell: its torch, torchvision and torchaudio wheels all carry the release's
+        local version, and one index serves several releases' builds of the same public version."""
+        release = catalog.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
+        return f"+{release.local}" if release and "+" not in self.torch else ""
+
+    @property
     def torch_wheel(self) -> str:
         """The exact torch version the image installs: `==2.13.0` would match every local version an index
         serves (+rocm7.14.0 and +rocm10.0.0 side by side on TheRock's), so ROCm cells pin the local part that
@@ -72,8 +79,7 @@ class CellSpec(BaseModel):
         if rocm is None or self.channel == "local" or "+" in self.torch:
             return self.torch
         if self.channel == "therock":
-            release = catalog.compat().therock.get(rocm)
-            return f"{self.torch}+{release.local}" if release else self.torch
+            return self.torch + self.local_version
         return f"{self.torch}+rocm{rocm}"  # pytorch.org: the index's own name (rocm7.2, rocm6.2.4)
 
     @property

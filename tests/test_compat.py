@@ -156,8 +156,8 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
                            f"{THEROCK}): use 7.14, or set index_urls.therock to an index that serves it")]),
     ("therock-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx90X-dcgpu", "therock"),
      [("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
-                                 f"only, not {THEROCK}: choose a family without it (gfx90X-dcgpu was split into "
-                                 "gfx906-dgpu, gfx908-dcgpu and gfx90a-dcgpu)")]),
+                                 f"only, not {THEROCK}: choose a family without it (gfx90X-dcgpu was split: "
+                                 "gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")]),
     ("therock-cpu", Case("debian-12", "cpu", "2.13.0", None, "therock"),
      [("channel-wheels", "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel")]),
     # section 1: Python; images use the OS's Python (section 4)

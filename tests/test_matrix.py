@@ -51,20 +51,27 @@ def test_channel_axis_multiplies_cells_and_picks_the_index(tmp_path: Path) -> No
     expansion = expand_text(tmp_path, """\
         matrix:
           os: [ubuntu-24.04]
-          platform: [cpu, rocm7.2]
-          torch: ["2.13.0"]
+          platform: [cpu, rocm7.2, rocm7.14]
+          torch: ["2.12.0"]
           gfx: [all, gfx110X-all]
           channel: [pytorch, therock]
         """)
     assert [(c.platform, c.gfx, c.channel, c.index_url) for c in expansion.cells] == [
         ("cpu", None, "pytorch", "https://download.pytorch.org/whl/cpu"),
         ("rocm7.2", "all", "pytorch", "https://download.pytorch.org/whl/rocm7.2"),
-        ("rocm7.2", "gfx110X-all", "therock", "https://repo.amd.com/rocm/whl-multi-arch/"),
+        ("rocm7.14", "gfx110X-all", "therock", "https://repo.amd.com/rocm/whl-multi-arch/"),
     ]
+    # each channel has its own ROCm line: pytorch.org's 7.2, TheRock's 7.14
     assert [(d.cell.platform, d.cell.gfx, d.cell.channel, d.rule) for d in expansion.dropped] == [
         ("cpu", None, "therock", "channel-wheels"),
         ("rocm7.2", "gfx110X-all", "pytorch", "gfx-in-wheels"),
+        ("rocm7.2", "all", "therock", "channel-wheels"),
         ("rocm7.2", "all", "therock", "gfx-channel"),
+        ("rocm7.2", "gfx110X-all", "therock", "channel-wheels"),
+        ("rocm7.14", "all", "pytorch", "channel-wheels"),
+        ("rocm7.14", "gfx110X-all", "pytorch", "channel-wheels"),
+        ("rocm7.14", "gfx110X-all", "pytorch", "gfx-in-wheels"),
+        ("rocm7.14", "all", "therock", "gfx-channel"),
     ]
     assert [c.expectations()["channel"] for c in expansion.cells] == ["pytorch", "pytorch", "therock"]
 
@@ -72,7 +79,7 @@ def test_channel_axis_multiplies_cells_and_picks_the_index(tmp_path: Path) -> No
 def test_channel_defaults_to_pytorch_and_include_takes_a_channel(tmp_path: Path) -> None:
     cells = load_cells(tmp_path, BASE + textwrap.dedent("""\
         include:
-          - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.9.1", gfx: gfx94X-dcgpu, channel: therock}
+          - {os: ubuntu-24.04, platform: rocm7.13, torch: "2.9.1", gfx: gfx94X-dcgpu, channel: therock}
           - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.13.0", gfx: all}
         """))
     assert [(c.channel, c.index_url) for c in cells] == [
@@ -83,17 +90,23 @@ def test_channel_defaults_to_pytorch_and_include_takes_a_channel(tmp_path: Path)
 
 
 def test_both_channels_for_one_family_get_distinct_tags(tmp_path: Path) -> None:
+    # The channels' ROCm lines differ (pytorch.org's 7.2, TheRock's 7.14), so only an overridden cell shares every
+    # axis with the other channel's: the _therock suffix still keeps their tags apart.
     cells = load_cells(tmp_path, """\
         matrix:
           os: [ubuntu-24.04]
           platform: [rocm7.2]
-          torch: ["2.13.0"]
+          torch: ["2.12.0"]
           gfx: [gfx94X-dcgpu]
-          channel: [pytorch, therock]
+        include:
+          - {os: ubuntu-24.04, platform: rocm7.14, torch: "2.12.0", gfx: gfx94X-dcgpu, channel: therock}
+          - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.12.0", gfx: gfx94X-dcgpu, channel: therock,
+             override: {reason: "a mirror serves TheRock wheels under pytorch.org's label"}}
         """)
     assert [(c.channel, c.tag) for c in cells] == [
-        ("pytorch", "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx94X-dcgpu_runtime"),
-        ("therock", "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx94X-dcgpu_therock_runtime"),
+        ("pytorch", "rocm7.2_ubuntu24.04_py3.12_torch2.12.0_gfx94X-dcgpu_runtime"),
+        ("therock", "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx94X-dcgpu_therock_runtime"),
+        ("therock", "rocm7.2_ubuntu24.04_py3.12_torch2.12.0_gfx94X-dcgpu_therock_runtime"),
     ]
 
 
@@ -111,6 +124,7 @@ def test_index_url_defaults_per_platform_and_index_urls_override(tmp_path: Path)
     cells = load_cells(tmp_path, """\
         index_urls:
           rocm7.2: https://mirror.example.org:8443/whl/rocm7.2
+          rocm7.14: https://mirror.example.org:8443/whl/rocm7.14
           cpu: http://10.0.0.1/simple
         matrix:
           os: [debian-12]
@@ -119,7 +133,7 @@ def test_index_url_defaults_per_platform_and_index_urls_override(tmp_path: Path)
           gfx: [gfx1151]
         include:
           - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.12.1", gfx: gfx1151}
-          - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.12.1", gfx: gfx110X-all, channel: therock}
+          - {os: ubuntu-24.04, platform: rocm7.14, torch: "2.12.1", gfx: gfx110X-all, channel: therock}
         """)
     assert {c.tag: c.index_url for c in cells} == {
         "cpu_debian12_py3.11_torch2.13.0_runtime": "http://10.0.0.1/simple",
@@ -127,7 +141,7 @@ def test_index_url_defaults_per_platform_and_index_urls_override(tmp_path: Path)
         "rocm7.1_debian12_py3.11_torch2.13.0_gfx1151_runtime": "https://download.pytorch.org/whl/rocm7.1",
         "rocm7.2_ubuntu24.04_py3.12_torch2.12.1_gfx1151_runtime": "https://mirror.example.org:8443/whl/rocm7.2",
         # a platform's override is for the pytorch channel only: therock keeps TheRock's index
-        "rocm7.2_ubuntu24.04_py3.12_torch2.12.1_gfx110X-all_therock_runtime":
+        "rocm7.14_ubuntu24.04_py3.12_torch2.12.1_gfx110X-all_therock_runtime":
             "https://repo.amd.com/rocm/whl-multi-arch/",
     }
 
@@ -142,7 +156,7 @@ def test_index_urls_therock_overrides_the_therock_index_only(tmp_path: Path) -> 
           torch: ["2.13.0"]
           gfx: [all, gfx94X-dcgpu]
         include:
-          - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.13.0", gfx: gfx120X-all, channel: therock}
+          - {os: ubuntu-24.04, platform: rocm7.14, torch: "2.12.0", gfx: gfx120X-all, channel: therock}
         """)
     assert [(c.gfx, c.channel, c.index_url) for c in cells] == [
         ("all", "pytorch", "https://download.pytorch.org/whl/rocm7.2"),
@@ -301,7 +315,9 @@ def test_matrix_whose_cells_are_all_dropped_or_excluded_is_an_error(tmp_path: Pa
         """)
     [problem] = problems_of(file)
     assert (problem.line, problem.key, problem.message) == (
-        1, "matrix", "the matrix expands to no cells that can be built")
+        1, "matrix", "the matrix expands to no cells that can be built; 2 dropped by channel-wheels: torch 2.9 has "
+                     "no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4; 1 dropped by exclude[0]: "
+                     "excluded by the matrix (line 7)")
 
 
 def test_duplicate_tags_are_reported_at_the_line_of_the_later_cell(tmp_path: Path) -> None:

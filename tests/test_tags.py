@@ -15,9 +15,9 @@ from tests.conftest import (
 @pytest.mark.parametrize(("platform", "os_name", "python", "torch", "gfx", "flavor", "channel", "tag"), [
     ("cpu", "debian-12", "3.11", "2.13.0", None, "runtime", "pytorch", "cpu_debian12_py3.11_torch2.13.0_runtime"),
     ("cpu", "debian-13", "3.13", "2.10", None, "devel", "pytorch", "cpu_debian13_py3.13_torch2.10_devel"),
-    # AMD's rocm7.2_ubuntu24.04_py3.12_pytorch_release_2.9.1: torch 2.9.1 on ROCm 7.2 comes from AMD's index.
-    ("rocm7.2", "ubuntu-24.04", "3.12", "2.9.1", "gfx94X-dcgpu", "devel", "therock",
-     "rocm7.2_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_therock_devel"),
+    # TheRock's cells carry TheRock's own ROCm line (7.14, never pytorch.org's 7.1/7.2): its torch 2.12 wheels.
+    ("rocm7.14", "ubuntu-24.04", "3.12", "2.12.0", "gfx94X-dcgpu", "devel", "therock",
+     "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx94X-dcgpu_therock_devel"),
     ("rocm7.2", "ubuntu-24.04", "3.12", "2.13.0", "gfx94X-dcgpu", "runtime", "pytorch",
      "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx94X-dcgpu_runtime"),
     ("rocm7.2", "ubuntu-24.04", "3.12", "2.13.0", "gfx94X-dcgpu", "runtime", "local",

@@ -20,13 +20,14 @@ from tests.conftest import DATA, builder_cli, write_matrix
 
 HOSTS = DATA / "sysfs"
 
-# Per-family TheRock images for three families plus pytorch.org's all-targets image, two ROCm lines, two torch
-# releases, two OSes, both flavors; cpu for the newest torch.
+# Per-family TheRock images for three families (TheRock 7.14, which builds torch 2.12 of these two) plus
+# pytorch.org's all-targets image (its two ROCm lines, 7.2 and 7.1), two torch releases, two OSes, both flavors;
+# cpu for the newest torch. The compatibility rules drop therock on 7.2/7.1 and pytorch.org on 7.14.
 MATRIX = """\
 image: pytorch
 matrix:
   os: [ubuntu-24.04, ubuntu-22.04]
-  platform: [rocm7.2, rocm7.1, cpu]
+  platform: [rocm7.2, rocm7.1, rocm7.14, cpu]
   torch: ["2.13.0", "2.12.0"]
   gfx: [all, gfx94X-dcgpu, gfx110X-all, gfx1151]
   channel: [pytorch, therock]
@@ -103,16 +104,16 @@ def test_rx7900xtx_gets_the_gfx110X_image_and_the_exact_docker_run_line(matrix: 
     assert (gpu["index"], gpu["kfd_node"], gpu["pci"], gpu["device_id"], gpu["revision"], gpu["render_node"]) == (
         0, 1, "0000:03:00.0", "0x744c", "0xc8", "/dev/dri/renderD128")
     rec = answer["recommended"]
-    assert rec["image"]["tag"] == "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx110X-all_therock_runtime"
+    assert rec["image"]["tag"] == "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx110X-all_therock_runtime"
     assert rec["docker_run"] == (
         "docker run -it --device=/dev/kfd --device=/dev/dri --group-add video --group-add 110 "
         "--security-opt seccomp=unconfined "
-        "rocm-image-factory/pytorch:rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx110X-all_therock_runtime")
+        "rocm-image-factory/pytorch:rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx110X-all_therock_runtime")
     assert answer["render_gids"] == [110] and "etc/group" in answer["gid_source"]
     assert [a["tag"] for a in rec["alternatives"]] == [
-        "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx110X-all_therock_devel",
+        "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx110X-all_therock_devel",
         "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_runtime", "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_devel"]
-    assert rec["choices"] == {"rocm": ["7.2", "7.1"], "torch": ["2.13.0", "2.12.0"],
+    assert rec["choices"] == {"rocm": ["7.14", "7.2", "7.1"], "torch": ["2.13.0", "2.12.0"],
                               "os": ["ubuntu-24.04", "ubuntu-22.04"], "flavor": ["runtime", "devel"]}
 
 
@@ -134,7 +135,7 @@ def test_strix_halo_is_an_igpu_of_its_own_family(matrix: Path) -> None:
     answer = ask(matrix, "strix-halo")
     assert gpus_of(answer) == [("gfx1151", "gfx1151", "AMD Radeon 8060S Graphics", True)]
     rec = answer["recommended"]
-    assert rec["image"]["tag"] == "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx1151_therock_runtime"
+    assert rec["image"]["tag"] == "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx1151_therock_runtime"
     assert rec["docker_run"] == f"{RUN} --group-add 992 {SECCOMP} {LOCAL}{rec['image']['tag']}"
 
 
@@ -273,10 +274,12 @@ def test_a_target_without_override_gets_none(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("options", "tag"), [
-    ({"rocm": "7.1"}, "rocm7.1_ubuntu24.04_py3.12_torch2.13.0_gfx110X-all_therock_runtime"),
-    ({"rocm": "rocm7.1", "os_name": "ubuntu-22.04"},
-     "rocm7.1_ubuntu22.04_py3.10_torch2.13.0_gfx110X-all_therock_runtime"),
-    ({"flavor": "devel"}, "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx110X-all_therock_devel"),
+    ({"rocm": "7.14"}, "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx110X-all_therock_runtime"),
+    ({"rocm": "rocm7.14", "os_name": "ubuntu-22.04"},
+     "rocm7.14_ubuntu22.04_py3.10_torch2.12.0_gfx110X-all_therock_runtime"),
+    ({"flavor": "devel"}, "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx110X-all_therock_devel"),
+    # 7.1 is a line of its own, not a prefix of 7.14: its best image for the GPU is pytorch.org's all-targets one
+    ({"rocm": "7.1"}, "rocm7.1_ubuntu24.04_py3.12_torch2.13.0_all_runtime"),
 ])
 def test_filters_pick_the_line_os_and_flavor(matrix: Path, options: dict[str, str], tag: str) -> None:
     assert ask(matrix, "rx7900xtx", **options)["recommended"]["image"]["tag"] == tag
@@ -286,7 +289,8 @@ def test_a_filter_that_leaves_nothing_says_what_there_is(matrix: Path) -> None:
     answer = ask(matrix, "rx7900xtx", rocm="6.4")
     assert answer["exit_code"] == 1
     [miss] = answer["unmatched"]
-    assert miss["why"] == "filtered" and "--rocm 6.4" in miss["message"] and miss["choices"]["rocm"] == ["7.2", "7.1"]
+    assert miss["why"] == "filtered" and "--rocm 6.4" in miss["message"]
+    assert miss["choices"]["rocm"] == ["7.14", "7.2", "7.1"]
 
 
 @pytest.mark.parametrize(("options", "key", "text"), [
@@ -313,7 +317,7 @@ def test_cli_text_for_mi300x(matrix: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert re.search(r"HIP 0-7 +8 x AMD Instinct MI300X  gfx942  family gfx94X-dcgpu  dGPU", result.stdout)
     assert (f"{RUN} --group-add 109 {SECCOMP} ghcr.io/acme/pytorch:"
-            "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx94X-dcgpu_therock_runtime\n") in result.stdout
+            "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx94X-dcgpu_therock_runtime\n") in result.stdout
 
 
 def test_cli_json_structure(matrix: Path) -> None:

@@ -40,12 +40,12 @@ FROM torch AS runtime-gfx94x-dcgpu
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
-    'torch[device-gfx942]==2.9.1+rocm7.13.0' 'torchvision[device-gfx942]==0.24.1'
+    'torch[device-gfx942]==2.9.1+rocm7.13.0' 'torchvision[device-gfx942]==0.24.1+rocm7.13.0'
 # The small, often-updated packages last, so their updates re-push only this layer.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
-    torch==2.9.1+rocm7.13.0 torchvision==0.24.1 torchaudio==2.9.1 numpy
+    torch==2.9.1+rocm7.13.0 torchvision==0.24.1+rocm7.13.0 torchaudio==2.9.1+rocm7.13.0 numpy
 COPY rif/torch-smoke.pyz /opt/rif/torch-smoke.pyz
 COPY cells/rocm7.13_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_therock_runtime.json /opt/rif/cell.json
 USER ml
