@@ -16,7 +16,7 @@ from tests.test_smoke_fakes import CPU_CELL, CUDA_CELL, ROCM_CELL, fake_torch, o
 def test_hip_version() -> None:
     assert outcome(install.hip_version, smoke(ROCM_CELL, fake_torch())).status == "pass"
     wrong = outcome(install.hip_version, smoke(ROCM_CELL, fake_torch(hip="6.4.43482")))
-    assert wrong.status == "fail" and "promises ROCm 7.2" in wrong.detail and "7.2 wheel index" in wrong.fix
+    assert wrong.status == "fail" and "promises HIP 7.2 (rocm7.2)" in wrong.detail and "(rocm7.2)" in wrong.fix
     cpu_build = outcome(install.hip_version, smoke(ROCM_CELL, fake_torch(hip=None)))
     assert cpu_build.status == "fail" and "not a ROCm build" in cpu_build.detail
     assert outcome(install.hip_version, smoke(CPU_CELL, fake_torch(hip=None))).status == "pass"
@@ -102,3 +102,17 @@ def test_a_pinned_local_version_must_be_exactly_the_installed_wheel() -> None:
     cpu = fake_torch(hip=None)
     cpu.__version__ = "2.13.0+cpu"
     assert outcome(install.torch_version, smoke(unpinned, cpu)).status == "pass"
+
+
+def test_hip_and_rocm_versions_follow_the_line_not_the_label_arithmetic() -> None:
+    """ROCm 10.0 ships HIP 7.15: torch.version.hip says 7.15, torch.version.rocm (newer torch) says 10.0."""
+    ten = {**ROCM_CELL, "platform": "rocm10.0", "hip": "7.15"}
+    right = fake_torch(hip="7.15.60000-abc")
+    right.version.rocm = "10.0.0"
+    assert outcome(install.hip_version, smoke(ten, right)).status == "pass"
+    wrong_line = fake_torch(hip="7.15.60000-abc")
+    wrong_line.version.rocm = "7.14.0"
+    failed = outcome(install.hip_version, smoke(ten, wrong_line))
+    assert failed.status == "fail" and "torch.version.rocm is 7.14.0, the image promises ROCm 10.0" in failed.detail
+    label_arithmetic = outcome(install.hip_version, smoke(ten, fake_torch(hip="10.0.1")))
+    assert label_arithmetic.status == "fail" and "promises HIP 7.15" in label_arithmetic.detail

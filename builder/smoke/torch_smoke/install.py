@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 import warnings
 
 from .core import SECTION_FIX, Fail, Skip, first_line, major_minor
@@ -64,8 +65,15 @@ def hip_version(s: Smoke) -> str:
         raise Fail(f"torch.version.hip is None: this torch is not a ROCm build (want ROCm {want})",
                    "rebuild the image from a ROCm wheel index (download.pytorch.org/whl/rocmX.Y)")
     if major_minor(hip) != major_minor(want):
-        raise Fail(f"torch.version.hip is {hip}, the image promises ROCm {want}",
-                   f"rebuild the image from the ROCm {want} wheel index")
+        raise Fail(f"torch.version.hip is {hip}, the image promises HIP {want} ({s.expect.get('platform')})",
+                   f"rebuild the image from the wheels of its ROCm line ({s.expect.get('platform')})")
+    # Newer torch also reports the ROCm release itself (10.0 where HIP says 7.15): held to the image's line.
+    rocm, line = getattr(s.torch.version, "rocm", None), str(s.expect.get("platform") or "").removeprefix("rocm")
+    if isinstance(rocm, str) and re.fullmatch(r"\d+\.\d+(\.\d+)?\S*", rocm) and line:
+        if major_minor(rocm) != major_minor(line):
+            raise Fail(f"torch.version.rocm is {rocm}, the image promises ROCm {line}",
+                       f"rebuild the image from the wheels of its ROCm line (rocm{line})")
+        return f"torch.version.hip {hip}, torch.version.rocm {rocm}"
     return f"torch.version.hip {hip}"
 
 
