@@ -20,7 +20,8 @@ import docker
 import jinja2
 
 from builder import smoke
-from builder.render import cell_json, devel_packages, device_extras, image_labels, runtime_packages
+from builder.installs import devel_packages, device_extras, runtime_packages
+from builder.render import cell_json, image_labels
 from builder.spec import CellSpec
 
 OLD_TEMPLATE = r"""{#- One template for every cell. Blocks per OS family: apt renders today; a dnf block goes beside it. -#}

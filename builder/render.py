@@ -12,10 +12,8 @@ wheelhouse and the image's labels. A change to a sibling's stage never changes i
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 import shlex
 from collections.abc import Iterable
@@ -27,9 +25,19 @@ from urllib.parse import urlsplit
 
 import jinja2
 
-from builder import catalog, lockfile, smoke
+from builder import contenthash, lockfile, smoke
+from builder.contenthash import stage_chains
+from builder.installs import (
+    apt_sdk_steps,
+    devel_packages,
+    device_requirements,
+    runtime_packages,
+    sdk_requirements,
+    small_requirements,
+    venv_packages,
+)
 from builder.plan import plan_images
-from builder.spec import ALL_TARGETS, CellSpec
+from builder.spec import CellSpec
 from builder.tags import CELL_FILE, HASH_LABEL, LABEL_PREFIX, RIF_DIR, VENV_DIR, readable_tag
 
 SMOKE_PROGRAM = smoke.PROGRAM
@@ -39,7 +47,6 @@ PIP_CACHE = "--mount=type=cache,id=rif-pip,target=/tmp"  # pip --cache-dir /tmp/
 WHEELS_DIR = "wheels"  # a local wheelhouse, linked into the build tree and bind-mounted, never copied
 WHEELS_MOUNT = "/mnt"  # where the build sees it: a folder every base image has, so no mount point is left
 LOCK_MOUNT = "/tmp/rif/requirements.txt"  # a step's lock file, inside the pip cache mount: never in a layer
-_FROM = re.compile(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -160,86 +167,6 @@ def image_labels(cell: CellSpec, content_hash: str) -> dict[str, str]:
     if content_hash:
         labels[HASH_LABEL] = content_hash
     return labels
-
-
-def device_extras(cell: CellSpec) -> str:
-    """`[device-gfx942,...]` where the wheels split per target (TheRock; local mirrors of it), else ''."""
-    per_target = cell.channel == "therock" or (cell.channel == "local" and cell.gfx != ALL_TARGETS)
-    if per_target and cell.gfx_targets:
-        return "[" + ",".join(f"device-{t}" for t in cell.gfx_targets) + "]"
-    return ""
-
-
-def device_requirements(cell: CellSpec) -> list[str]:
-    """The family's own packages, installed over the shared torch stage (empty: nothing per family)."""
-    extras = device_extras(cell)
-    if not extras:
-        return []
-    return [f"torch{extras}=={cell.torch_wheel}",
-            *([f"torchvision{extras}=={cell.torchvision}{cell.local_version}"] if cell.torchvision else [])]
-
-
-def small_requirements(cell: CellSpec) -> list[str]:
-    """The companions and numpy, torch pinned again so pip never moves it."""
-    reqs = [f"torch=={cell.torch_wheel}"]
-    if cell.torchvision:
-        reqs.append(f"torchvision=={cell.torchvision}{cell.local_version}")
-    if cell.torchaudio:
-        reqs.append(f"torchaudio=={cell.torchaudio}{cell.local_version}")
-    return [*reqs, "numpy"]
-
-
-def sdk_requirements(cell: CellSpec) -> list[str]:
-    """The ROCm SDK of the wheels' own release that a devel image adds (TheRock: `rocm[devel]`, same version)."""
-    release = catalog.compat().therock.get(cell.rocm or "") if cell.has_rocm_sdk else None
-    return [f"rocm[devel]=={release.version}"] if release else []
-
-
-def apt_sdk_steps(cell: CellSpec) -> list[str]:
-    """A pytorch.org devel image's ROCm SDK from AMD's apt repository: the key is fetched over HTTPS and refused
-    unless its fingerprint is the pinned one, and apt trusts the repository only through it (signed-by)."""
-    if not cell.has_rocm_sdk or cell.channel != "pytorch" or cell.rocm is None:
-        return []
-    apt = catalog.compat().amd_apt
-    repo = apt.repo.format(rocm=cell.rocm)
-    return [
-        "export GNUPGHOME=/tmp/rif-gnupg",
-        "install -d -m 0700 /tmp/rif-gnupg",
-        f"curl -fsSL --proto =https {apt.key_url} -o /tmp/rif-rocm.asc",
-        "gpg --batch --show-keys --with-colons /tmp/rif-rocm.asc > /tmp/rif-rocm.keys",
-        f"grep -qx 'fpr:::::::::{apt.key_fingerprint}:' /tmp/rif-rocm.keys",
-        "install -d -m 0755 /etc/apt/keyrings",
-        "gpg --batch --yes --dearmor -o /etc/apt/keyrings/rocm.gpg /tmp/rif-rocm.asc",
-        f'echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {repo} {apt.suites[cell.os]} main" '
-        "> /etc/apt/sources.list.d/rocm.list",
-        "printf 'Package: *\\nPin: release o=repo.radeon.com\\nPin-Priority: 600\\n' "
-        "> /etc/apt/preferences.d/rocm-pin-600",
-        "apt-get update",
-        f"apt-get install -y --no-install-recommends {' '.join(apt.packages)}",
-        "apt-get purge -y --auto-remove curl gnupg",
-        "rm -rf /tmp/rif-gnupg /tmp/rif-rocm.asc /tmp/rif-rocm.keys",
-    ]
-
-
-def requirements(cell: CellSpec) -> list[str]:
-    """Every requirement of the image (the wheelhouse fetches these), a devel image's SDK included."""
-    device = device_requirements(cell)
-    names = {r.split("[")[0].split("=")[0] for r in device}
-    return [*device, *(r for r in small_requirements(cell) if r.split("=")[0] not in names), *sdk_requirements(cell)]
-
-
-def runtime_packages() -> list[str]:
-    return ["python3", "ca-certificates"]
-
-
-def venv_packages() -> list[str]:
-    """What `python3 -m venv` needs, purged once the venv exists: they ship pip and setuptools as wheels."""
-    return ["python3-venv", "python3-pip-whl", "python3-setuptools-whl"]
-
-
-def devel_packages() -> list[str]:
-    """A toolchain for extensions, over the runtime image."""
-    return ["build-essential", "python3-dev", "git", "ninja-build"]
 
 
 def cell_path(cell: CellSpec) -> str:
@@ -399,8 +326,9 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> l
         mounted = {f"{lock_dir}/{name}": data.encode() for name, data in locks.items()
                    if f"source={lock_dir}/{name}," in chains[stage].text}
         hashed = {**copied, **{k.removeprefix(group + "/"): v for k, v in mounted.items()}}
-        content_hash = _content_hash(chains[stage].text.replace(f"source={group}/", "source="), hashed, source,
-                                     image_labels(cell, ""))
+        content_hash = contenthash.content_hash(chains[stage].text.replace(f"source={group}/", "source="), hashed,
+                                                image_labels(cell, ""),
+                                                source.wheelhouse if source.locks is None else None)
         out.append(RenderedCell(cell, group, stage, text, {**copied, **mounted, **_base_lock(locks, lock_dir)},
                                 content_hash, source))
     return out
@@ -412,45 +340,6 @@ def _base_lock(locks: dict[str, str], lock_dir: str) -> dict[str, bytes]:
     return {f"{lock_dir}/{lockfile.BASE_FILE}": base.encode()} if base is not None else {}
 
 
-@dataclass(frozen=True)
-class Chain:
-    names: tuple[str, ...]  # the stages an image is built through, its own last
-    text: str  # their instructions, comments and stage names left out
-
-
-def stage_chains(dockerfile: str) -> dict[str, Chain]:
-    """Per stage of a multi-stage Dockerfile, the instructions it is built from, from its base image up."""
-    bodies: dict[str, list[str]] = {}
-    parents: dict[str, str] = {}
-    current: list[str] = []
-    for line in dockerfile.splitlines():
-        found = _FROM.match(line)
-        if found:
-            name = found.group(2) or f"#{len(bodies)}"
-            parents[name], current = found.group(1), []
-            bodies[name] = current
-        elif line.strip() and not line.lstrip().startswith("#") and bodies:
-            current.append(line)
-    chains: dict[str, Chain] = {}
-    for name in bodies:
-        names, lines = [name], list(bodies[name])
-        while parents[names[0]] in bodies:
-            names.insert(0, parents[names[0]])
-            lines = bodies[names[0]] + lines
-        chains[name] = Chain(tuple(names), f"FROM {parents[names[0]]}\n" + "\n".join(lines))
-    return chains
-
-
-def _content_hash(text: str, files: dict[str, bytes], source: WheelSource, labels: dict[str, str]) -> str:
-    digest = hashlib.sha256(text.encode())
-    for name in sorted(files):
-        digest.update(b"\0" + name.encode() + b"\0" + files[name])
-    digest.update(b"\0" + json.dumps(labels, sort_keys=True).encode())
-    if source.wheelhouse is not None and source.locks is None:  # a lock pins every wheel by its sha256 already
-        digest.update(wheelhouse_digest(source.wheelhouse).encode())
-    return "sha256:" + digest.hexdigest()
-
-
 def tree_files(rendered: Iterable[RenderedCell]) -> dict[str, bytes]:
     """Every file of a build tree but the bake file: the Dockerfiles, the smoke program, each cell.json."""
     files: dict[str, bytes] = {}
@@ -458,38 +347,3 @@ def tree_files(rendered: Iterable[RenderedCell]) -> dict[str, bytes]:
         files[f"{r.group}/Dockerfile"] = r.dockerfile.encode()
         files.update(r.files)
     return dict(sorted(files.items()))
-
-
-@cache
-def wheelhouse_digest(wheelhouse: Path) -> str:
-    """sha256 over every wheel's name and sha256: a changed wheel changes the content hash."""
-    cache_file = _digest_cache_file()
-    try:
-        known: dict[str, str] = json.loads(cache_file.read_text())
-    except (OSError, ValueError):
-        known = {}
-    digest = hashlib.sha256()
-    for wheel in sorted(wheelhouse.glob("*.whl")):
-        st = wheel.stat()
-        key = f"{wheel.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-        if key not in known:
-            known[key] = _file_sha256(wheel)
-        digest.update(wheel.name.encode() + b"\0" + known[key].encode())
-    with contextlib.suppress(OSError):
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        cache_file.write_text(json.dumps(known))
-    return digest.hexdigest()
-
-
-def _digest_cache_file() -> Path:
-    """Per-wheel digests keyed by path, size and mtime: a 1 GB torch wheel is hashed once, not every run."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "rocm-image-factory" / "wheel-sha256.json"
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()

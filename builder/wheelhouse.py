@@ -10,8 +10,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from builder.installs import requirements
 from builder.logs import LOG_DIR, logged_run
-from builder.render import requirements
 from builder.spec import CellSpec
 
 # pip needs explicit platform tags to fetch for a Python other than its own; these cover the wheels

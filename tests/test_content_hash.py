@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from builder import render
+from builder import contenthash, render
 from builder.render import WheelSource, render_cell
 from builder.spec import CellSpec
 from tests.conftest import load_cells
@@ -29,7 +29,7 @@ def cell(tmp_path: Path) -> CellSpec:
 @pytest.fixture
 def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a private digest cache
-    render.wheelhouse_digest.cache_clear()
+    contenthash.wheelhouse_digest.cache_clear()
     house = tmp_path / "wheels"
     house.mkdir()
     (house / "torch-2.13.0-py3-none-any.whl").write_bytes(b"torch bytes")
@@ -37,7 +37,7 @@ def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def digest(cell: CellSpec, source: WheelSource | None = None) -> str:
-    render.wheelhouse_digest.cache_clear()
+    contenthash.wheelhouse_digest.cache_clear()
     return render_cell(cell, source or WheelSource()).content_hash
 
 

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from builder import bakefile, catalog, imagetree
+from builder.contenthash import stage_chains
+from builder.installs import apt_sdk_steps
 from builder.matrix import load_matrix
 from builder.render import (
     HASH_LABEL,
     RenderedCell,
     WheelSource,
-    apt_sdk_steps,
     render_all,
     render_cell,
     render_images,
-    stage_chains,
 )
 from builder.spec import CellSpec
 from tests.conftest import DATA, ROOT, builder_cli, load_cells

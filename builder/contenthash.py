@@ -1,0 +1,95 @@
+"""Content hashes: what an image is built from, as one sha256, so equal hashes mean equal inputs.
+
+An image's hash covers the stages it is built through (their instructions, not their names or comments), the
+files those stages copy or mount, its labels, and for unlocked local builds every wheel of the wheelhouse
+(a lock pins the wheels by their own sha256 instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+_FROM = re.compile(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Chain:
+    names: tuple[str, ...]  # the stages an image is built through, its own last
+    text: str  # their instructions, comments and stage names left out
+
+
+def stage_chains(dockerfile: str) -> dict[str, Chain]:
+    """Per stage of a multi-stage Dockerfile, the instructions it is built from, from its base image up."""
+    bodies: dict[str, list[str]] = {}
+    parents: dict[str, str] = {}
+    current: list[str] = []
+    for line in dockerfile.splitlines():
+        found = _FROM.match(line)
+        if found:
+            name = found.group(2) or f"#{len(bodies)}"
+            parents[name], current = found.group(1), []
+            bodies[name] = current
+        elif line.strip() and not line.lstrip().startswith("#") and bodies:
+            current.append(line)
+    chains: dict[str, Chain] = {}
+    for name in bodies:
+        names, lines = [name], list(bodies[name])
+        while parents[names[0]] in bodies:
+            names.insert(0, parents[names[0]])
+            lines = bodies[names[0]] + lines
+        chains[name] = Chain(tuple(names), f"FROM {parents[names[0]]}\n" + "\n".join(lines))
+    return chains
+
+
+def content_hash(text: str, files: dict[str, bytes], labels: dict[str, str], wheelhouse: Path | None = None) -> str:
+    """sha256 over an image's stage chain, the files it copies or mounts, its labels and (unlocked local builds)
+    the wheels of its wheelhouse."""
+    digest = hashlib.sha256(text.encode())
+    for name in sorted(files):
+        digest.update(b"\0" + name.encode() + b"\0" + files[name])
+    digest.update(b"\0" + json.dumps(labels, sort_keys=True).encode())
+    if wheelhouse is not None:
+        digest.update(wheelhouse_digest(wheelhouse).encode())
+    return "sha256:" + digest.hexdigest()
+
+
+@cache
+def wheelhouse_digest(wheelhouse: Path) -> str:
+    """sha256 over every wheel's name and sha256: a changed wheel changes the content hash."""
+    cache_file = _digest_cache_file()
+    try:
+        known: dict[str, str] = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        known = {}
+    digest = hashlib.sha256()
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        st = wheel.stat()
+        key = f"{wheel.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        if key not in known:
+            known[key] = _file_sha256(wheel)
+        digest.update(wheel.name.encode() + b"\0" + known[key].encode())
+    with contextlib.suppress(OSError):
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        cache_file.write_text(json.dumps(known))
+    return digest.hexdigest()
+
+
+def _digest_cache_file() -> Path:
+    """Per-wheel digests keyed by path, size and mtime: a 1 GB torch wheel is hashed once, not every run."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "rocm-image-factory" / "wheel-sha256.json"
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
