@@ -12,6 +12,7 @@ import pytest
 from builder.registry import RegistryClient
 from builder.render import HASH_LABEL
 from builder.tags import REFERRERS_TAG_RE
+from tests import synthwheels
 from tests.conftest import DATA, builder_cli
 
 pytestmark = pytest.mark.docker
@@ -134,8 +135,13 @@ def test_cells_with_the_same_content_are_built_once_and_tagged_for_each(
                       "  torch:\n    - {version: '2.13.0', torchvision: null, torchaudio: null}\n"
                       "  gfx: [gfx94X-dcgpu, gfx120X-all, all]\n")
     report = tmp_path / "r.json"
-    # CPU wheels stand in for ROCm ones here: --no-validate, since torch.version.hip would rightly fail.
-    proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--no-validate",
+    # Small stand-ins for pytorch.org's rocm7.2 wheels, whose local version the cell pins (+rocm7.2): the test is
+    # about which images are built, so --no-validate (no real torch imports from them).
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    synthwheels.wheel(wheels, "torch", "2.13.0+rocm7.2")
+    synthwheels.wheel(wheels, "numpy", "2.4.6")
+    proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheels), "--no-validate",
                        "--report", str(report), "--quiet")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [row] = json.loads(report.read_text())["images"]
