@@ -281,7 +281,7 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None, update,
                           base_registry, check_insecure(insecure), say)
     rendered = render_all(cells, _source(wheelhouse_dir, out_dir))
-    imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES, _source(wheelhouse_dir))
+    imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES, _source(wheelhouse_dir, out_dir))
     show.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
                    f"images into {show.safe(out_dir)}")
 

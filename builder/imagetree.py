@@ -21,7 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from builder import bakefile
-from builder.render import WHEELS_DIR, RenderedCell, WheelSource, tree_files
+from builder.lockfile import BASE_FILE, LOCK_DIR, pins_of
+from builder.render import WHEELS_DIR, RenderedCell, WheelSource, step_wheels, tree_files
 
 MANIFEST = ".rif-rendered.json"
 BAKE_FILE = "docker-bake.json"
@@ -76,7 +77,7 @@ def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSo
             if not path.is_file() or path.read_bytes() != data:
                 path.write_bytes(data)
             path.chmod(0o755 if rel.endswith(".pyz") else 0o644)
-        owned = set(files) | _link_wheels(tree, source or WheelSource())
+        owned = set(files) | _link_wheels(tree, source or WheelSource(), rendered)
         stale = sorted(written_before(tree) - owned)
         if prune:
             _remove_ours(tree, stale)
@@ -106,27 +107,46 @@ def run_tree(source: WheelSource) -> Iterator[Path]:
         try:
             yield folder / "images"
         finally:
-            for link in (folder / "images" / WHEELS_DIR).glob("*.whl"):
+            for link in (folder / "images" / WHEELS_DIR).rglob("*.whl"):
                 link.unlink(missing_ok=True)
 
 
-def _link_wheels(tree: Path, source: WheelSource) -> set[str]:
-    """A wheelhouse goes into the tree as hard links (free for a 4 GB wheel), bind-mounted by the build."""
+def _link_wheels(tree: Path, source: WheelSource, rendered: list[RenderedCell]) -> set[str]:
+    """A wheelhouse goes into the tree as hard links (free for a 4 GB wheel), bind-mounted by the build: all of
+    it in `wheels/`, or, locked, each step's own wheels in `wheels/<its lock>/` (by name and version: pip's
+    --require-hashes, not this, judges the bytes)."""
     if source.wheelhouse is None:
         return set()
+    wheels = sorted(source.wheelhouse.glob("*.whl"))
+    if source.locks is None:
+        return {_link(wheel, tree, WHEELS_DIR) for wheel in wheels}
     names = set()
-    (tree / WHEELS_DIR).mkdir(exist_ok=True)
-    for wheel in sorted(source.wheelhouse.glob("*.whl")):
-        dest = tree / WHEELS_DIR / wheel.name
-        names.add(f"{WHEELS_DIR}/{wheel.name}")
-        if dest.is_file() and os.path.samefile(wheel, dest):
-            continue  # already this very file: BuildKit's context sync sees nothing new
+    for path, data in tree_files(rendered).items():
+        if f"/{LOCK_DIR}/" not in path or path.endswith("/" + BASE_FILE):
+            continue
+        text = data.decode()
+        wanted = {(_norm(p.name), p.version) for p in pins_of(text)}
+        for wheel in wheels:
+            name, version = wheel.name.split("-")[:2]
+            if (_norm(name), version) in wanted:
+                names.add(_link(wheel, tree, step_wheels(text)))
+    return names
+
+
+def _link(wheel: Path, tree: Path, folder: str) -> str:
+    (tree / folder).mkdir(parents=True, exist_ok=True)
+    dest = tree / folder / wheel.name
+    if not (dest.is_file() and os.path.samefile(wheel, dest)):  # the same file: BuildKit's sync sees nothing new
         dest.unlink(missing_ok=True)
         try:
             os.link(wheel, dest)
         except OSError:
             shutil.copy2(wheel, dest)
-    return names
+    return f"{folder}/{wheel.name}"
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def _inside(tree: Path, path: Path) -> bool:

@@ -76,6 +76,12 @@ class WheelSource:
         return where + (", exactly the wheels of lock/ (--require-hashes)" if self.locks else "")
 
 
+def step_wheels(lock_text: str) -> str:
+    """A locked step's own wheels in the build tree (a wheelhouse build): the folder its bind mount reads, named
+    by its lock, so a new wheel elsewhere in the wheelhouse leaves BuildKit's cache of this step untouched."""
+    return f"{WHEELS_DIR}/{hashlib.sha256(lock_text.encode()).hexdigest()[:12]}"
+
+
 class NameClash(ValueError):
     """Two images of one render would share a name BuildKit needs unique (a stage or a bake target)."""
 
@@ -307,6 +313,8 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> l
         runtimes=list(runtimes.values()), develops=list(develops.values()),
         runtime_packages=runtime_packages(), venv_packages=venv_packages(), devel_packages=devel_packages(),
         mounts=source.mounts(), pip_source=source.pip_args(first), wheel_source_comment=source.describe(first),
+        lock_mounts={name: [PIP_CACHE, f"--mount=type=bind,source={step_wheels(text)},target={WHEELS_MOUNT}"]
+                     for name, text in locks.items()} if source.wheelhouse else {},
         torch_requirement=[f"torch=={first.torch_wheel}"],
         cell_file={s.cell.tag: cell_path(s.cell) for s in stages.values()},
         rif_dir=RIF_DIR, venv_dir=VENV_DIR, cell_json=CELL_FILE, smoke_program=SMOKE_PROGRAM,

@@ -16,7 +16,7 @@ from tests.synthwheels import WheelIndex, therock_like, wheel
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
-MATRIX = ("matrix:\n  os: [debian-12]\n  platform: [rocm7.2]\n  channel: [therock]\n"
+MATRIX = ("matrix:\n  os: [debian-12]\n  platform: [rocm7.2]\n  channel: [local]\n"
           "  torch:\n    - {version: '2.13.0', torchvision: null, torchaudio: null}\n"
           "  gfx: [gfx94X-dcgpu, gfx1151]\n  flavor: [runtime, devel]\n")
 

@@ -75,6 +75,13 @@ def immutable_tags(registry: str, repository: str) -> set[str]:
             and t.rsplit("-", 1)[-1].isalnum() and len(t.rsplit("-", 1)[-1]) == 12}
 
 
+def layers(registry: str, tag: str) -> list[str]:
+    host, namespace = registry.split("/", 1)
+    manifest = RegistryClient(host).manifest(f"{namespace}/pytorch", tag)
+    assert manifest is not None
+    return [layer["digest"] for layer in json.loads(manifest.body)["layers"]]
+
+
 def site_packages(client: docker.DockerClient, image: str) -> str:
     """`sha256sum` of every file in the venv's site-packages, in path order, computed inside the image."""
     script = f"cd {SITE} && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum"
@@ -127,6 +134,12 @@ def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
     assert publish(matrix, tree, wheels, namespace, tmp_path / "r4.json") == {RUNTIME: "published", DEVEL: "published"}
     second = immutable_tags(namespace, "pytorch")
     assert len(second - first) == 2
+    # each step mounts only its own wheels, so the torch layers are BuildKit's cached ones: byte for byte the same,
+    # and only the numpy step's layer is new (nothing else is pushed again)
+    [old_runtime] = [t for t in first if t.startswith(RUNTIME)]
+    [new_runtime] = [t for t in second - first if t.startswith(RUNTIME)]
+    before, after = layers(namespace, old_runtime), layers(namespace, new_runtime)
+    assert len(before) == len(after) and sum(a != b for a, b in zip(before, after, strict=True)) == 1, (before, after)
     out = docker_client.containers.run(f"{namespace}/pytorch:{RUNTIME}", ["pip", "list", "--format=json"],
                                        remove=True)
     assert {p["name"]: p["version"] for p in json.loads(out)}["numpy"] == "2.4.99"
