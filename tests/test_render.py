@@ -249,11 +249,14 @@ def test_the_key_check_accepts_the_pinned_fingerprint_only(tmp_path: Path) -> No
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     env = {**os.environ, "GNUPGHOME": str(home)}
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "rif <t@example.org>", "ed25519",
-                    "sign", "never"], env=env, check=True, capture_output=True)
-    key = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
-    listing = subprocess.run(["gpg", "--with-colons", "--list-keys"], env=env, check=True, capture_output=True,
-                             text=True)
+    try:
+        subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "rif <t@example.org>", "ed25519",
+                        "sign", "never"], env=env, check=True, capture_output=True)
+        key = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+        listing = subprocess.run(["gpg", "--with-colons", "--list-keys"], env=env, check=True, capture_output=True,
+                                 text=True)
+    finally:  # key generation starts a gpg-agent for this home: never leave it running
+        subprocess.run(["gpgconf", "--kill", "all"], env=env, check=False, capture_output=True)
     fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
     [cell] = [c for c in load_cells(tmp_path, "matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n"
                                     "  torch: ['2.13.0']\n  gfx: [all]\n  flavor: [devel]\n")]
