@@ -20,7 +20,7 @@ import docker
 import pytest
 
 from builder.registry import RegistryClient
-from tests.conftest import builder_cli, write_matrix
+from tests.conftest import ROOT, builder_cli, write_matrix
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
@@ -139,7 +139,10 @@ def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
     [old_runtime] = [t for t in first if t.startswith(RUNTIME)]
     [new_runtime] = [t for t in second - first if t.startswith(RUNTIME)]
     before, after = layers(namespace, old_runtime), layers(namespace, new_runtime)
-    assert len(before) == len(after) and sum(a != b for a, b in zip(before, after, strict=True)) == 1, (before, after)
+    log = (ROOT / ".rif" / "logs" / f"{RUNTIME}.log").read_text()
+    torch_steps = [line for line in log.splitlines() if "[torch " in line or line.endswith(" CACHED")]
+    # layers: base, apt, groups, torch, torch's deps | numpy's step, the two COPYs (new parent folders), WORKDIR
+    assert before[:5] == after[:5] and before[5] != after[5], (before, after, torch_steps)
     out = docker_client.containers.run(f"{namespace}/pytorch:{RUNTIME}", ["pip", "list", "--format=json"],
                                        remove=True)
     assert {p["name"]: p["version"] for p in json.loads(out)}["numpy"] == "2.4.99"
