@@ -35,7 +35,7 @@ def python_wheels(cell: CellSpec) -> str | None:
     minor = _minor(cell)
     if minor is None:
         return None
-    release = catalog.compat().therock.get(cell.rocm or "") if cell.channel == "therock" else None
+    release = cell.therock_release
     have = release.python if release else minor.python
     if cell.python not in have:
         where = " on TheRock's index" if cell.channel == "therock" else ""
@@ -71,7 +71,7 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
 def therock_released(cell: CellSpec) -> str | None:
     """A TheRock line that is branched but not tagged has release candidates only, not on the stable index;
     a matrix that points the therock channel at an index that serves them (index_urls) opts in."""
-    release = catalog.compat().therock.get(cell.rocm or "") if cell.channel == "therock" else None
+    release = cell.therock_release
     if release is None or not release.prerelease or cell.index_url != catalog.compat().indexes["therock"]:
         return None
     released = [line for line, r in catalog.compat().therock.items() if not r.prerelease]

@@ -40,7 +40,7 @@ def small_requirements(cell: CellSpec) -> list[str]:
 
 def sdk_requirements(cell: CellSpec) -> list[str]:
     """The ROCm SDK of the wheels' own release that a devel image adds (TheRock: `rocm[devel]`, same version)."""
-    release = catalog.compat().therock.get(cell.rocm or "") if cell.has_rocm_sdk else None
+    release = cell.therock_release if cell.has_rocm_sdk else None
     return [f"rocm[devel]=={release.version}"] if release else []
 
 

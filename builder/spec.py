@@ -64,10 +64,15 @@ class CellSpec(BaseModel):
         return catalog.gfx_families()[self.gfx].targets
 
     @property
+    def therock_release(self) -> catalog.TheRockRelease | None:
+        """The TheRock release a therock cell installs from (None off that channel, or for a line it lacks)."""
+        return catalog.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
+
+    @property
     def local_version(self) -> str:
         """`+rocm7.14.0` for a TheRock cell: its torch, torchvision and torchaudio wheels all carry the release's
         local version, and one index serves several releases' builds of the same public version."""
-        release = catalog.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
+        release = self.therock_release
         return f"+{release.local}" if release and "+" not in self.torch else ""
 
     @property
@@ -90,7 +95,7 @@ class CellSpec(BaseModel):
         if self.flavor != "devel" or self.rocm is None:
             return False
         if self.channel == "therock":
-            return self.rocm in catalog.compat().therock
+            return self.therock_release is not None
         return self.channel == "pytorch" and self.os in catalog.compat().amd_apt.suites
 
     @property
@@ -100,7 +105,7 @@ class CellSpec(BaseModel):
         rocm = self.rocm
         if rocm is None:
             return None
-        release = catalog.compat().therock.get(rocm) if self.channel == "therock" else None
+        release = self.therock_release
         return release.hip if release else ".".join(rocm.split(".")[:2])
 
     def content_cell(self) -> CellSpec:
