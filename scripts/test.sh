@@ -4,7 +4,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 source scripts/setup.sh
-trap 'bash scripts/stop.sh' EXIT
+# Free disk before and after: the suite builds and pushes real torch images (CI machines' free disk varies).
+disk() { echo "disk ($1): $(df -h --output=avail "$ROOT" "$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || echo /)" | tail -n +2 | tr -s ' \n' ' ')free (checkout, engine)"; }
+disk before
+trap 'disk after; bash scripts/stop.sh' EXIT
 ruff check builder tests benchmarks
 mypy
 python -m pytest "$@"
