@@ -206,37 +206,59 @@ def namespace(registry: str) -> Iterator[str]:
     yield f"{registry}/t{uuid.uuid4().hex[:10]}"
 
 
-# --- disk: what a module built does not outlive it --------------------------------------------------------
-# A CI machine's free disk varies (tens of GB down to a few): every docker module builds torch images of its
-# own and pushes them, so without this the suite's footprint grows with the number of modules (about 20 GB).
+# --- disk: what a test or module built does not outlive it ----------------------------------------------
+# A CI machine's free disk varies (tens of GB down to a few). Tests that change an input (a base, a wheel, a
+# lock) rebuild the 750 MB torch layer under a new cache key, and every run of the lifecycle leaves a content-
+# named image: unreclaimed, the suite's footprint grows by about 20 GB. After each docker test its own images go
+# and BuildKit's cache is trimmed (least recently used first) to BUILD_CACHE_KEEP; after each module, the images
+# its module-scoped fixtures made go too.
 SUITE_IMAGE_PREFIXES = ("rocm-image-factory/", "t/", "127.0.0.1:", "localhost:")
-BUILD_CACHE_KEEP = 6 * 2**30  # bytes: room for the shared torch layers, so later modules still hit the cache
+BUILD_CACHE_KEEP = 5 * 2**30  # bytes: room for the shared torch layers, so later tests still hit the cache
 
 
 def made_by_suite(tags: list[str]) -> bool:
-    """Names the suite gives its images (an untagged image is a module's superseded build)."""
+    """Names the suite gives its images (an untagged image is a superseded build)."""
     return all(tag.startswith(SUITE_IMAGE_PREFIXES) for tag in tags)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def reclaim_disk(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After a docker module: remove the images it made and trim BuildKit's cache to BUILD_CACHE_KEEP.
-
-    Only images that appeared during the module and carry the suite's names go: a developer's own images,
-    the session's base images (debian:12, rif-test/*) and anything older than the module stay."""
-    items = [item for item in request.session.items if item.path == request.node.path]
-    if not any(item.get_closest_marker("docker") for item in items) or engine_problem() is not None:
-        yield
-        return
-    client = docker.from_env(timeout=600)
-    before = {image.id for image in client.images.list()}
-    yield
+def reclaim(client: docker.DockerClient, before: set[str]) -> None:
+    """Remove the suite-named images that are not in `before`, then trim the build cache."""
     for image in client.images.list():
         if image.id not in before and made_by_suite(image.tags):
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(image.id, force=True)
     with contextlib.suppress(docker.errors.APIError):
         client.api.prune_builds(keep_storage=BUILD_CACHE_KEEP)
+
+
+@contextlib.contextmanager
+def reclaiming(active: bool) -> Iterator[None]:
+    """Only images that appear inside the block and carry the suite's names go: a developer's own images, the
+    session's base images (debian:12, rif-test/*) and anything made before the block stay."""
+    if not active or engine_problem() is not None:
+        yield
+        return
+    client = docker.from_env(timeout=600)
+    before = {image.id for image in client.images.list()}
+    try:
+        yield
+    finally:
+        reclaim(client, before)
+        client.close()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def reclaim_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    items = [item for item in request.session.items if item.path == request.node.path]
+    with reclaiming(any(item.get_closest_marker("docker") for item in items)):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def reclaim_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Set up after the module's fixtures, so what they made (shared by the module's tests) stays till its end."""
+    with reclaiming(request.node.get_closest_marker("docker") is not None):
+        yield
 
 
 # --- containers: every one a test starts is removed at teardown -------------------------------------------
