@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -197,8 +198,9 @@ class Registry:
             auth = token.registry_auth() if token is not None else ""
         self.config = root / f"registry-{self.port}.yml"
         self.log = root / f"registry-{self.port}.log"
+        self.storage = root / f"storage-{self.port}"
         self.config.write_text(f"version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: "
-                               f"{root / f'storage-{self.port}'}}}\nhttp:\n  addr: {self.address}\n{auth}")
+                               f"{self.storage}}}\nhttp:\n  addr: {self.address}\n{auth}")
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Registry:
@@ -219,7 +221,13 @@ class Registry:
         raise RuntimeError(f"registry did not start: {self.log.read_text(errors='replace')[-2000:]}")
 
     def stop(self) -> None:
+        """Kill it; its storage stays, so start() brings back what was pushed."""
         if self.proc is not None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
             self.proc = None
+
+    def close(self) -> None:
+        """Stop it for good and drop its storage (real torch images: hundreds of MB per registry)."""
+        self.stop()
+        shutil.rmtree(self.storage, ignore_errors=True)

@@ -162,7 +162,7 @@ def site(tmp_path_factory: pytest.TempPathFactory, docker_client: docker.DockerC
         yield site
     finally:
         proxy.close()
-        registry.stop()
+        registry.close()
 
 
 @dataclass(frozen=True)
@@ -280,4 +280,4 @@ def test_a_push_the_engine_keeps_retrying_is_given_up_at_the_retry_limit(
     finally:
         docker_client.images.remove(local)
         proxy.close()
-        registry.stop()
+        registry.close()

@@ -353,7 +353,7 @@ def own_registry(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator
     need_docker_registry()
     reg = Registry(tmp_path).start()
     yield reg
-    reg.stop()
+    reg.close()
 
 
 def assert_every_tag_resolves(api: RegistryClient, repo: str) -> None:
@@ -405,7 +405,7 @@ def auth_registry(tmp_path: Path, docker_client: docker.DockerClient) -> Iterato
     need_docker_registry()
     reg = Registry(tmp_path, write_htpasswd(tmp_path / "htpasswd", "alice", SECRET)).start()
     yield reg
-    reg.stop()
+    reg.close()
 
 
 def assert_secret_in_no_layer(client: docker.DockerClient, image_id: str, secret: str, tmp: Path) -> None:
@@ -416,6 +416,14 @@ def assert_secret_in_no_layer(client: docker.DockerClient, image_id: str, secret
     with saved.open("wb") as fh:
         for chunk in image.save(named=True):
             fh.write(chunk)
+    try:
+        assert _scan_saved(saved, secret) > 1, "the saved image has no layers to scan"
+    finally:
+        saved.unlink()  # a whole torch image: not left behind in the session's temporary folders
+
+
+def _scan_saved(saved: Path, secret: str) -> int:
+    """Read every file of a `docker save` archive and its layers for the secret; how many layers it had."""
     layers = 0
     with tarfile.open(saved) as outer:
         for member in outer.getmembers():
@@ -431,7 +439,7 @@ def assert_secret_in_no_layer(client: docker.DockerClient, image_id: str, secret
                             assert content is not None and secret.encode() not in content.read(), entry.name
             else:
                 assert secret.encode() not in data.read(), member.name
-    assert layers > 1, "the saved image has no layers to scan"
+    return layers
 
 
 def test_htpasswd_registry_with_good_and_wrong_credentials(

@@ -55,7 +55,7 @@ def auth_registry(request: pytest.FixtureRequest, tmp_path: Path,
     need_docker_registry()
     reg = start(request.param, tmp_path)
     yield reg
-    reg.registry.stop()
+    reg.registry.close()
     if reg.token is not None:
         reg.token.stop()
 
@@ -65,7 +65,7 @@ def token_registry(tmp_path: Path, docker_client: docker.DockerClient) -> Iterat
     need_docker_registry()
     reg = start("token", tmp_path)
     yield reg
-    reg.registry.stop()
+    reg.registry.close()
     assert reg.token is not None
     reg.token.stop()
 
