@@ -124,11 +124,16 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
                 results[target] = BuildResult(target, image_id is not None, image_id, error=None if image_id else
                                               "bake finished without an image for this target")
             break
-        blamed = [t for t in pending if t in run.failed] or (pending if len(pending) == 1 else [])
-        if not blamed:  # the log named no target: bake each alone rather than blame one without evidence
-            for target in pending:
+        suspects = [t for t in pending if t in run.failed]
+        blamed = pending if len(pending) == 1 else suspects if len(suspects) == 1 else []
+        if not blamed:
+            # The log named no target, or several: when one target fails, BuildKit ends the others' steps with
+            # errors of its own ("context canceled", "transport is closing", ...). Bake each suspect alone
+            # rather than blame one without evidence; the others go on together.
+            for target in suspects or pending:
                 results.update(bake(bake_file, [target], on_line, cwd, builder))
-            break
+            pending = [t for t in pending if t not in results]
+            continue
         for target in blamed:
             results[target] = BuildResult(target, False, error=run.failed.get(target) or run.error or
                                           "the build failed", log_tail=list(run.tails.get(target) or run.tail))

@@ -35,7 +35,7 @@ def test_the_builder_is_detected_not_assumed() -> None:
 
 FAKE = r'''#!{python}
 """A scripted `docker buildx bake`: a target named bad* fails in its own step; the others succeed."""
-import json, sys
+import json, os, sys
 args = sys.argv[1:]
 if args[:2] == ["buildx", "version"]:
     print("github.com/docker/buildx v0.13.1"); sys.exit(0)
@@ -47,7 +47,8 @@ for n, t in enumerate(targets):
     print(f"#{{n + 10}} [{{t}} runtime 1/2] RUN pip install")
 for n, t in enumerate(targets):
     if t.startswith("good") and any(x.startswith("bad") for x in targets):
-        print(f"#{{n + 10}} ERROR: failed to copy: context canceled")  # collateral: BuildKit cancels the rest
+        # collateral: BuildKit ends the other targets' steps when one fails
+        print(f"#{{n + 10}} ERROR: {{os.environ.get('COLLATERAL', 'failed to copy: context canceled')}}")
 for n, t in enumerate(targets):
     if t.startswith("bad"):
         print(f"#{{n + 10}} ERROR: process did not complete successfully: exit code: 1")
@@ -79,6 +80,17 @@ def test_a_failed_target_blocks_no_other(scripted_docker: Path, tmp_path: Path) 
     # One bake of all three, then the rest again without the target the log blamed.
     assert scripted_docker.read_text().splitlines() == ["good-a bad-b good-c", "good-a good-c"]
     assert ("bad-b", "#11 [bad-b runtime 1/2] RUN pip install") in lines
+
+
+def test_collateral_errors_of_another_wording_blame_no_healthy_target(scripted_docker: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Seen in CI: a target ended by the failure of another logged this, not "canceled", and was blamed.
+    monkeypatch.setenv("COLLATERAL", "rpc error: code = Unavailable desc = transport is closing")
+    results = bake.bake(tmp_path / "docker-bake.json", ["good-a", "bad-b", "good-c"], builder=Builder("docker", None))
+    assert {t: r.ok for t, r in results.items()} == {"good-a": True, "bad-b": False, "good-c": True}
+    assert "exit code: 1" in (results["bad-b"].error or "")
+    # Three suspects: each baked alone, so only the evidence of its own bake counts.
+    assert scripted_docker.read_text().splitlines() == ["good-a bad-b good-c", "good-a", "bad-b", "good-c"]
 
 
 def test_without_buildx_the_message_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

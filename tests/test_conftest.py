@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import uuid
+
 import docker
 import pytest
 
-from tests.conftest import ROOT, TrackedContainers, docker_policy, in_ci
+from tests.conftest import ROOT, TrackedContainers, docker_policy, in_ci, made_by_suite, reclaiming
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 NO_REGISTRY = "127.0.0.1:9"  # nothing listens on port 9
@@ -182,3 +185,41 @@ def test_run_and_wait_past_its_timeout_raises(containers: TrackedContainers, bas
     with pytest.raises(TimeoutError, match="did not finish within 2 s"):
         containers.run_and_wait(base_image, ["sleep", "600"], timeout=2)
     assert len(containers.started) == 1  # removed at teardown like the others
+
+
+# --- disk: reclaiming removes exactly what the block made under the suite's names -----------------------------
+
+@pytest.mark.parametrize(("tags", "expected"), [
+    (["rocm-image-factory/pytorch:cpu_x-0123456789ab"], True),
+    (["127.0.0.1:5000/t0/pytorch:a", "rocm-image-factory/pytorch:a"], True),
+    ([], True),  # a superseded build, untagged
+    (["debian:12"], False),
+    (["rif-test/trixie-hipcc:1"], False),
+    (["rocm-image-factory/pytorch:a", "mine/keep:1"], False),  # one name the suite never gives: kept
+])
+def test_made_by_suite(tags: list[str], expected: bool) -> None:
+    assert made_by_suite(tags) is expected
+
+
+def _labelled_image(client: docker.DockerClient, base: str, tag: str) -> str:
+    """A new image (its own ID: a fresh label) from the base, tagged as given."""
+    dockerfile = io.BytesIO(f"FROM {base}\nLABEL rif.test.reclaim={uuid.uuid4().hex}\n".encode())
+    image, _ = client.images.build(fileobj=dockerfile, tag=tag, rm=True)
+    return str(image.id)
+
+
+@pytest.mark.docker
+def test_reclaiming_removes_the_suite_images_made_inside_and_keeps_the_rest(docker_client: docker.DockerClient,
+                                                                          base_image: str) -> None:
+    older = f"rocm-image-factory/reclaim:old{uuid.uuid4().hex[:8]}"
+    kept: list[str] = [_labelled_image(docker_client, base_image, older)]
+    try:
+        with reclaiming(True):
+            made = _labelled_image(docker_client, base_image, f"rocm-image-factory/reclaim:{uuid.uuid4().hex[:8]}")
+            kept.append(_labelled_image(docker_client, base_image, f"rif-keep/reclaim:{uuid.uuid4().hex[:8]}"))
+        ids = {image.id for image in docker_client.images.list()}
+        assert made not in ids  # made inside the block, with the suite's name
+        assert set(kept) <= ids  # older than the block / a name the suite never gives
+    finally:
+        for image_id in kept:
+            docker_client.images.remove(image_id, force=True)

@@ -317,8 +317,8 @@ def test_a_failed_build_is_recorded_and_the_other_cells_publish(ns: Namespace, b
     failed = run.record[MISSING]
     assert (failed["state"], failed["failed_stage"], failed["pushed"]) == ("failed", "build", False)
     assert str(failed["failure"]).startswith("build:") and failed["log_tail"], failed
-    assert {k: v["state"] for k, v in run.record.items() if k != MISSING} == {RUNTIME: "published",
-                                                                              DEVEL: "published"}
+    states = {k: v["state"] for k, v in run.record.items() if k != MISSING}
+    assert states == {RUNTIME: "published", DEVEL: "published"}, (run.record, run.output)
     published = set(image_tags(ns.api, ns.repo))
     assert {RUNTIME, DEVEL, "latest"} <= published
     assert MISSING not in published and str(failed["immutable_tag"]) not in published
