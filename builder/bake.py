@@ -4,6 +4,12 @@ One bake builds every selected image, so stages shared by several images (the OS
 under its devel) are built once. BuildKit cancels every target when one fails; so after a failed bake the
 targets that failed are set aside (read from the log) and the rest are baked again, from cache: a failed
 image never blocks or taints another.
+
+A step that reads the build context (a lock file or wheelhouse bind mount, a COPY) is a different BuildKit
+vertex in each target, merged with its twins only by cache key, and that merge can lose a race: two targets
+then run the same pip step at once and get two different layers (a devel image no longer starts with its
+runtime's layers; two GPU families push the multi-GB torch layer twice). `waves` orders the targets so that
+no two baked together would both build such a step: the later ones find it in the cache.
 """
 
 from __future__ import annotations
@@ -107,6 +113,33 @@ def current_builder() -> Builder:
     except (OSError, subprocess.TimeoutExpired):
         return Builder("docker", None)
     return parse_inspect(proc.stdout)
+
+
+Stage = tuple[str, bool]  # a stage of a target's chain (unique in the bake file), and whether it runs on the context
+
+
+def waves(chains: dict[str, list[Stage]]) -> list[list[str]]:
+    """Targets (-> their stage chains, base first) in bake order: within a wave, a stage that runs a step on the
+    build context is built by one target only; the others that need it wait for a later wave and take it from
+    cache. Other stages are one vertex for every target and stay shared."""
+    built: set[str] = set()
+    pending = sorted(chains, key=lambda t: (len(chains[t]), t))  # runtimes before the devels over them
+    out: list[list[str]] = []
+    while pending:
+        wave: list[str] = []
+        later: list[str] = []
+        claimed: set[str] = set()
+        for target in pending:
+            new = {stage for stage, racy in chains[target] if racy and stage not in built}
+            if new & claimed:
+                later.append(target)
+            else:
+                wave.append(target)
+                claimed |= new
+        out.append(wave)
+        built |= {stage for target in wave for stage, _ in chains[target]}
+        pending = later
+    return out
 
 
 def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None,

@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 _FROM = re.compile(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
+_BIND = re.compile(r"--mount=(\S*type=bind\S*)")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,21 @@ def stage_chains(dockerfile: str) -> dict[str, Chain]:
             lines = bodies[names[0]] + lines
         chains[name] = Chain(tuple(names), f"FROM {parents[names[0]]}\n" + "\n".join(lines))
     return chains
+
+
+def runs_on_context(text: str) -> bool:
+    """Whether a RUN depends on the build context (its own bind mount without `from=`, or a COPY or ADD
+    without `--from` before it). BuildKit gives each target its own copy of the context, so such a RUN is a
+    separate vertex per target; a COPY alone is not a risk: it gives the same bytes however often it runs."""
+    copied = False
+    for instruction in re.sub(r"\\\n", " ", text).splitlines():
+        words = instruction.split(None, 1)
+        kind = words[0].upper() if words else ""
+        if kind in ("COPY", "ADD") and "--from=" not in instruction:
+            copied = True
+        elif kind == "RUN" and (copied or any("from=" not in m for m in _BIND.findall(instruction))):
+            return True
+    return False
 
 
 def content_hash(text: str, files: dict[str, bytes], labels: dict[str, str], wheelhouse: Path | None = None) -> str:

@@ -21,7 +21,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder import imagetree, record, sbom, tags
-from builder.bake import BuildResult, bake, require_buildx
+from builder.bake import BuildResult, bake, require_buildx, waves
 from builder.dockerapi import run_captured
 from builder.matrix import expand_matrix
 from builder.plan import ImagePlan, latest_cell, plan_images, select, usage_error
@@ -127,7 +127,7 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
 
 
 def _bake(jobs: list[Job], source: WheelSource, events: Events) -> dict[str, BuildResult]:
-    """One bake of the jobs' images from a fresh build tree (rendered together: one Dockerfile per combination)."""
+    """The jobs' images from a fresh build tree (rendered together: one Dockerfile per combination), in bake waves."""
     require_buildx()
     rendered = render_images([j.rendered.cell for j in jobs if j.rendered is not None], source)
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
@@ -141,7 +141,9 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events) -> dict[str, Bui
 
     with imagetree.run_tree(source) as tree:
         imagetree.write(tree, rendered, prune=True, source=source)
-        results = bake(tree / imagetree.BAKE_FILE, list(by_target), line, cwd=tree.parent)
+        results: dict[str, BuildResult] = {}
+        for wave in waves({r.target: r.chain for r in rendered}):
+            results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent))
     return {by_target[t].tag: result for t, result in results.items()}
 
 

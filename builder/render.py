@@ -107,6 +107,14 @@ class RenderedCell:
         """Its bake target: the tag, in the characters bake allows in a name."""
         return bake_target(self.cell.tag)
 
+    @property
+    def chain(self) -> list[tuple[str, bool]]:
+        """The stages it is built through, base first, each named uniquely in the bake (combination/stage)
+        and marked when it runs a step on the build context: what `bake.waves` orders by."""
+        chains = stage_chains(self.dockerfile)
+        return [(f"{self.group}/{name}", contenthash.runs_on_context(chains[name].text))
+                for name in chains[self.stage].names]
+
 
 @dataclass(frozen=True)
 class _Stage:
