@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from builder import baseimage, ghrows, imagetree, lock, lockfile, pipeline, wheelhouse
+from builder import baseimage, ghrows, imagetree, jobs, lock, lockfile, pipeline, wheelhouse
 from builder import display as show
 from builder.clikit import (
     EXIT_FAILED,
@@ -124,13 +124,13 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
     show.out.print(f"{len(rendered)} images in {show.safe(out_dir)} match the template and matrix")
 
 
-def _run(jobs: list[pipeline.Job], options: pipeline.Options, progress: Progress, report_path: Path | None,
+def _run(todo: list[jobs.Job], options: pipeline.Options, progress: Progress, report_path: Path | None,
          registry: str | None) -> None:
     """Run the jobs, print the summary, and write the record whatever happens (interruptions included)."""
     client = connect()
-    view = RunView([j.tag for j in jobs], progress.value, console=show.out)
+    view = RunView([j.tag for j in todo], progress.value, console=show.out)
     with terminates(), view.running():
-        reports = pipeline.run_and_record(client, jobs, options, view.events(), report_path, registry)
+        reports = pipeline.run_and_record(client, todo, options, view.events(), report_path, registry)
     if progress == Progress.json:
         print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
     else:
@@ -164,9 +164,9 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
         raise usage_error("--no-validate", "refused with --push: an unvalidated image is never pushed")
     if push and not registry:
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
-    jobs = pipeline.matrix_jobs(matrix, cell, None, _source(wheelhouse_dir, locks))
+    todo = jobs.matrix_jobs(matrix, cell, None, _source(wheelhouse_dir, locks))
     target = _target(registry, insecure_hosts) if push and registry else None
-    _run(jobs, pipeline.Options(_source(wheelhouse_dir, locks), validate, gpu, target), progress, report,
+    _run(todo, pipeline.Options(_source(wheelhouse_dir, locks), validate, gpu, target), progress, report,
          registry if target else None)
 
 
@@ -196,10 +196,10 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
         raise usage_error("--no-push", "--plan builds nothing and --no-push builds: pass one of them")
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
-    jobs = pipeline.matrix_jobs(matrix, cell, match, _source(wheelhouse_dir, locks))
+    todo = jobs.matrix_jobs(matrix, cell, match, _source(wheelhouse_dir, locks))
     options = pipeline.Options(_source(wheelhouse_dir, locks), True, gpu, _target(registry, insecure_hosts),
                                skip_published=True, plan=plan, no_push=no_push)
-    _run(jobs, options, progress, record_path, registry)
+    _run(todo, options, progress, record_path, registry)
 
 
 @app.command()
@@ -214,8 +214,8 @@ def push(images: Annotated[list[str], typer.Argument(help="Local images built by
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE")
     client = connect()
-    jobs = [pipeline.job_for_image(client, image) for image in images]
-    _run(jobs, pipeline.Options(gpu=gpu, target=_target(registry, insecure_hosts)), progress, report, registry)
+    todo = [jobs.job_for_image(client, image) for image in images]
+    _run(todo, pipeline.Options(gpu=gpu, target=_target(registry, insecure_hosts)), progress, report, registry)
 
 
 @app.command("test")
@@ -228,7 +228,7 @@ def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to valid
     """Validate an existing image: the testinfra suite, then the in-image smoke test."""
     plans = plan_images(load_matrix(matrix)) if matrix is not None else None
     client = connect()
-    job = pipeline.job_for_image(client, image, plans, _source(wheelhouse_dir))
+    job = jobs.job_for_image(client, image, plans, _source(wheelhouse_dir))
     result = pipeline.run_image(client, job, pipeline.Options(gpu=gpu))
     show.print_checks(image, result.validation)
     if result.failed:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import uuid
 
 import docker
 import pytest
 
-from tests.conftest import ROOT, TrackedContainers, docker_policy, in_ci, made_by_suite, reclaiming
+from tests.conftest import ROOT, TrackedContainers, docker_policy, in_ci, labelled_image, made_by_suite, reclaiming
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 NO_REGISTRY = "127.0.0.1:9"  # nothing listens on port 9
@@ -203,9 +202,7 @@ def test_made_by_suite(tags: list[str], expected: bool) -> None:
 
 def _labelled_image(client: docker.DockerClient, base: str, tag: str) -> str:
     """A new image (its own ID: a fresh label) from the base, tagged as given."""
-    dockerfile = io.BytesIO(f"FROM {base}\nLABEL rif.test.reclaim={uuid.uuid4().hex}\n".encode())
-    image, _ = client.images.build(fileobj=dockerfile, tag=tag, rm=True)
-    return str(image.id)
+    return labelled_image(client, base, tag, {"rif.test.reclaim": uuid.uuid4().hex})
 
 
 @pytest.mark.docker

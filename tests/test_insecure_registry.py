@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from builder import cli, pipeline
+from builder import cli, jobs
 from builder.cli import app
 from builder.plan import check_insecure
 from builder.publish import Target
@@ -201,8 +201,8 @@ def test_every_pushing_command_asks_a_registry_named_insecure_over_http(
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
     monkeypatch.setattr(cli, "connect", lambda: None)
-    monkeypatch.setattr(pipeline, "job_for_image",
-                        lambda client, ref, *rest: pipeline.Job("cpu_t", "pytorch", ["cpu_t"], "a" * 64, {}, None))
+    monkeypatch.setattr(jobs, "job_for_image",
+                        lambda client, ref, *rest: jobs.Job("cpu_t", "pytorch", ["cpu_t"], "a" * 64, {}, None))
     reg = server(lambda seen: oci_error(403, "DENIED", "read-only here"))
     address = f"reg.test:{port_of(reg)}"
     result = CliRunner().invoke(app, [*command, str(tmp_path / "record.json"), "--registry", f"{address}/ns",

@@ -8,7 +8,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder import pipeline
+from builder import jobs, pipeline
 from builder.registry import RegistryClient
 from tests.conftest import DATA, builder_cli
 
@@ -56,7 +56,7 @@ def test_every_command_goes_through_run_image(monkeypatch: pytest.MonkeyPatch, n
     assert built.returncode == 0, built.stdout + built.stderr
     calls: list[str] = []
 
-    def spy(client: object, job: pipeline.Job, *args: object, **kwargs: object) -> object:
+    def spy(client: object, job: jobs.Job, *args: object, **kwargs: object) -> object:
         calls.append(job.tag)
         failed = job.report()
         failed.fail("validate", "validation")

@@ -6,7 +6,6 @@ registry serves, and (through tests.faults.FaultProxy, with no faults) the reque
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -21,11 +20,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder import pipeline, tags
+from builder import jobs, pipeline, tags
 from builder.credentials import Credentials
 from builder.publish import Target
 from builder.registry import RegistryClient
-from tests.conftest import ROOT
+from tests.conftest import ROOT, labelled_image
 from tests.faults import FaultProxy
 from tests.registries import Registry, free_port, need_docker_registry, write_htpasswd
 
@@ -277,10 +276,9 @@ def test_revert_moves_tags_back_by_digest_without_upload(ns: Namespace, proxy: F
 def tiny_image(base_image: str, docker_client: docker.DockerClient) -> Iterator[tuple[str, str, str]]:
     """A small image carrying the factory's labels (FROM the local debian:12), built in seconds: (tag, hash, ID)."""
     tag, content_hash = f"guard{uuid.uuid4().hex[:6]}", "sha256:" + uuid.uuid4().hex * 2
-    dockerfile = f'FROM {base_image}\nLABEL {tags.TAG_LABEL}="{tag}" {tags.HASH_LABEL}="{content_hash}"\n'
     local = f"rif-test/pytorch:{tag}"  # a name of its own: pushing removes only the push alias
-    image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=local, rm=True, pull=False)
-    yield tag, content_hash, str(image.id)
+    yield tag, content_hash, labelled_image(docker_client, base_image, local,
+                                            {tags.TAG_LABEL: tag, tags.HASH_LABEL: content_hash})
     docker_client.images.remove(local)
 
 
@@ -290,8 +288,8 @@ def test_digest_mismatch_guard_fails_the_image_and_moves_no_tag(
     target = Target(ns.target, ns.api, None)
     options = pipeline.Options(validate=False, target=target, sbom=False)  # no venv to inventory
 
-    def job(content_hash: str) -> pipeline.Job:
-        return pipeline.Job(tag, "pytorch", [tag, "latest"], content_hash, {}, None, local_image=image_id)
+    def job(content_hash: str) -> jobs.Job:
+        return jobs.Job(tag, "pytorch", [tag, "latest"], content_hash, {}, None, local_image=image_id)
 
     # The run believes it validated other content than what the pushed immutable tag holds.
     claimed = "sha256:" + uuid.uuid4().hex * 2

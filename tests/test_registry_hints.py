@@ -17,7 +17,8 @@ import docker
 import pytest
 
 from builder import hints, record
-from builder.pipeline import Job, Options, run_image
+from builder.jobs import Job
+from builder.pipeline import Options, run_image
 from builder.publish import Target
 from builder.push import _classify
 from builder.registry import Manifest, RegistryClient, RegistryError
