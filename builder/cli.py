@@ -252,6 +252,18 @@ def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-
     show.out.print(f"imported {show.safe(ref)}")
 
 
+@app.command("prune")
+@handles_errors
+def prune_cmd(dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")]
+              = False,
+              image: Annotated[str | None, typer.Option("--image", metavar="NAME", help=(
+                  "Only this image repository (rocm-image-factory/NAME); default: all of them."))] = None) -> None:
+    """Remove local content names (<tag>-<hash12>) that a newer build of their tag has superseded."""
+    from builder import prune
+
+    show.pruned(prune.prune(connect(), dry_run, image), dry_run)
+
+
 @app.command("lock")
 @handles_errors
 def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,

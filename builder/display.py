@@ -18,6 +18,7 @@ from rich.table import Table
 
 from builder.matrix import Expansion
 from builder.plan import plan_images
+from builder.prune import Pruned
 from builder.record import ImageReport
 from builder.spec import CellSpec
 from builder.validate import Check
@@ -299,3 +300,19 @@ def print_diff(a: Inventory, b: Inventory, found: Diff) -> None:
                       safe(c.after or "-"))
     out.print(table)
     out.print(", ".join(f"{len(found.of(k))} {k}" for k in ("added", "removed", "changed")))
+
+
+def pruned(result: Pruned, dry_run: bool) -> None:
+    """What `builder prune` removed (or would remove), and what the engine refused to."""
+    verb = "would remove" if dry_run else "removed"
+    for name in result.removed:
+        out.print(f"{verb} {safe(name.ref)}  ({_gb(name.size)})")
+    for name, why in result.kept:
+        err.print(f"[yellow]kept[/yellow] {safe(name.ref)}: {safe(why)}")
+    if not result.removed:
+        out.print("nothing to prune: every local content name is the current build of its tag, or in use")
+    elif not dry_run:
+        freed = _gb(result.deleted_bytes) if result.deleted_bytes else "nothing"
+        out.print(f"{len(result.removed)} superseded names removed; images deleted: {freed} (their size, counting "
+                  "layers shared with images that stay)")
+
