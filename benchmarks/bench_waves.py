@@ -31,9 +31,8 @@ from builder import imagetree  # noqa: E402
 from builder.bake import bake, waves  # noqa: E402
 from builder.matrix import load_matrix  # noqa: E402
 from builder.render import RenderedCell, WheelSource, render_images  # noqa: E402
-from tests.synthwheels import wheel  # noqa: E402
+from tests.synthwheels import TORCH, therock_like  # noqa: E402
 
-TORCH = "2.13.0"
 TARGETS = ["gfx942", "gfx1151", "gfx1200", "gfx1201"]
 MATRIX = ("image: {image}\nmatrix:\n  os: [debian-12]\n  platform: [rocm7.2]\n"
           "  torch:\n    - {{version: '{torch}', torchvision: null, torchaudio: null}}\n"
@@ -41,16 +40,8 @@ MATRIX = ("image: {image}\nmatrix:\n  os: [debian-12]\n  platform: [rocm7.2]\n"
 
 
 def wheels(dest: Path, salt: str, torch_mb: int, device_mb: int) -> None:
-    """torch (-> a common library package, extras device-<target>), the device packages and numpy, each
-    payload starting with the salt: other bytes, other cache keys, a cold build."""
-    dest.mkdir(parents=True)
-    extras = {f"device-{t}": [f"rif-device-{t}=={TORCH}"] for t in TARGETS}
-    big, small = torch_mb << 20, device_mb << 20
-    wheel(dest, "torch", TORCH, ["rif-rocm-libraries==1.0"], extras, salt.encode() + b"t" * big)
-    wheel(dest, "rif-rocm-libraries", "1.0", payload=salt.encode() + b"l" * big)
-    wheel(dest, "numpy", "2.4.6", payload=salt.encode() + b"n" * 64)
-    for t in TARGETS:
-        wheel(dest, f"rif-device-{t}", TORCH, payload=salt.encode() + t.encode() * (small // len(t)))
+    """TheRock-shaped wheels whose payloads start with the salt: other bytes, other cache keys, a cold build."""
+    therock_like(dest, TARGETS, payload=torch_mb << 20, salt=salt.encode(), device_bytes=device_mb << 20)
 
 
 def rendered_for(tmp: Path, name: str, wheelhouse: Path) -> list[RenderedCell]:

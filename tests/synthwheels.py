@@ -43,14 +43,19 @@ def wheel(dest: Path, name: str, version: str, requires: list[str] | None = None
     return path
 
 
-def therock_like(dest: Path, targets: list[str], payload: int = 4096, numpy: str = "2.4.6") -> list[Path]:
-    """torch (depending on a common library package, extras device-<target>), the device packages, numpy."""
+def therock_like(dest: Path, targets: list[str], payload: int = 4096, numpy: str = "2.4.6", salt: bytes = b"",
+                 device_bytes: int | None = None) -> list[Path]:
+    """torch (depending on a common library package, extras device-<target>), the device packages, numpy. A salt
+    starts every payload (other bytes, other BuildKit cache keys); device_bytes sizes each device package."""
     dest.mkdir(parents=True, exist_ok=True)
     extras = {f"device-{t}": [f"rif-device-{t}=={TORCH}"] for t in targets}
-    made = [wheel(dest, "torch", TORCH, ["rif-rocm-libraries==1.0"], extras, b"t" * payload),
-            wheel(dest, "rif-rocm-libraries", "1.0", payload=b"l" * payload),
-            wheel(dest, "numpy", numpy, payload=b"n" * 64)]
-    made += [wheel(dest, f"rif-device-{t}", TORCH, payload=t.encode() * payload) for t in targets]
+    made = [wheel(dest, "torch", TORCH, ["rif-rocm-libraries==1.0"], extras, salt + b"t" * payload),
+            wheel(dest, "rif-rocm-libraries", "1.0", payload=salt + b"l" * payload),
+            wheel(dest, "numpy", numpy, payload=salt + b"n" * 64)]
+    for t in targets:
+        size = len(t) * payload if device_bytes is None else device_bytes
+        device = (t.encode() * (size // len(t) + 1))[:size]
+        made.append(wheel(dest, f"rif-device-{t}", TORCH, payload=salt + device))
     return made
 
 
