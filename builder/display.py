@@ -309,10 +309,9 @@ def pruned(result: Pruned, dry_run: bool) -> None:
         out.print(f"{verb} {safe(name.ref)}  ({_gb(name.size)})")
     for name, why in result.kept:
         err.print(f"[yellow]kept[/yellow] {safe(name.ref)}: {safe(why)}")
-    if not result.removed:
+    if not result.removed and not result.kept:
         out.print("nothing to prune: every local content name is the current build of its tag, or in use")
     elif not dry_run:
         freed = _gb(result.deleted_bytes) if result.deleted_bytes else "nothing"
         out.print(f"{len(result.removed)} superseded names removed; images deleted: {freed} (their size, counting "
                   "layers shared with images that stay)")
-
