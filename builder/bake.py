@@ -14,7 +14,6 @@ no two baked together would both build such a step: the later ones find it in th
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -24,10 +23,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from packaging.version import Version
-
-from builder.dockerapi import EngineUnavailable
+from builder import ocilayout
+from builder.dockerapi import EngineUnavailable, connect
 from builder.scratch import scratch_dir
 
 LOG_TAIL_LINES = 40
@@ -54,6 +53,7 @@ class BuildResult:
     seconds: float = 0.0
     error: str | None = None
     log_tail: list[str] = field(default_factory=list)
+    manifest_digest: str | None = None  # the OCI manifest's digest: what a push of this image must give
 
 
 def require_buildx() -> str:
@@ -68,51 +68,30 @@ def require_buildx() -> str:
     return proc.stdout.strip()
 
 
+SOURCE_DATE_EPOCH = "0"  # a constant, never a commit's or a clock's time: unchanged inputs, unchanged layers
+ALLOW_HOST_NETWORK = ["--allow", "network.host"]
+
+
 @dataclass(frozen=True)
-class Builder:
-    """What the current buildx builder can do: detected from `docker buildx inspect`, never assumed."""
+class Export:
+    """Where a bake exports: one OCI layout folder for every target (shared layers written once), file times
+    rewritten to SOURCE_DATE_EPOCH so that the same inputs give the same manifest digest on any engine."""
 
-    driver: str
-    buildkit: Version | None
+    layout: Path
+    compression: str = "gzip"
 
-    @property
-    def loads_itself(self) -> bool:
-        """The docker driver builds into dockerd's image store; others must be told to load the result."""
-        return self.driver == "docker"
-
-    @property
-    def rewrites_timestamps(self) -> bool:
-        """BuildKit 0.13+ rewrites file times to SOURCE_DATE_EPOCH: the same layers, byte for byte, each rebuild."""
-        return self.buildkit is not None and self.buildkit >= Version("0.13")
-
-    @property
-    def attests(self) -> bool:
-        """SBOM and provenance attestations: BuildKit 0.11+, and an image store that keeps them (not the
-        classic docker one, which images loaded for validation go to)."""
-        return not self.loads_itself and self.buildkit is not None and self.buildkit >= Version("0.11")
-
-    def bake_args(self) -> list[str]:
-        output = ["type=docker"] if not self.loads_itself else []
-        if self.rewrites_timestamps and output:
-            output.append("rewrite-timestamp=true")
-        args = ["--set", "*.output=" + ",".join(output)] if output else []
-        if self.attests:
-            args += ["--set", "*.attest=type=sbom", "--set", "*.attest=type=provenance,mode=max"]
-        return args
+    def output(self, name: str) -> str:
+        return (f"type=oci,tar=false,dest={self.layout},name={name},rewrite-timestamp=true,oci-mediatypes=true,"
+                f"compression={self.compression},force-compression=true")
 
 
-def parse_inspect(text: str) -> Builder:
-    driver = re.search(r"^Driver:\s*(\S+)", text, re.MULTILINE)
-    version = re.search(r"^\s*BuildKit(?: version)?:\s*v?(\d+\.\d+(?:\.\d+)?)", text, re.MULTILINE)
-    return Builder(driver.group(1) if driver else "docker", Version(version.group(1)) if version else None)
-
-
-def current_builder() -> Builder:
-    try:
-        proc = subprocess.run(["docker", "buildx", "inspect"], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return Builder("docker", None)
-    return parse_inspect(proc.stdout)
+def override(targets: dict[str, str], export: Export | None = None) -> dict[str, Any]:
+    """A second bake file for targets (-> their image names): each on the host's network, and with export into
+    its layout. The engine has no bridge (scripts/setup.sh), so nothing a build reaches, a test's wheel index on
+    loopback included, is ever served on docker0 or any other address; the committed bake file stays as any
+    engine builds it."""
+    return {"target": {t: {"network": "host", **({"output": [export.output(name)]} if export else {})}
+                       for t, name in targets.items()}}
 
 
 Stage = tuple[str, bool]  # a stage of a target's chain (unique in the bake file), and whether it runs on the context
@@ -142,20 +121,18 @@ def waves(chains: dict[str, list[Stage]]) -> list[list[str]]:
     return out
 
 
-def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None,
-         cwd: Path | None = None, builder: Builder | None = None) -> dict[str, BuildResult]:
-    """Build targets of bake_file into the engine; every target gets a result, none raises."""
-    builder = builder or current_builder()
+def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None, cwd: Path | None = None,
+         export: Export | None = None) -> dict[str, BuildResult]:
+    """Build targets of bake_file (into export's layout, then loaded into the engine under the targets' tags, or
+    straight into the engine without one); every target gets a result, none raises."""
     start = time.monotonic()
     results: dict[str, BuildResult] = {}
     pending = list(targets)
     while pending:
-        run = _bake_once(bake_file, pending, on_line, cwd, builder)
+        run = _bake_once(bake_file, pending, on_line, cwd, export)
         if run.ok:
             for target in pending:
-                image_id = run.image_ids.get(target)
-                results[target] = BuildResult(target, image_id is not None, image_id, error=None if image_id else
-                                              "bake finished without an image for this target")
+                results[target] = _result(target, run.image_ids.get(target), bake_file, export)
             break
         suspects = [t for t in pending if t in run.failed]
         blamed = pending if len(pending) == 1 else suspects if len(suspects) == 1 else []
@@ -164,7 +141,7 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
             # errors of its own ("context canceled", "transport is closing", ...). Bake each suspect alone
             # rather than blame one without evidence; the others go on together.
             for target in suspects or pending:
-                results.update(bake(bake_file, [target], on_line, cwd, builder))
+                results.update(bake(bake_file, [target], on_line, cwd, export))
             pending = [t for t in pending if t not in results]
             continue
         for target in blamed:
@@ -175,6 +152,30 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
     for result in results.values():
         result.seconds = seconds
     return results
+
+
+def _result(target: str, digest: str | None, bake_file: Path, export: Export | None) -> BuildResult:
+    """A built target's result: with an export, its image loaded from the layout (ID = the manifest digest)."""
+    if digest is None:
+        return BuildResult(target, False, error="bake finished without an image for this target")
+    if export is None:
+        return BuildResult(target, True, digest)
+    refs = _tags(bake_file).get(target) or []
+    try:
+        image = ocilayout.find(export.layout, refs[-1])
+        loaded = ocilayout.load(connect(), image, refs)
+    except (IndexError, ocilayout.LayoutError, EngineUnavailable, OSError) as exc:
+        return BuildResult(target, False, error=f"cannot load the built image: {exc}")
+    return BuildResult(target, True, loaded, manifest_digest=image.digest)
+
+
+def _tags(bake_file: Path) -> dict[str, list[str]]:
+    """target -> its tags in the bake file (the readable local ref, then the content-named one)."""
+    try:
+        data = json.loads(bake_file.read_text(encoding="utf-8"))
+        return {t: [str(x) for x in v.get("tags") or []] for t, v in (data.get("target") or {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 @dataclass
@@ -203,15 +204,18 @@ class _Run:
         return target
 
 
-def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None, builder: Builder) -> _Run:
+def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None, export: Export | None) -> _Run:
     run = _Run(set(targets))
+    tags = _tags(bake_file)
     with scratch_dir("rif-bake-") as tmp:
-        metadata = tmp / "metadata.json"
-        cmd = ["docker", "buildx", "bake", "--file", str(bake_file), "--progress", "plain",
-               "--metadata-file", str(metadata), *builder.bake_args(), *targets]
+        metadata, extra = tmp / "metadata.json", tmp / "override.json"
+        extra.write_text(json.dumps(override({t: (tags.get(t) or [t])[-1] for t in targets}, export)))
+        cmd = ["docker", "buildx", "bake", "--file", str(bake_file), "--file", str(extra), "--progress", "plain",
+               *ALLOW_HOST_NETWORK, *(["--allow", f"fs.write={export.layout}"] if export else []),
+               "--metadata-file", str(metadata), *targets]
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
-                                    errors="replace", env=_environment(builder))
+                                    errors="replace", env=_environment())
         except OSError as exc:
             run.error = f"cannot run docker buildx: {exc}"
             return run
@@ -229,17 +233,9 @@ def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path |
     return run
 
 
-def _environment(builder: Builder) -> dict[str, str]:
-    """Where timestamps are rewritten: SOURCE_DATE_EPOCH (bake hands it to BuildKit) from the caller, else
-    the checkout's last commit."""
-    env = dict(os.environ)
-    if builder.rewrites_timestamps and "SOURCE_DATE_EPOCH" not in env:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            proc = subprocess.run(["git", "log", "-1", "--format=%ct"], capture_output=True, text=True, timeout=10,
-                                  check=False)
-            if proc.returncode == 0 and proc.stdout.strip().isdigit():
-                env["SOURCE_DATE_EPOCH"] = proc.stdout.strip()
-    return env
+def _environment() -> dict[str, str]:
+    """SOURCE_DATE_EPOCH (bake hands it to BuildKit as a build argument): the caller's, else the constant."""
+    return {**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)}
 
 
 def _vertex(line: str) -> str:

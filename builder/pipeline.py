@@ -10,7 +10,6 @@ only after its immutable tag holds exactly that image.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder import imagetree, record, sbom, tags
-from builder.bake import BuildResult, bake, require_buildx, waves
+from builder.bake import BuildResult, Export, bake, require_buildx, waves
 from builder.dockerapi import run_captured
 from builder.jobs import Job
 from builder.publish import Target
@@ -28,6 +27,7 @@ from builder.record import ImageReport, Stage
 from builder.registry import Manifest
 from builder.render import WheelSource, render_images
 from builder.retry import RegistryError
+from builder.scratch import scratch_dir
 from builder.validate import validate_image
 
 
@@ -41,6 +41,7 @@ class Options:
     plan: bool = False  # publish --plan: look up what would be built, skipped and re-tagged; build nothing
     no_push: bool = False  # publish --no-push: build and validate what changed; push and re-tag nothing
     sbom: bool = True  # with a target: an SBOM from each validated image, attached to it before its tags move
+    compression: str = "gzip"  # the layers' compression (gzip: every client pulls it; zstd: Docker 23+)
 
     @property
     def rehearsal(self) -> bool:
@@ -95,11 +96,11 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
             continue  # nothing to build, or a rerun after a failed push finds its own build
         wanted.append(job)
     if wanted:
-        prepared.built = _bake(wanted, options.source, events)
+        prepared.built = _bake(wanted, options.source, events, options.compression)
     return prepared
 
 
-def _bake(jobs: list[Job], source: WheelSource, events: Events) -> dict[str, BuildResult]:
+def _bake(jobs: list[Job], source: WheelSource, events: Events, compression: str) -> dict[str, BuildResult]:
     """The jobs' images from a fresh build tree (rendered together: one Dockerfile per combination), in bake waves."""
     require_buildx()
     rendered = render_images([j.rendered.cell for j in jobs if j.rendered is not None], source)
@@ -112,11 +113,12 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events) -> dict[str, Bui
         for job in [by_target[target]] if target in by_target else jobs:
             events.line(job.tag, text)
 
-    with imagetree.run_tree(source) as tree:
+    with imagetree.run_tree(source) as tree, scratch_dir("rif-layout-") as layout:
         imagetree.write(tree, rendered, prune=True, source=source)
         results: dict[str, BuildResult] = {}
+        export = Export(layout, compression)
         for wave in waves({r.target: r.chain for r in rendered}):
-            results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent))
+            results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export))
     return {by_target[t].tag: result for t, result in results.items()}
 
 
@@ -268,15 +270,14 @@ def _attach(job: Job, target: Target, manifest: Manifest, document: sbom.Sbom, e
 def _repair_sbom(client: docker.DockerClient, job: Job, target: Target, published: Manifest, events: Events,
                  report: ImageReport) -> bool:
     """A published image without an SBOM (a run whose attach failed): attach one before its tags move, made from
-    the local image when it is exactly the published one (same config digest). False: the image failed."""
+    the local image when it is exactly the published one (same manifest digest). False: the image failed."""
     if target.has_sbom(report, published):
         return True
-    config = json.loads(published.body).get("config", {}).get("digest")
     try:
         local = client.images.get(_content_ref(job)).id
     except (ImageNotFound, DockerException):
         return True  # nothing here to make it from: the record says so (no sbom_artifact)
-    if local != config:
+    if local != published.digest:
         return True
     report.image_id = local
     document = _sbom(client, job, events, report)

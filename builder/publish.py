@@ -88,11 +88,11 @@ class Target:
         return manifest
 
     def _check_content(self, repo: str, manifest: Manifest, report: ImageReport) -> None:
-        """The immutable tag must name what was validated: same image config, same content hash."""
+        """The immutable tag must name what was validated: the same manifest (the engine's image ID in its
+        containerd store), the same content hash."""
         config = self.api.config(repo, manifest)
         labels = config.get("config", {}).get("Labels") or {}
-        config_digest = json.loads(manifest.body).get("config", {}).get("digest")
-        if labels.get(HASH_LABEL) != report.content_hash or config_digest != report.image_id:
+        if labels.get(HASH_LABEL) != report.content_hash or manifest.digest != report.image_id:
             raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} holds another image than the "
                                 "one validated (was it pushed by a concurrent run?)")
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Idempotent set-up on a fresh Debian 12 machine: system packages, the Python package in .venv,
-# a Docker engine and a local OCI registry on 127.0.0.1. Source it: it exports RIF_STARTED (what it
-# started, for scripts/stop.sh), RIF_TEST_REGISTRY and puts .venv/bin on PATH.
+# Idempotent set-up on a fresh Debian 12 machine: system packages, the Python package in .venv, the Docker
+# engine production runs (28+, containerd image store, current BuildKit) and a local OCI registry on 127.0.0.1.
+# Source it: it exports RIF_STARTED (what it started, for scripts/stop.sh), RIF_TEST_REGISTRY and DOCKER_HOST
+# (the engine's own socket), and puts .venv/bin on PATH.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE="$ROOT/.rif"
@@ -12,10 +13,11 @@ export RIF_STARTED=${RIF_STARTED:-}
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 need=()
-command -v dockerd >/dev/null || need+=(docker.io)
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v chromium >/dev/null || need+=(chromium)  # the catalog's browser test (tests/test_site.py)
+command -v runc >/dev/null || need+=(runc)  # the engine's OCI runtime: Debian 12's (sid's needs glibc 2.38)
+command -v tini-static >/dev/null || need+=(tini)  # docker-init
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   as_root apt-get update -qq
@@ -31,23 +33,42 @@ if [ ! -x "$ROOT/.venv/bin/builder" ] || [ "$ROOT/pyproject.toml" -nt "$ROOT/.ve
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 
-# BuildKit's front end: docker buildx. Debian 12 has no docker-buildx package; trixie's (0.13) drives
-# dockerd 20.10's built-in BuildKit. Fetched from the host's own Debian mirror, into the user's plugin folder.
-if ! docker buildx version >/dev/null 2>&1; then
-  echo "setup: installing docker-buildx into ~/.docker/cli-plugins"
+# The engine production runs (GitHub's runners: Docker Engine 28+, current BuildKit): Debian sid's docker.io,
+# containerd and docker-buildx, which need only glibc >= 2.34, unpacked into a private prefix (.rif/engine) from
+# the host's own Debian mirror; nothing of the system is upgraded. Debian 12's runc and tini run under it.
+ENGINE="$STATE/engine"
+sid_download() {  # sid_download DEST PACKAGE...: .debs from sid through a private apt state (no system change)
+  local dest=$1 apt_tmp mirror; shift
   mirror=$("$ROOT/.venv/bin/python" -c "from builder.baseimage import host_mirror; print(host_mirror('debian') or '')")
   mirror=${mirror:-http://deb.debian.org/debian}
   apt_tmp=$(mktemp -d)
-  echo "deb ${mirror%/} trixie main" >"$apt_tmp/sources.list"
-  mkdir -p "$apt_tmp/lists/partial" "$apt_tmp/archives/partial"
-  apt_opts=(-o "Dir::Etc::SourceList=$apt_tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
-            -o "Dir::State::Lists=$apt_tmp/lists" -o "Dir::Cache::Archives=$apt_tmp/archives" -o APT::Sandbox::User=root)
+  echo "deb ${mirror%/} sid main" >"$apt_tmp/sources.list"
+  mkdir -p "$apt_tmp/lists/partial" "$apt_tmp/archives/partial" "$dest"
+  local apt_opts=(-o "Dir::Etc::SourceList=$apt_tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+                  -o "Dir::State::Lists=$apt_tmp/lists" -o "Dir::Cache::Archives=$apt_tmp/archives"
+                  -o APT::Sandbox::User=root)
   as_root apt-get "${apt_opts[@]}" update -qq
-  (cd "$apt_tmp" && as_root apt-get "${apt_opts[@]}" download -qq docker-buildx)
-  dpkg-deb -x "$apt_tmp"/docker-buildx_*.deb "$apt_tmp/x"
-  mkdir -p "$HOME/.docker/cli-plugins"
-  install -m 0755 "$apt_tmp/x/usr/libexec/docker/cli-plugins/docker-buildx" "$HOME/.docker/cli-plugins/docker-buildx"
+  (cd "$dest" && as_root apt-get "${apt_opts[@]}" download -qq "$@")
   as_root rm -rf "$apt_tmp"
+}
+engine_version() { "$ENGINE/usr/sbin/dockerd" --version 2>/dev/null | sed -n 's/^Docker version \([0-9]*\)\..*/\1/p'; }
+if [ "$(engine_version)" -lt 28 ] 2>/dev/null || [ -z "$(engine_version)" ]; then
+  echo "setup: unpacking Debian sid's docker.io, containerd and docker-buildx into $ENGINE"
+  debs=$(mktemp -d)
+  sid_download "$debs" docker.io containerd docker-buildx
+  rm -rf "$ENGINE" && mkdir -p "$ENGINE"
+  for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$ENGINE"; done
+  rm -rf "$debs"
+  rm -f "$ENGINE/usr/bin/runc" "$ENGINE/usr/sbin/runc"  # sid's runc needs a newer glibc: the system's runs
+  ln -sf "$(command -v tini-static)" "$ENGINE/usr/bin/docker-init"
+  "$ENGINE/usr/sbin/dockerd" --version
+fi
+# buildx 0.29 (bake's entitlements, rewrite-timestamp, zstd) as the user's CLI plugin, replacing an older one.
+buildx_minor=$(docker buildx version 2>/dev/null | sed -n 's/.* v\{0,1\}0\.\([0-9]*\).*/\1/p' || true)
+if [ "${buildx_minor:-0}" -lt 29 ]; then
+  echo "setup: installing docker-buildx into ~/.docker/cli-plugins"
+  mkdir -p "$HOME/.docker/cli-plugins"
+  install -m 0755 "$ENGINE/usr/libexec/docker/cli-plugins/docker-buildx" "$HOME/.docker/cli-plugins/docker-buildx"
   docker buildx version
 fi
 
@@ -57,11 +78,29 @@ wait_for() {  # wait_for WHAT SECONDS COMMAND...
   echo "setup: $what did not come up in ${secs}s" >&2; return 1
 }
 
+# The engine's own socket and data: it never touches a Docker the machine already runs. No bridge and no
+# iptables rules: containers get loopback only and builds run on the host network (bake.py), so nothing a test
+# serves is ever on docker0 or any other address. The containerd image store keeps manifests as built, so the
+# digest validated is the digest pushed.
+ENGINE_RUN=${RIF_ENGINE_RUN:-/run/rif-engine}
+ENGINE_DATA=${RIF_ENGINE_DATA:-/var/lib/rif-engine}
+export DOCKER_HOST=${RIF_DOCKER_HOST:-unix://$ENGINE_RUN/docker.sock}
 if ! docker info >/dev/null 2>&1; then
-  echo "setup: starting dockerd"
-  as_root sh -c "nohup dockerd >'$STATE/dockerd.log' 2>&1 & echo \$! >'$STATE/dockerd.pid'"
+  echo "setup: starting dockerd $(engine_version).x on $DOCKER_HOST"
+  as_root mkdir -p "$ENGINE_RUN" "$ENGINE_DATA"
+  cat >"$STATE/daemon.json" <<JSON
+{"features": {"containerd-snapshotter": true}, "bridge": "none", "iptables": false, "ip6tables": false,
+ "ip-forward": false, "ip-masq": false, "userland-proxy": false}
+JSON
+  as_root env PATH="$ENGINE/usr/bin:$ENGINE/usr/sbin:$PATH" sh -c "nohup dockerd --config-file '$STATE/daemon.json' \
+    --data-root '$ENGINE_DATA' --exec-root '$ENGINE_RUN/exec' --pidfile '$ENGINE_RUN/dockerd.pid' \
+    -H '$DOCKER_HOST' >'$STATE/dockerd.log' 2>&1 & echo \$! >'$STATE/dockerd.pid'"
   RIF_STARTED="$RIF_STARTED dockerd"
   wait_for dockerd 60 docker info
+fi
+if [ "$(docker info -f '{{.DriverStatus}}' 2>/dev/null | grep -c snapshotter)" = 0 ]; then
+  echo "setup: the engine at $DOCKER_HOST does not use the containerd image store (features.containerd-snapshotter)" >&2
+  exit 1
 fi
 
 registry_up() { python3 -c "import urllib.request,sys; urllib.request.urlopen('http://$RIF_TEST_REGISTRY/v2/', timeout=2)"; }
