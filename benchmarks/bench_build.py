@@ -30,7 +30,7 @@ import yaml
 from floor import BASE, base_packages, floor_parts, image_size
 
 from builder import imagetree
-from builder.bake import bake
+from builder.bake import bake, host_network
 from builder.matrix import load_matrix
 from builder.render import RenderedCell, WheelSource, render_all
 
@@ -81,7 +81,8 @@ def build_naive(rendered: RenderedCell, context: Path) -> str:
     reqs = " ".join(("torch==" + rendered.cell.torch, "numpy"))
     (context / "Dockerfile").write_text(NAIVE.format(base=BASE, reqs=reqs))
     tag = f"rif-bench/naive:{rendered.cell.tag}"
-    subprocess.run(["docker", "buildx", "build", "-q", "-t", tag, str(context)], check=True, capture_output=True)
+    subprocess.run(["docker", "buildx", "build", "--network", "host", "-q", "-t", tag, str(context)], check=True,
+                   capture_output=True)
     return tag
 
 
@@ -113,7 +114,8 @@ def timing(matrix: Path, repeats: int, tmp: Path) -> None:
     subprocess.run([str(BUILDER), "render", "--matrix", str(matrix), "--out", str(tree), *wheelhouse], check=True,
                    capture_output=True, cwd=tmp)
     tool_cmd = [str(BUILDER), "build", "--matrix", str(matrix), *wheelhouse, "--no-validate", "--quiet"]
-    plain_cmd = ["docker", "buildx", "bake", "--file", str(tree / imagetree.BAKE_FILE), "--progress", "plain"]
+    plain_cmd = ["docker", "buildx", "bake", "--file", str(tree / imagetree.BAKE_FILE),
+                 *host_network(tree / imagetree.BAKE_FILE, tmp), "--progress", "plain"]
 
     def timed(cmd: list[str]) -> float:
         start = time.perf_counter()

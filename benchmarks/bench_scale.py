@@ -53,9 +53,10 @@ import oldlayout
 import synthwheels
 from localregistry import Image, LocalRegistry, kill_pushes
 from synthwheels import Sizes, WheelSet
-from wheelindex import WheelIndex, bridge_address
+from wheelindex import WheelIndex
 
 from builder import catalog, imagetree
+from builder.bake import host_network
 from builder.matrix import expand_matrix
 from builder.render import RenderedCell, WheelSource, render_all
 from builder.spec import CellSpec
@@ -169,13 +170,14 @@ class Supply:
 
 
 def make_supply(res: Resources, wheels: WheelSet, prefix: str) -> Supply:
-    """Serve the wheels on docker0 and prove a BuildKit RUN step reaches them; else fall back to a wheelhouse."""
+    """Serve the wheels on loopback (builds run on the host network) and prove a BuildKit RUN step reaches them;
+    else fall back to a wheelhouse."""
     wheelhouse = res.work / "wheelhouse"
     wheelhouse.mkdir()
     for wheel in wheels.wheels:
         if wheel.project != "numpy":
             (wheelhouse / wheel.filename).hardlink_to(wheel.path)
-    index = WheelIndex(wheels.wheels, bridge_address(), prefix)
+    index = WheelIndex(wheels.wheels, "127.0.0.1", prefix)
     index.start()
     res.index = index
     for wheel in wheels.wheels:
@@ -199,8 +201,8 @@ def reaches(res: Resources, index: WheelIndex) -> bool:
               "head -1 <&3 | grep -q ' 200 '")
     (context / "Dockerfile").write_text(f"FROM {BASE}\nRUN {json.dumps(['bash', '-c', script])}\n")
     tag = res.tag(f"rif-bench/probe:{index.prefix}")
-    proc = subprocess.run(["docker", "buildx", "build", "--progress", "plain", "-t", tag, str(context)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(["docker", "buildx", "build", "--network", "host", "--progress", "plain", "-t", tag,
+                           str(context)], capture_output=True, text=True, check=False)
     res.drop_images([tag])
     return proc.returncode == 0 and index.pings > 0
 
@@ -480,7 +482,8 @@ def bake(res: Resources, tree: Path, targets: dict[str, str], suffix: str) -> di
     tags = {target: res.tag(f"rif-bench/new:{key}{suffix}") for target, key in targets.items()}
     sets = [arg for target, tag in tags.items() for arg in ("--set", f"{target}.tags={tag}")]
     run_logged(["docker", "buildx", "bake", "--file", str(tree / imagetree.BAKE_FILE), "--progress", "plain",
-                *sets, *targets], res.work / f"bake{suffix or '-build'}.log")
+                *host_network(tree / imagetree.BAKE_FILE, res.work, list(targets)), *sets, *targets],
+               res.work / f"bake{suffix or '-build'}.log")
     res.built += [str(res.client.images.get(tag).id) for tag in tags.values()]
     return {targets[t]: tag for t, tag in tags.items()}
 
@@ -532,7 +535,7 @@ def timing(res: Resources, supply: Supply, matrix: Path, family: str, repeats: i
     run_logged([builder[0], "render", "--matrix", str(matrix), "--out", str(folder / "images"), *source],
                folder / "render.log", cwd=folder)
     plain = ["docker", "buildx", "bake", "--file", str(folder / "images" / imagetree.BAKE_FILE), "--progress",
-             "plain"]
+             "plain", *host_network(folder / "images" / imagetree.BAKE_FILE, folder)]
     result = Timing(source="wheelhouse, one pair" if source else "index, the images above")
     print(f"[new] timing ({result.source}) ...", flush=True)
     result.cold = run_logged(builder, folder / "builder-first.log", cwd=folder)
@@ -558,8 +561,8 @@ def forget_wheels(res: Resources, supply: Supply) -> str:
     mounts = f"--mount=type=cache,id={PIP_CACHE_ID},target=/tmp --mount=type=bind,target=/ctx"
     (context / "Dockerfile").write_text(f"FROM {BASE}\nRUN {mounts} xargs -a /ctx/paths rm -f\n")
     tag = res.tag(f"rif-bench/forget:{supply.index.prefix}")
-    proc = subprocess.run(["docker", "buildx", "build", "--no-cache", "--progress", "plain", "-t", tag, str(context)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(["docker", "buildx", "build", "--network", "host", "--no-cache", "--progress", "plain",
+                           "-t", tag, str(context)], capture_output=True, text=True, check=False)
     res.drop_images([tag])
     if proc.returncode != 0:
         return "pip cache: could not remove this run's wheels from the cache mount: " + proc.stdout[-300:]

@@ -1,7 +1,8 @@
 """A PEP 503 simple index of the synthetic wheels, served from the host to the builds, counting downloads.
 
-It listens on the docker0 bridge address, where a RUN step of BuildKit (and of the classic builder) reaches
-the host. Wheel files go out with PyPI's `Cache-Control: max-age=365000000, immutable, public`, so pip's HTTP
+It listens on loopback: BuildKit's RUN steps run on the host's network (the engine has no bridge), so nothing
+is ever served on docker0 or any other address. Wheel files go out with PyPI's
+`Cache-Control: max-age=365000000, immutable, public`, so pip's HTTP
 cache keeps them exactly as it keeps PyPI's. Every GET of a wheel file is counted: "each wheel downloaded
 once per machine" is then a number, not a belief. A random prefix in every URL makes each benchmark run's
 RUN steps new to BuildKit (a cold build), however many runs came before.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import html
 import re
-import subprocess
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,21 +27,6 @@ PAGE_CACHE = "max-age=600, public"
 def normalize(project: str) -> str:
     """PEP 503's normalized project name."""
     return re.sub(r"[-_.]+", "-", project).lower()
-
-
-def bridge_address() -> str:
-    """The host's IPv4 address on docker0 (where containers on the default bridge reach the host)."""
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], capture_output=True, text=True,
-                         check=False).stdout
-    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
-    if found:
-        return found.group(1)
-    gateway = subprocess.run(["docker", "network", "inspect", "bridge", "--format",
-                              "{{range .IPAM.Config}}{{.Gateway}}{{end}}"], capture_output=True, text=True,
-                             check=False).stdout.strip()
-    if not gateway:
-        raise RuntimeError("no docker0 address (ip addr) and no gateway of the bridge network (docker network inspect)")
-    return gateway
 
 
 class WheelIndex:

@@ -79,6 +79,7 @@ class Export:
 
     layout: Path
     compression: str = "gzip"
+    load: bool = True  # False: the images stay in the layout (builder reproduce compares them there)
 
     def output(self, name: str) -> str:
         return (f"type=oci,tar=false,dest={self.layout},name={name},rewrite-timestamp=true,oci-mediatypes=true,"
@@ -92,6 +93,14 @@ def override(targets: dict[str, str], export: Export | None = None) -> dict[str,
     engine builds it."""
     return {"target": {t: {"network": "host", **({"output": [export.output(name)]} if export else {})}
                        for t, name in targets.items()}}
+
+
+def host_network(bake_file: Path, folder: Path, targets: list[str] | None = None) -> list[str]:
+    """Arguments that let a plain `docker buildx bake -f bake_file` of targets (default: all) run on an engine
+    without a bridge: an override file written into folder, and the entitlement it needs."""
+    extra = folder / f"{bake_file.stem}.host-network.json"
+    extra.write_text(json.dumps(override(dict.fromkeys(targets or _tags(bake_file), ""))))
+    return ["--file", str(extra), *ALLOW_HOST_NETWORK]
 
 
 Stage = tuple[str, bool]  # a stage of a target's chain (unique in the bake file), and whether it runs on the context
@@ -122,14 +131,14 @@ def waves(chains: dict[str, list[Stage]]) -> list[list[str]]:
 
 
 def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None, cwd: Path | None = None,
-         export: Export | None = None) -> dict[str, BuildResult]:
+         export: Export | None = None, no_cache: bool = False) -> dict[str, BuildResult]:
     """Build targets of bake_file (into export's layout, then loaded into the engine under the targets' tags, or
     straight into the engine without one); every target gets a result, none raises."""
     start = time.monotonic()
     results: dict[str, BuildResult] = {}
     pending = list(targets)
     while pending:
-        run = _bake_once(bake_file, pending, on_line, cwd, export)
+        run = _bake_once(bake_file, pending, on_line, cwd, export, no_cache)
         if run.ok:
             for target in pending:
                 results[target] = _result(target, run.image_ids.get(target), bake_file, export)
@@ -141,7 +150,7 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
             # errors of its own ("context canceled", "transport is closing", ...). Bake each suspect alone
             # rather than blame one without evidence; the others go on together.
             for target in suspects or pending:
-                results.update(bake(bake_file, [target], on_line, cwd, export))
+                results.update(bake(bake_file, [target], on_line, cwd, export, no_cache))
             pending = [t for t in pending if t not in results]
             continue
         for target in blamed:
@@ -163,7 +172,7 @@ def _result(target: str, digest: str | None, bake_file: Path, export: Export | N
     refs = _tags(bake_file).get(target) or []
     try:
         image = ocilayout.find(export.layout, refs[-1])
-        loaded = ocilayout.load(connect(), image, refs)
+        loaded = ocilayout.load(connect(), image, refs) if export.load else image.digest
     except (IndexError, ocilayout.LayoutError, EngineUnavailable, OSError) as exc:
         return BuildResult(target, False, error=f"cannot load the built image: {exc}")
     return BuildResult(target, True, loaded, manifest_digest=image.digest)
@@ -204,7 +213,8 @@ class _Run:
         return target
 
 
-def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None, export: Export | None) -> _Run:
+def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None, export: Export | None,
+               no_cache: bool) -> _Run:
     run = _Run(set(targets))
     tags = _tags(bake_file)
     with scratch_dir("rif-bake-") as tmp:
@@ -212,7 +222,7 @@ def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path |
         extra.write_text(json.dumps(override({t: (tags.get(t) or [t])[-1] for t in targets}, export)))
         cmd = ["docker", "buildx", "bake", "--file", str(bake_file), "--file", str(extra), "--progress", "plain",
                *ALLOW_HOST_NETWORK, *(["--allow", f"fs.write={export.layout}"] if export else []),
-               "--metadata-file", str(metadata), *targets]
+               *(["--no-cache"] if no_cache else []), "--metadata-file", str(metadata), *targets]
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
                                     errors="replace", env=_environment())

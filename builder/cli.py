@@ -380,6 +380,47 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
     raise typer.Exit(EXIT_OK)
 
 
+@app.command("reproduce")
+@handles_errors
+def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/NS/REPO:TAG or ...@sha256:HEX")],
+                  matrix: MatrixOpt = PRODUCTION_MATRIX, wheelhouse_dir: WheelhouseOpt = None, locks: LocksOpt = None,
+                  insecure: InsecureOpt = None, progress: ProgressOpt = Progress.auto,
+                  ) -> None:
+    """Rebuild a published image from this repository without BuildKit's cache and compare it byte for byte.
+
+    Exit 0 when the rebuild's manifest digest is the published one; 1 when it differs (the first differing
+    layer and its files are named) or cannot be rebuilt; 2 for a bad reference.
+    """
+    from builder import credentials, diff, reproduce
+    from builder.registry import RegistryClient
+
+    ref = diff.parse_ref(image, "REF")
+    api = RegistryClient(ref.registry, credentials.lookup(ref.registry), insecure=check_insecure(insecure))
+    source = _source(wheelhouse_dir, locks)
+
+    def rebuild(tag: str, content_hash: str, layout: Path, compression: str) -> str:
+        [job] = jobs.matrix_jobs(matrix, [tag], None, source)
+        if job.content_hash != content_hash:
+            raise reproduce.ReproduceError(
+                f"{ref} was built from other inputs (content hash {content_hash}) than {matrix} and this checkout "
+                f"give {tag} ({job.content_hash}): check out the commit that published it")
+        view = RunView([job.tag], progress.value, console=show.err)
+        with terminates(), view.running():
+            built = pipeline.rebuild(job, source, layout, compression, view.events())
+        if not built.ok or built.manifest_digest is None:
+            raise reproduce.ReproduceError(f"{tag}: the rebuild failed: {built.error}")
+        return built.manifest_digest
+
+    try:
+        verdict = reproduce.check(str(ref), ref.repository, ref.reference, api, rebuild)
+    except reproduce.ReproduceError as exc:
+        show.error(str(exc))
+        raise typer.Exit(EXIT_FAILED) from None
+    for line in verdict.lines():
+        print(line)
+    raise typer.Exit(EXIT_OK if verdict.identical else EXIT_FAILED)
+
+
 @app.command("which")
 @handles_errors
 def which_cmd(matrix: MatrixOpt = Path("matrix.yaml"),

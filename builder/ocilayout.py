@@ -99,6 +99,16 @@ def find(layout: Path, name: str) -> Image:
     return Image(layout, digest, body, media_type)
 
 
+def by_digest(layout: Path, digest: str) -> Image:
+    """The image whose manifest has digest, from layout's blobs."""
+    try:
+        body = (layout / "blobs" / digest.replace(":", "/", 1)).read_bytes()
+        media_type = str(json.loads(body).get("mediaType") or MANIFEST_TYPES[0])
+    except (OSError, ValueError, AttributeError) as exc:
+        raise LayoutError(f"{layout} holds no manifest {digest}: {exc}") from exc
+    return Image(layout, digest, body, media_type)
+
+
 def load_tar(image: Image, refs: list[str]) -> Iterator[bytes]:
     """A `docker load` archive of image alone (an OCI layout of its blobs), named refs, streamed in chunks."""
     reader, writer = os.pipe()

@@ -101,7 +101,14 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
 
 
 def _bake(jobs: list[Job], source: WheelSource, events: Events, compression: str) -> dict[str, BuildResult]:
-    """The jobs' images from a fresh build tree (rendered together: one Dockerfile per combination), in bake waves."""
+    """The jobs' images from a fresh build tree (rendered together: one Dockerfile per combination), in bake waves,
+    through an OCI layout into the engine."""
+    with scratch_dir("rif-layout-") as layout:
+        return _bake_into(jobs, source, events, Export(layout, compression))
+
+
+def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,
+               no_cache: bool = False) -> dict[str, BuildResult]:
     require_buildx()
     rendered = render_images([j.rendered.cell for j in jobs if j.rendered is not None], source)
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
@@ -113,13 +120,19 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, compression: str
         for job in [by_target[target]] if target in by_target else jobs:
             events.line(job.tag, text)
 
-    with imagetree.run_tree(source) as tree, scratch_dir("rif-layout-") as layout:
+    with imagetree.run_tree(source) as tree:
         imagetree.write(tree, rendered, prune=True, source=source)
         results: dict[str, BuildResult] = {}
-        export = Export(layout, compression)
         for wave in waves({r.target: r.chain for r in rendered}):
-            results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export))
+            results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export,
+                                no_cache=no_cache))
     return {by_target[t].tag: result for t, result in results.items()}
+
+
+def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events()) -> BuildResult:
+    """`builder reproduce`: the job's image baked again without BuildKit's cache, left in layout (not loaded)."""
+    built = _bake_into([job], source, events, Export(layout, compression, load=False), no_cache=True)
+    return built[job.tag]
 
 
 def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events,

@@ -4,7 +4,6 @@ in any layer, each wheel downloaded once per machine, and the committed bake fil
 from __future__ import annotations
 
 import io
-import ipaddress
 import json
 import subprocess
 import tarfile
@@ -15,6 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from builder.bake import host_network
 from builder.render import bake_target
 from tests.conftest import DATA, ROOT, builder_cli, write_matrix
 from tests.synthwheels import WheelIndex, therock_like
@@ -119,17 +119,10 @@ def test_no_layer_of_any_image_holds_a_wheel_or_a_pip_cache(families: dict[str, 
         assert bad == [], bad
 
 
-def _bridge(client: docker.DockerClient) -> str:
-    """The host's address on the default bridge, where BuildKit's RUN steps reach it (dockerd gives the
-    bridge the subnet's first address when it names no gateway)."""
-    config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    return str(config.get("Gateway") or ipaddress.ip_network(config["Subnet"])[1])
-
-
 def test_each_wheel_is_downloaded_once_across_cells_and_runs(docker_client: docker.DockerClient, base_image: str,
                                                             tmp_path: Path) -> None:
     therock_like(tmp_path / "wh", TARGETS)
-    index = WheelIndex(tmp_path / "wh", _bridge(docker_client))
+    index = WheelIndex(tmp_path / "wh", "127.0.0.1")  # builds run on the host network: loopback only
     image = f"synth{uuid.uuid4().hex[:8]}"
     try:
         text = FAMILIES + f"index_urls:\n  rocm7.2: {index.url}\n"
@@ -162,7 +155,8 @@ def test_committed_bake_file_lists_every_image_and_plain_bake_builds_the_same_la
     rendered = builder_cli("render", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--out", "tree",
                            cwd=tmp_path)
     assert rendered.returncode == 0, rendered.stderr
-    plain = subprocess.run(["docker", "buildx", "bake", "-f", "tree/docker-bake.json", "--progress", "plain",
+    network = host_network(tmp_path / "tree" / "docker-bake.json", tmp_path, [bake_target(runtime)])  # no bridge
+    plain = subprocess.run(["docker", "buildx", "bake", "-f", "tree/docker-bake.json", *network, "--progress", "plain",
                             "--set", f"*.tags=rif-plain-bake/{uuid.uuid4().hex[:8]}:x", bake_target(runtime)],
                            cwd=tmp_path, capture_output=True, text=True, check=False)
     assert plain.returncode == 0, plain.stdout[-2000:] + plain.stderr[-2000:]

@@ -11,26 +11,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from builder import bake
-from builder.bake import Builder, parse_inspect
-
-DOCKER_DRIVER = "Name: default\nDriver: docker\n\nNodes:\nName: default\nBuildKit version: v0.8+unknown\n"
-CONTAINER_DRIVER = "Name: ci\nDriver:        docker-container\nNodes:\nBuildKit version: v0.13.2\n"
-REMOTE_OLD = "Name: k\nDriver: remote\nNodes:\nBuildKit: v0.10.6\n"
 
 
-def test_the_builder_is_detected_not_assumed() -> None:
-    assert parse_inspect(DOCKER_DRIVER) == Builder("docker", Version("0.8"))
-    assert parse_inspect(DOCKER_DRIVER).bake_args() == []  # builds straight into dockerd; nothing to add
-    modern = parse_inspect(CONTAINER_DRIVER)
-    assert (modern.attests, modern.rewrites_timestamps) == (True, True)
-    assert modern.bake_args() == ["--set", "*.output=type=docker,rewrite-timestamp=true", "--set",
-                                  "*.attest=type=sbom", "--set", "*.attest=type=provenance,mode=max"]
-    old = parse_inspect(REMOTE_OLD)
-    assert old.bake_args() == ["--set", "*.output=type=docker"] and not old.attests
-    assert parse_inspect("garbage") == Builder("docker", None)
+def test_every_target_builds_on_the_host_network_and_exports_to_one_layout(tmp_path: Path) -> None:
+    export = bake.Export(tmp_path / "layout", "zstd")
+    extra = bake.override({"a": "rif-local/x:a-1", "b": "rif-local/x:b-2"}, export)
+    assert {t: v["network"] for t, v in extra["target"].items()} == {"a": "host", "b": "host"}
+    [output] = extra["target"]["b"]["output"]
+    assert output.startswith(f"type=oci,tar=false,dest={tmp_path / 'layout'},name=rif-local/x:b-2,")
+    assert {"rewrite-timestamp=true", "compression=zstd", "force-compression=true"} <= set(output.split(","))
+    assert bake.override({"a": "n"}) == {"target": {"a": {"network": "host"}}}  # plain: into the engine
 
 
 FAKE = r'''#!{python}
@@ -72,7 +64,7 @@ def scripted_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_failed_target_blocks_no_other(scripted_docker: Path, tmp_path: Path) -> None:
     lines: list[tuple[str | None, str]] = []
     results = bake.bake(tmp_path / "docker-bake.json", ["good-a", "bad-b", "good-c"],
-                        lambda target, line: lines.append((target, line)), builder=Builder("docker", None))
+                        lambda target, line: lines.append((target, line)))
     assert {t: (r.ok, r.image_id) for t, r in results.items()} == {
         "good-a": (True, "sha256:good-a"), "bad-b": (False, None), "good-c": (True, "sha256:good-c")}
     assert "exit code: 1" in (results["bad-b"].error or "")
@@ -86,7 +78,7 @@ def test_collateral_errors_of_another_wording_blame_no_healthy_target(scripted_d
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # Seen in CI: a target ended by the failure of another logged this, not "canceled", and was blamed.
     monkeypatch.setenv("COLLATERAL", "rpc error: code = Unavailable desc = transport is closing")
-    results = bake.bake(tmp_path / "docker-bake.json", ["good-a", "bad-b", "good-c"], builder=Builder("docker", None))
+    results = bake.bake(tmp_path / "docker-bake.json", ["good-a", "bad-b", "good-c"])
     assert {t: r.ok for t, r in results.items()} == {"good-a": True, "bad-b": False, "good-c": True}
     assert "exit code: 1" in (results["bad-b"].error or "")
     # Three suspects: each baked alone, so only the evidence of its own bake counts.

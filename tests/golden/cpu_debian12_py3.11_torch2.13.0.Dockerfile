@@ -14,7 +14,7 @@ RUN --mount=type=cache,id=rif-apt-debian-12,target=/var/cache/apt,sharing=locked
  && apt-get install -y --no-install-recommends python3 ca-certificates python3-venv python3-pip-whl python3-setuptools-whl \
  && SOURCE_DATE_EPOCH=0 python3 -m venv /opt/venv \
  && apt-get purge -y --auto-remove python3-venv python3-pip-whl python3-setuptools-whl \
- && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log /var/log/alternatives.log /var/cache/ldconfig/aux-cache
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
 RUN groupadd -f video && groupadd -f --system render \
  && ln -s /opt/rif/torch-smoke.pyz /usr/local/bin/torch-smoke

@@ -14,7 +14,7 @@ RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=loc
  && apt-get install -y --no-install-recommends python3 ca-certificates python3-venv python3-pip-whl python3-setuptools-whl \
  && SOURCE_DATE_EPOCH=0 python3 -m venv /opt/venv \
  && apt-get purge -y --auto-remove python3-venv python3-pip-whl python3-setuptools-whl \
- && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log /var/log/alternatives.log /var/cache/ldconfig/aux-cache
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
 RUN groupadd -f video && groupadd -f --system render \
  && useradd --create-home --shell /bin/bash --groups video,render ml \
@@ -58,7 +58,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=locked \
     apt-get update \
  && apt-get install -y --no-install-recommends build-essential python3-dev git ninja-build \
- && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log /var/log/alternatives.log /var/cache/ldconfig/aux-cache
 # The ROCm SDK of the wheels' own release (hipcc, HIP and math-library headers); `rocm-sdk init` links the
 # device files in, and /opt/rocm is where ROCM_HOME and torch.utils.cpp_extension find it.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
