@@ -73,6 +73,21 @@ ALLOW_HOST_NETWORK = ["--allow", "network.host"]
 
 
 @dataclass(frozen=True)
+class Cache:
+    """BuildKit's cache kept in a registry (`<ref>:<target>`, every stage: mode=max), so a cold runner rebuilding
+    a combination after a small change takes the unchanged steps (torch) from there instead of running them."""
+
+    ref: str  # REGISTRY/NAMESPACE/REPOSITORY
+    insecure: bool = False  # plain HTTP: loopback or a host named with --insecure-registry
+
+    def attributes(self, target: str, export: bool, compression: str) -> str:
+        extra = ",registry.insecure=true" if self.insecure else ""
+        if export:
+            extra += f",mode=max,image-manifest=true,oci-mediatypes=true,compression={compression},ignore-error=true"
+        return f"type=registry,ref={self.ref}:{target}{extra}"
+
+
+@dataclass(frozen=True)
 class Export:
     """Where a bake exports: one OCI layout folder for every target (shared layers written once), file times
     rewritten to SOURCE_DATE_EPOCH so that the same inputs give the same manifest digest on any engine."""
@@ -80,10 +95,19 @@ class Export:
     layout: Path
     compression: str = "gzip"
     load: bool = True  # False: the images stay in the layout (builder reproduce compares them there)
+    cache: Cache | None = None
 
     def output(self, name: str) -> str:
         return (f"type=oci,tar=false,dest={self.layout},name={name},rewrite-timestamp=true,oci-mediatypes=true,"
                 f"compression={self.compression},force-compression=true")
+
+    def target(self, target: str, name: str) -> dict[str, Any]:
+        """The bake keys that export target as name, and import and export its cache."""
+        keys: dict[str, Any] = {"output": [self.output(name)]}
+        if self.cache is not None:
+            keys["cache-from"] = [self.cache.attributes(target, False, self.compression)]
+            keys["cache-to"] = [self.cache.attributes(target, True, self.compression)]
+        return keys
 
 
 def override(targets: dict[str, str], export: Export | None = None) -> dict[str, Any]:
@@ -91,7 +115,7 @@ def override(targets: dict[str, str], export: Export | None = None) -> dict[str,
     its layout. The engine has no bridge (scripts/setup.sh), so nothing a build reaches, a test's wheel index on
     loopback included, is ever served on docker0 or any other address; the committed bake file stays as any
     engine builds it."""
-    return {"target": {t: {"network": "host", **({"output": [export.output(name)]} if export else {})}
+    return {"target": {t: {"network": "host", **(export.target(t, name) if export else {})}
                        for t, name in targets.items()}}
 
 

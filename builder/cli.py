@@ -43,12 +43,27 @@ from builder.matrix import expand_matrix, load_matrix
 from builder.plan import check_insecure, check_registry, plan_images, select, shard, usage_error
 from builder.progress import RunView
 from builder.publish import Target
+from builder.registry import plain_http_ok
 from builder.render import WheelSource, render_all
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 def _source(wheelhouse_dir: Path | None, locks: Path | None = None) -> WheelSource:
     return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None, locks.resolve() if locks else None)
+
+
+def _compression(name: str) -> str:
+    if name not in ("gzip", "zstd"):
+        raise usage_error("--compression", f"{name!r}: gzip or zstd")
+    return name
+
+
+def _cache(cache_registry: str | None, insecure: frozenset[str]) -> pipeline.Cache | None:
+    """BuildKit's registry cache at HOST/NS/buildcache, over plain HTTP only where the registry client would."""
+    if not cache_registry:
+        return None
+    checked = check_registry(cache_registry, "--cache-registry")
+    return pipeline.Cache(f"{checked}/buildcache", plain_http_ok(checked.split("/", 1)[0], insecure))
 
 
 def _target(registry: str, insecure: frozenset[str]) -> Target:
@@ -184,6 +199,14 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
                                                   help="Deprecated: the old name of --plan.")] = False,
             record_path: Annotated[Path, typer.Option("--record", help="Where the JSON run record goes.")]
             = Path("publish-record.json"),
+            cache_registry: Annotated[str | None, typer.Option(
+                "--cache-registry", metavar="HOST/NS", help=(
+                    "Import BuildKit's cache from, and export it to, HOST/NS/buildcache:<target> (every stage), so a "
+                    "cold runner rebuilding after a small change reinstalls nothing unchanged. Credentials: docker "
+                    "login."))] = None,
+            compression: Annotated[str, typer.Option("--compression", metavar="gzip|zstd", help=(
+                "The layers' compression: gzip (default: every Docker and containerd client pulls it) or zstd "
+                "(faster to pull and unpack; Docker 23+, containerd 1.5+)."))] = "gzip",
             quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
     """Publish what changed: build, validate, push under an immutable tag, then move the cells' tags."""
@@ -198,7 +221,8 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     todo = jobs.matrix_jobs(matrix, cell, match, _source(wheelhouse_dir, locks))
     options = pipeline.Options(_source(wheelhouse_dir, locks), True, gpu, _target(registry, insecure_hosts),
-                               skip_published=True, plan=plan, no_push=no_push)
+                               skip_published=True, plan=plan, no_push=no_push, compression=_compression(compression),
+                               cache=_cache(cache_registry, insecure_hosts))
     _run(todo, options, progress, record_path, registry)
 
 

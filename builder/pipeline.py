@@ -19,7 +19,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder import imagetree, record, sbom, tags
-from builder.bake import BuildResult, Export, bake, require_buildx, waves
+from builder.bake import BuildResult, Cache, Export, bake, require_buildx, waves
 from builder.dockerapi import run_captured
 from builder.jobs import Job
 from builder.publish import Target
@@ -30,6 +30,8 @@ from builder.retry import RegistryError
 from builder.scratch import scratch_dir
 from builder.validate import validate_image
 
+
+__all__ = ["Cache", "Events", "Options", "Prepared", "rebuild", "run", "run_and_record", "run_image"]
 
 @dataclass(frozen=True)
 class Options:
@@ -42,6 +44,7 @@ class Options:
     no_push: bool = False  # publish --no-push: build and validate what changed; push and re-tag nothing
     sbom: bool = True  # with a target: an SBOM from each validated image, attached to it before its tags move
     compression: str = "gzip"  # the layers' compression (gzip: every client pulls it; zstd: Docker 23+)
+    cache: Cache | None = None  # BuildKit's cache, imported from and exported to a registry (cold runners)
 
     @property
     def rehearsal(self) -> bool:
@@ -96,15 +99,15 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
             continue  # nothing to build, or a rerun after a failed push finds its own build
         wanted.append(job)
     if wanted:
-        prepared.built = _bake(wanted, options.source, events, options.compression)
+        prepared.built = _bake(wanted, options.source, events, options)
     return prepared
 
 
-def _bake(jobs: list[Job], source: WheelSource, events: Events, compression: str) -> dict[str, BuildResult]:
+def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options) -> dict[str, BuildResult]:
     """The jobs' images from a fresh build tree (rendered together: one Dockerfile per combination), in bake waves,
     through an OCI layout into the engine."""
     with scratch_dir("rif-layout-") as layout:
-        return _bake_into(jobs, source, events, Export(layout, compression))
+        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=options.cache))
 
 
 def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,

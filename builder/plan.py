@@ -113,16 +113,16 @@ HOST_RE = re.compile(HOST)
 REGISTRY_RE = re.compile(HOST + r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 
 
-def check_registry(value: str) -> str:
+def check_registry(value: str, option: str = "--registry") -> str:
     """--registry is HOST[:PORT][/NAMESPACE], lower case, no scheme and no credentials; never echo a password."""
     if "@" in value:
-        raise usage_error("--registry", "must not hold credentials (user:password@): use RIF_REGISTRY_USER/"
-                                        "RIF_REGISTRY_PASSWORD or docker login")
+        raise usage_error(option, "must not hold credentials (user:password@): use RIF_REGISTRY_USER/"
+                                  "RIF_REGISTRY_PASSWORD or docker login")
     if "://" in value:
-        raise usage_error("--registry", f"{value!r} has a scheme: give HOST[:PORT]/NAMESPACE, e.g. ghcr.io/org")
+        raise usage_error(option, f"{value!r} has a scheme: give HOST[:PORT]/NAMESPACE, e.g. ghcr.io/org")
     if not REGISTRY_RE.fullmatch(value):
-        raise usage_error("--registry", f"{value!r} is not HOST[:PORT]/NAMESPACE in lower case (e.g. ghcr.io/org, "
-                                        "127.0.0.1:5000/rocm)")
+        raise usage_error(option, f"{value!r} is not HOST[:PORT]/NAMESPACE in lower case (e.g. ghcr.io/org, "
+                                  "127.0.0.1:5000/rocm)")
     return value
 
 

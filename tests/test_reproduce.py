@@ -1,0 +1,109 @@
+"""Byte-reproducible images: what is validated is what is pushed, a cold rebuild gives the published manifest
+digest, and `builder reproduce` says so, or names the layer and files of an image tampered with in the registry."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from builder import reproduce
+from builder.registry import RegistryClient
+from tests.conftest import builder_cli, write_matrix
+
+MATRIX = ("image: {image}\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"
+          "  torch:\n    - {{version: '2.13.0', torchvision: null, torchaudio: null}}\n  flavor: [runtime]\n")
+
+
+def layer(files: dict[str, bytes], mtime: int = 0) -> bytes:
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), mtime
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def manifest(layers: list[bytes], config: bytes = b"{}") -> tuple[str, bytes]:
+    def desc(blob: bytes) -> dict[str, object]:
+        return {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "size": len(blob),
+                "digest": "sha256:" + hashlib.sha256(blob).hexdigest()}
+    body = json.dumps({"config": {**desc(config), "mediaType": "application/vnd.oci.image.config.v1+json"},
+                       "layers": [desc(b) for b in layers]}).encode()
+    return "sha256:" + hashlib.sha256(body).hexdigest(), body
+
+
+def blobs(*items: bytes) -> reproduce.Blobs:
+    by_digest = {"sha256:" + hashlib.sha256(b).hexdigest(): b for b in items}
+    return lambda digest: io.BytesIO(by_digest[digest])
+
+
+def test_the_first_differing_layer_and_its_files_are_named() -> None:
+    base = layer({"etc/os-release": b"debian"})
+    good = layer({"opt/venv/a.py": b"a", "opt/venv/b.py": b"b"})
+    bad = layer({"opt/venv/a.py": b"A", "opt/venv/c.py": b"c"}, mtime=5)
+    top_a, top_b = layer({"x": b"1"}), layer({"x": b"2"})  # a later layer differs too: the first one is named
+    published, rebuilt = manifest([base, bad, top_a]), manifest([base, good, top_b])
+    verdict = reproduce.compare("r", published, rebuilt, blobs(base, bad, top_a), blobs(base, good, top_b))
+    assert not verdict.identical and verdict.layer == 1
+    assert verdict.files == ["~ opt/venv/a.py (mtime, sha256)", "+ opt/venv/b.py (only in the rebuild)",
+                             "- opt/venv/c.py (only in the published layer)"]
+    assert "layer 1 of 3 differs" in "\n".join(verdict.lines())
+
+
+def test_same_layers_another_config_names_the_config_keys() -> None:
+    base = layer({"a": b"a"})
+    published = manifest([base], b'{"config": {"Labels": {"x": "1"}}, "created": "1970"}')
+    rebuilt = manifest([base], b'{"config": {"Labels": {"x": "2"}}, "created": "1970"}')
+    verdict = reproduce.compare("r", published, rebuilt,
+                                blobs(base, b'{"config": {"Labels": {"x": "1"}}, "created": "1970"}'),
+                                blobs(base, b'{"config": {"Labels": {"x": "2"}}, "created": "1970"}'))
+    assert (verdict.layer, verdict.files) == (None, ["~ config"])
+    assert reproduce.compare("r", published, published, blobs(), blobs()).identical
+
+
+@pytest.mark.docker
+def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(base_image: str, wheelhouse: Path,
+                                                                             namespace: str, tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, MATRIX.format(image=f"repro{uuid.uuid4().hex[:8]}"))
+    record = tmp_path / "record.json"
+    built = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--push",
+                        "--registry", namespace, "--report", str(record), "--quiet")
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    [row] = json.loads(record.read_text())["images"]
+    assert row["state"] == "published"
+    assert row["digest"] == row["image_id"]  # validated (the engine's image) is what was pushed, by digest
+    ref = f"{namespace}/{row['repository']}:{row['immutable_tag']}"
+    args = ["--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--progress", "plain"]
+
+    same = builder_cli("reproduce", ref, *args)
+    assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-3000:]
+    assert f"identical: the cold rebuild's manifest is {row['digest']}" in same.stdout
+
+    # Tamper with the registry: the cell file's layer (the last) gets other bytes, under the same tag.
+    registry, repository = namespace.split("/", 1)[0], f"{namespace.split('/', 1)[1]}/{row['repository']}"
+    api = RegistryClient(registry)
+    published = api.manifest(repository, row["immutable_tag"])
+    assert published is not None
+    body = json.loads(published.body)
+    evil = layer({"opt/rif/cell.json": b'{"evil": true}'})
+    body["layers"][-1] = {**body["layers"][-1], "digest": api.push_blob(repository, evil), "size": len(evil)}
+    api.put_manifest(repository, row["immutable_tag"], json.dumps(body).encode(), published.media_type)
+
+    tampered = builder_cli("reproduce", ref, *args)
+    assert tampered.returncode == 1, tampered.stdout[-3000:] + tampered.stderr[-3000:]
+    last = len(body["layers"]) - 1
+    assert f"layer {last} of {len(body['layers'])} differs" in tampered.stdout
+    assert "~ opt/rif/cell.json (" in tampered.stdout
+
+
+def test_reproduce_refuses_a_bad_reference() -> None:
+    proc = builder_cli("reproduce", "not a ref")
+    assert proc.returncode == 2 and "REF" in proc.stderr
