@@ -30,8 +30,8 @@ from builder.retry import RegistryError
 from builder.scratch import scratch_dir
 from builder.validate import validate_image
 
-
 __all__ = ["Cache", "Events", "Options", "Prepared", "rebuild", "run", "run_and_record", "run_image"]
+
 
 @dataclass(frozen=True)
 class Options:
