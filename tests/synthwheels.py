@@ -98,3 +98,24 @@ class WheelIndex:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def rebrand(wheel: Path, version: str, dest: Path) -> Path:
+    """The same wheel under another version: a newer numpy, as an index would serve one."""
+    name, old = wheel.name.split("-")[:2]
+    out = dest / wheel.name.replace(f"-{old}-", f"-{version}-")
+    records: list[str] = []
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            path = info.filename.replace(f"{name}-{old}.dist-info/", f"{name}-{version}.dist-info/")
+            if path.endswith(".dist-info/RECORD"):
+                record = path
+                continue
+            data = src.read(info)
+            if path.endswith(".dist-info/METADATA"):
+                data = data.replace(f"\nVersion: {old}\n".encode(), f"\nVersion: {version}\n".encode(), 1)
+            dst.writestr(path, data)
+            digest = hashlib.sha256(data).digest()
+            records.append(f"{path},sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()},{len(data)}")
+        dst.writestr(record, "\n".join([*records, f"{record},,"]) + "\n")
+    return out

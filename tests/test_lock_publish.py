@@ -8,12 +8,9 @@ images on it), and the same lock built twice without cache (byte-identical site-
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import subprocess
-import zipfile
 from pathlib import Path
 
 import docker
@@ -22,6 +19,7 @@ import pytest
 from builder.bake import host_network
 from builder.registry import RegistryClient
 from tests.conftest import ROOT, builder_cli, write_matrix
+from tests.synthwheels import rebrand
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
@@ -29,27 +27,6 @@ MATRIX = ("image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"
           "  torch:\n    - {version: '2.13.0', torchvision: null, torchaudio: null}\n  flavor: [runtime, devel]\n")
 RUNTIME, DEVEL = "cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian12_py3.11_torch2.13.0_devel"
 SITE = "/opt/venv/lib/python3.11/site-packages"
-
-
-def rebrand(wheel: Path, version: str, dest: Path) -> Path:
-    """The same wheel under another version: a newer numpy, as an index would serve one."""
-    name, old = wheel.name.split("-")[:2]
-    out = dest / wheel.name.replace(f"-{old}-", f"-{version}-")
-    records: list[str] = []
-    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
-        for info in src.infolist():
-            path = info.filename.replace(f"{name}-{old}.dist-info/", f"{name}-{version}.dist-info/")
-            if path.endswith(".dist-info/RECORD"):
-                record = path
-                continue
-            data = src.read(info)
-            if path.endswith(".dist-info/METADATA"):
-                data = data.replace(f"\nVersion: {old}\n".encode(), f"\nVersion: {version}\n".encode(), 1)
-            dst.writestr(path, data)
-            digest = hashlib.sha256(data).digest()
-            records.append(f"{path},sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()},{len(data)}")
-        dst.writestr(record, "\n".join([*records, f"{record},,"]) + "\n")
-    return out
 
 
 def publish(matrix: Path, tree: Path, wheels: Path, registry: str, record: Path) -> dict[str, str]:

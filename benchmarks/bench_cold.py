@@ -1,0 +1,133 @@
+"""Cold runners (issue 22, item 4): what a numpy bump costs a runner that starts with an empty engine.
+
+Every publish job runs on a fresh runner: no BuildKit cache, no images. Byte-reproducible layers (an OCI layout
+with rewritten timestamps) mean a rebuild of unchanged steps gives the bytes the registry already has, so only
+numpy's layer and what sits above it go up again; BuildKit's cache in the registry (`--cache-registry`) means
+the unchanged steps (torch) are not even run again.
+
+One run, on this machine's engine made cold before each publish (`docker builder prune -af`, the benchmark's
+images removed; the base image stays, as a runner pulls it), against a fresh registry on loopback:
+1. publish the example (runtime + devel, locked, real CPU torch from the wheelhouse) with --cache-registry;
+2. numpy bumped (the same wheel under a new version, `builder lock --update`), cold, publish with the cache;
+3. numpy bumped again, cold, publish without it.
+Printed per publish: wall time, steps run and taken from cache, bytes the registry gained, and that over the
+pair's compressed bytes (target: < 5%).
+
+Usage: python benchmarks/bench_cold.py   (after scripts/setup.sh and scripts/example.sh: debian:12, .rif/wheelhouse)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+from localregistry import LocalRegistry
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.synthwheels import rebrand  # noqa: E402
+
+MATRIX = ROOT / "examples" / "local.yaml"
+WHEELHOUSE = ROOT / ".rif" / "wheelhouse"
+BUILDER = [sys.executable, "-m", "builder"]
+STEP = re.compile(r"^#(\d+) \[[^\]]+\] (RUN|COPY) ")
+CACHED = re.compile(r"^#(\d+) CACHED")
+
+
+def run(*args: str, cwd: Path) -> str:
+    proc = subprocess.run([*BUILDER, *args], capture_output=True, text=True, cwd=cwd, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"builder {args[0]} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return proc.stdout
+
+
+def cold(client: docker.DockerClient, repository: str) -> None:
+    """What a fresh runner has: no BuildKit cache and none of the benchmark's images (the base stays)."""
+    subprocess.run(["docker", "builder", "prune", "-af"], check=True, capture_output=True)
+    for image in client.images.list(name=repository):
+        client.images.remove(image.id, force=True)
+
+
+def steps(log_dir: Path) -> tuple[int, int]:
+    """RUN and COPY steps in the run's bake logs: (run, taken from cache)."""
+    seen: set[str] = set()
+    cached: set[str] = set()
+    for log in log_dir.glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if (m := STEP.match(line)) is not None:
+                seen.add(m.group(1))
+            elif (m := CACHED.match(line)) is not None:
+                cached.add(m.group(1))
+    return len(seen - cached), len(seen & cached)
+
+
+def main() -> None:
+    client = docker.from_env()
+    with tempfile.TemporaryDirectory(prefix="rif-bench-cold-") as folder:
+        tmp = Path(folder)
+        registry = LocalRegistry(tmp / "registry")
+        registry.start()
+        try:
+            bench(client, tmp, registry)
+        finally:
+            registry.stop()
+            cold(client, f"{registry.address}/cold/pytorch")
+
+
+def bench(client: docker.DockerClient, tmp: Path, registry: LocalRegistry) -> None:
+    wheels, tree = tmp / "wheels", tmp / "tree"
+    wheels.mkdir()
+    for wheel in WHEELHOUSE.glob("*.whl"):
+        os.link(wheel, wheels / wheel.name)
+    [numpy] = wheels.glob("numpy-*.whl")
+    mirror = f"{registry.address}/mirror"
+    client.images.get("debian:12").tag(f"{mirror}/debian", "12")
+    client.images.push(f"{mirror}/debian", "12")
+    lock = ["lock", "--matrix", str(MATRIX), "--out", str(tree), "--wheelhouse", str(wheels), "--base-registry", mirror]
+    run(*lock, cwd=tmp)
+    target = f"{registry.address}/cold"
+    rows = []
+    for n, (label, cache) in enumerate([("first publish, cache exported", True), ("numpy bump, cache imported", True),
+                                        ("numpy bump, no cache", False)]):
+        if n:
+            numpy.unlink()
+            numpy = rebrand(numpy if numpy.exists() else next(wheels.glob("numpy-*.whl")), f"2.4.{90 + n}", wheels)
+            run(*lock, "--update", cwd=tmp)
+        cold(client, f"{target}/pytorch")
+        work = tmp / f"run{n}"
+        work.mkdir()
+        before = registry.stored_bytes()
+        start = time.perf_counter()
+        run("publish", "--matrix", str(MATRIX), "--locks", str(tree), "--wheelhouse", str(wheels), "--registry", target,
+            *(["--cache-registry", f"{registry.address}/cache"] if cache else []), "--record", str(work / "r.json"),
+            "--progress", "plain", cwd=work)
+        seconds = time.perf_counter() - start
+        images = json.loads((work / "r.json").read_text())["images"]
+        pair = pair_bytes(registry, images)
+        executed, cached = steps(work / ".rif" / "logs")
+        rows.append((label, seconds, executed, cached, registry.stored_bytes() - before, pair))
+    print(f"{'publish (cold engine)':<34}{'seconds':>9}{'steps run':>11}{'cached':>8}{'bytes gained':>14}"
+          f"{'pair bytes':>12}{'ratio':>9}")
+    for label, seconds, executed, cached, gained, pair in rows:
+        print(f"{label:<34}{seconds:>9.1f}{executed:>11}{cached:>8}{gained:>14,}{pair:>12,}{gained / pair:>9.2%}")
+    print(f"re-pushed after a numpy bump, cold, with the registry cache: {rows[1][4] / rows[1][5]:.2%} of the pair "
+          f"(target < 5%); steps run {rows[1][2]} with the cache, {rows[2][2]} without")
+
+
+def pair_bytes(registry: LocalRegistry, images: list[dict[str, object]]) -> int:
+    """The runtime + devel pair's distinct compressed layer bytes, from the registry's manifests."""
+    layers = {layer.digest: layer.size for image in images
+              for layer in registry.image(f"cold/{image['repository']}", str(image["digest"])).layers}
+    return sum(layers.values())
+
+
+if __name__ == "__main__":
+    main()
