@@ -79,6 +79,7 @@ class Cache:
 
     ref: str  # REGISTRY/NAMESPACE/REPOSITORY
     insecure: bool = False  # plain HTTP: loopback or a host named with --insecure-registry
+    write: bool = True  # False (publish --no-push): import only, the registry is never written to
 
     def attributes(self, target: str, export: bool, compression: str) -> str:
         extra = ",registry.insecure=true" if self.insecure else ""
@@ -106,7 +107,8 @@ class Export:
         keys: dict[str, Any] = {"output": [self.output(name)]}
         if self.cache is not None:
             keys["cache-from"] = [self.cache.attributes(target, False, self.compression)]
-            keys["cache-to"] = [self.cache.attributes(target, True, self.compression)]
+            if self.cache.write:
+                keys["cache-to"] = [self.cache.attributes(target, True, self.compression)]
         return keys
 
 

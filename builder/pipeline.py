@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import docker
@@ -106,8 +106,9 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
 def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options) -> dict[str, BuildResult]:
     """The jobs' images from a fresh build tree (rendered together: one Dockerfile per combination), in bake waves,
     through an OCI layout into the engine."""
+    cache = options.cache and replace(options.cache, write=options.cache.write and not options.rehearsal)
     with scratch_dir("rif-layout-") as layout:
-        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=options.cache))
+        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=cache))
 
 
 def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,

@@ -25,6 +25,17 @@ def test_every_target_builds_on_the_host_network_and_exports_to_one_layout(tmp_p
     assert bake.override({"a": "n"}) == {"target": {"a": {"network": "host"}}}  # plain: into the engine
 
 
+def test_the_registry_cache_is_per_target_every_stage_and_read_only_on_a_rehearsal(tmp_path: Path) -> None:
+    cache = bake.Cache("127.0.0.1:5000/ns/buildcache", insecure=True)
+    keys = bake.Export(tmp_path, "zstd", cache=cache).target("t1", "n")
+    assert keys["cache-from"] == ["type=registry,ref=127.0.0.1:5000/ns/buildcache:t1,registry.insecure=true"]
+    [to] = keys["cache-to"]
+    assert to.startswith("type=registry,ref=127.0.0.1:5000/ns/buildcache:t1,registry.insecure=true,mode=max,")
+    assert "compression=zstd" in to and "ignore-error=true" in to
+    read_only = bake.Export(tmp_path, cache=bake.Cache("ghcr.io/o/buildcache", write=False)).target("t1", "n")
+    assert "cache-to" not in read_only and "insecure" not in read_only["cache-from"][0]
+
+
 FAKE = r'''#!{python}
 """A scripted `docker buildx bake`: a target named bad* fails in its own step; the others succeed."""
 import json, os, sys

@@ -379,7 +379,8 @@ def test_the_cell_job_passes_every_cell_of_its_group_to_one_publish(tmp_path: Pa
         assert proc.returncode == 0, proc.stderr
         selection = [a for t in row["cells"].split() for a in ("--cell", t)]
         assert args == ["publish", "--matrix", "matrix.yaml", "--registry", "ghcr.io/some-org", *selection,
-                        "--record", f"record-{row['group']}.json", *(["--no-push"] if i % 2 else [])]
+                        "--cache-registry", "ghcr.io/some-org", "--record", f"record-{row['group']}.json",
+                        *(["--no-push"] if i % 2 else [])]
 
 
 @pytest.mark.parametrize(("group", "cells", "images"), [
