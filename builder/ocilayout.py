@@ -110,20 +110,25 @@ def by_digest(layout: Path, digest: str) -> Image:
 
 
 def load_tar(image: Image, refs: list[str]) -> Iterator[bytes]:
-    """A `docker load` archive of image alone (an OCI layout of its blobs), named refs, streamed in chunks."""
+    """A `docker load` archive of image alone (an OCI layout of its blobs), named refs, streamed in chunks: a
+    multi-GB layer is read from the layout as it is sent, never copied into a second archive on disk."""
     reader, writer = os.pipe()
+    failed: list[BaseException] = []
 
     def write() -> None:
-        with os.fdopen(writer, "wb") as out, tarfile.open(fileobj=out, mode="w|") as tar:
-            _add_bytes(tar, LAYOUT_FILE, json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
-            entries = [{"mediaType": image.media_type, "digest": image.digest, "size": len(image.manifest),
-                        "annotations": {NAME_ANNOTATION: full_name(ref), REF_ANNOTATION: ref.rsplit(":", 1)[-1]}}
-                       for ref in refs]
-            _add_bytes(tar, INDEX, json.dumps({"schemaVersion": 2, "mediaType":
-                                               "application/vnd.oci.image.index.v1+json",
-                                               "manifests": entries}).encode())
-            for digest in dict.fromkeys([image.digest, image.config.digest, *(b.digest for b in image.layers)]):
-                tar.add(image.blob_path(digest), arcname=f"blobs/{digest.replace(':', '/', 1)}")
+        try:
+            with os.fdopen(writer, "wb") as out, tarfile.open(fileobj=out, mode="w|") as tar:
+                _add_bytes(tar, LAYOUT_FILE, json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
+                entries = [{"mediaType": image.media_type, "digest": image.digest, "size": len(image.manifest),
+                            "annotations": {NAME_ANNOTATION: full_name(ref), REF_ANNOTATION: ref.rsplit(":", 1)[-1]}}
+                           for ref in refs]
+                _add_bytes(tar, INDEX, json.dumps({"schemaVersion": 2, "mediaType":
+                                                   "application/vnd.oci.image.index.v1+json",
+                                                   "manifests": entries}).encode())
+                for digest in dict.fromkeys([image.digest, image.config.digest, *(b.digest for b in image.layers)]):
+                    tar.add(image.blob_path(digest), arcname=f"blobs/{digest.replace(':', '/', 1)}")
+        except (OSError, tarfile.TarError) as exc:  # the reader sees the archive end early; the caller sees why
+            failed.append(exc)
 
     thread = threading.Thread(target=write, daemon=True)
     thread.start()
@@ -131,6 +136,8 @@ def load_tar(image: Image, refs: list[str]) -> Iterator[bytes]:
         while chunk := stream.read(_CHUNK):
             yield chunk
     thread.join()
+    if failed:
+        raise LayoutError(f"cannot read {image.digest} from {image.layout}: {failed[0]}")
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
