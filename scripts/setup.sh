@@ -52,7 +52,12 @@ sid_download() {  # sid_download DEST PACKAGE...: .debs from sid through a priva
   as_root rm -rf "$apt_tmp"
 }
 engine_version() { "$ENGINE/usr/sbin/dockerd" --version 2>/dev/null | sed -n 's/^Docker version \([0-9]*\)\..*/\1/p'; }
-if [ "$(engine_version)" -lt 28 ] 2>/dev/null || [ -z "$(engine_version)" ]; then
+# An engine that already answers (DOCKER_HOST, or the default socket) is used as it is when it is 28+ with the
+# containerd image store (a GitHub runner once its workflow switched that on); otherwise this machine gets ours.
+modern_engine() { docker info -f '{{.ServerVersion}} {{.DriverStatus}}' 2>/dev/null | grep -qE '^(2[89]|[3-9][0-9])\..*snapshotter'; }
+existing=no
+if [ -z "${RIF_DOCKER_HOST:-}" ] && modern_engine; then existing=yes; fi
+if [ "$existing" = no ] && { [ -z "$(engine_version)" ] || [ "$(engine_version)" -lt 28 ]; }; then
   echo "setup: unpacking Debian sid's docker.io, containerd and docker-buildx into $ENGINE"
   debs=$(mktemp -d)
   sid_download "$debs" docker.io containerd docker-buildx
@@ -63,9 +68,12 @@ if [ "$(engine_version)" -lt 28 ] 2>/dev/null || [ -z "$(engine_version)" ]; the
   ln -sf "$(command -v tini-static)" "$ENGINE/usr/bin/docker-init"
   "$ENGINE/usr/sbin/dockerd" --version
 fi
-# buildx 0.29 (bake's entitlements, rewrite-timestamp, zstd) as the user's CLI plugin, replacing an older one.
+# buildx 0.18+ (bake's fs entitlements, rewrite-timestamp, zstd); else sid's 0.29 as the user's CLI plugin.
 buildx_minor=$(docker buildx version 2>/dev/null | sed -n 's/.* v\{0,1\}0\.\([0-9]*\).*/\1/p' || true)
-if [ "${buildx_minor:-0}" -lt 29 ]; then
+if [ "${buildx_minor:-0}" -lt 18 ]; then
+  [ -x "$ENGINE/usr/libexec/docker/cli-plugins/docker-buildx" ] || sid_download "$ENGINE.buildx" docker-buildx
+  for deb in "$ENGINE".buildx/*.deb; do [ -f "$deb" ] && dpkg-deb -x "$deb" "$ENGINE"; done
+  rm -rf "$ENGINE.buildx"
   echo "setup: installing docker-buildx into ~/.docker/cli-plugins"
   mkdir -p "$HOME/.docker/cli-plugins"
   install -m 0755 "$ENGINE/usr/libexec/docker/cli-plugins/docker-buildx" "$HOME/.docker/cli-plugins/docker-buildx"
@@ -84,7 +92,7 @@ wait_for() {  # wait_for WHAT SECONDS COMMAND...
 # digest validated is the digest pushed.
 ENGINE_RUN=${RIF_ENGINE_RUN:-/run/rif-engine}
 ENGINE_DATA=${RIF_ENGINE_DATA:-/var/lib/rif-engine}
-export DOCKER_HOST=${RIF_DOCKER_HOST:-unix://$ENGINE_RUN/docker.sock}
+if [ "$existing" = no ]; then export DOCKER_HOST=${RIF_DOCKER_HOST:-unix://$ENGINE_RUN/docker.sock}; fi
 if ! docker info >/dev/null 2>&1; then
   echo "setup: starting dockerd $(engine_version).x on $DOCKER_HOST"
   as_root mkdir -p "$ENGINE_RUN" "$ENGINE_DATA"
