@@ -61,7 +61,7 @@ def therock_like(dest: Path, targets: list[str], payload: int = 4096, numpy: str
 
 class WheelIndex:
     """A PEP 503 simple index of a folder of wheels, served over HTTP where BuildKit's RUN steps reach it
-    (the docker0 bridge), with PyPI's caching headers; it counts each wheel file's downloads."""
+    (loopback: builds run on the host network), with PyPI's caching headers; it counts each download."""
 
     def __init__(self, wheels: Path, host: str) -> None:
         self.wheels, self.downloads = wheels, Counter[str]()
