@@ -25,7 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 from builder.retry import RegistryError
 
@@ -38,7 +38,7 @@ DEADLINE_S = 60.0  # one request, start to last byte (redirects included)
 _CHUNK = 64 << 10
 
 
-def is_digest(value: object) -> bool:
+def is_digest(value: object) -> TypeGuard[str]:
     """A sha256 digest as registries and records spell it: nothing else reaches a page or a command line."""
     return isinstance(value, str) and DIGEST_RE.fullmatch(value) is not None
 

@@ -14,12 +14,14 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from builder import tags
+from builder import safefs, tags
 from builder.plan import usage_error
 from builder.render import template_dir
 from builder.site.model import Catalog, ImageEntry, human_size
 from builder.site.records import CHART_WIDTH, CHECK_STATUSES, MARKER, REFERENCES
 from builder.validate import Check
+
+MAX_MARKER_BYTES = 4 << 20
 
 # -- rendering ------------------------------------------------------------------------------------------------
 
@@ -142,26 +144,28 @@ def render_pages(catalog: Catalog) -> dict[str, str]:
 
 
 def write_site(out: Path, files: dict[str, str]) -> list[Path]:
-    """Write the files; a catalog written there before is replaced, nothing else in out is ever touched."""
+    """Write the files; a catalog written there before is replaced, nothing else in out is ever touched.
+
+    The marker's names are data from disk: only relative names inside out are removed, a link is removed
+    (never what it names), and files are written without following links (builder.safefs)."""
     marker = out / MARKER
     if out.exists() and not out.is_dir():
         raise usage_error("--out", f"{out} is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not marker.is_file():
+    if out.is_dir() and any(out.iterdir()) and not (marker.is_file() and not marker.is_symlink()):
         raise usage_error("--out", f"{out} is not empty and holds no catalog written by builder: give an empty "
                                    "or new directory")
     try:
-        previous = json.loads(marker.read_text(encoding="utf-8")).get("files", []) if marker.is_file() else []
-    except (OSError, ValueError, AttributeError):
-        previous = []
-    for name in previous:
-        old = out / str(name)
-        if isinstance(name, str) and ".." not in Path(name).parts and old.is_file() and name not in files:
-            old.unlink()
-    written = []
-    for name, text in sorted(files.items()):
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    marker.write_text(json.dumps({"files": sorted(files)}, indent=1) + "\n", encoding="utf-8")
+        listed = json.loads(safefs.read_regular(marker, MAX_MARKER_BYTES)).get("files", []) \
+            if marker.is_file() else []
+    except (OSError, ValueError, AttributeError, RecursionError):
+        listed = []
+    previous = listed if isinstance(listed, list) else []
+    try:
+        for name in previous:
+            if isinstance(name, str) and name not in files:
+                safefs.remove_inside(out, name)
+        written = [safefs.write_inside(out, name, text.encode("utf-8")) for name, text in sorted(files.items())]
+        safefs.write_inside(out, MARKER, (json.dumps({"files": sorted(files)}, indent=1) + "\n").encode())
+    except OSError as exc:
+        raise usage_error("--out", f"cannot write the catalog into {out}: {exc}") from None
     return written
