@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -281,3 +282,17 @@ def test_a_one_byte_at_a_time_server_cannot_hold_a_read_past_its_deadline(drip: 
     with pytest.raises(RegistryError, match="within 1 s"):
         client.blob("ns/r", BLOB_DIGEST)
     assert time.monotonic() - started < 5
+
+
+def test_diff_by_digest_never_reports_another_image(serve: Callable[..., Server], monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    from builder import diff
+
+    for name in ("RIF_REGISTRY_USER", "RIF_REGISTRY_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    reg = serve(lambda s: (200, {"Content-Type": "application/vnd.oci.image.index.v1+json"},
+                           json.dumps({"manifests": []}).encode() if "/referrers/" in s.path else OTHER))
+    ref = diff.parse_ref(f"{reg.address}/ns/r@{MANIFEST_DIGEST}", "A")
+    with pytest.raises(RegistryError, match="not sha256"):
+        diff.fetch(ref)
