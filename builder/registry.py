@@ -136,7 +136,8 @@ class RegistryClient:
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""
         found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
-        return list(_json(found.body, "tag list").get("tags") or []) if found is not None else []
+        listed = _json(found.body, "tag list").get("tags") if found is not None else None
+        return [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
 
     def digest(self, repository: str, tag: str) -> str | None:
         """The manifest digest a tag points at, or None when the tag does not exist."""
@@ -326,7 +327,7 @@ class RegistryClient:
             raise AuthError(f"token server {where} answered with a token that is no header value of at most "
                             f"{MAX_TOKEN_CHARS} printable characters: refused")
         lifetime = data.get("expires_in")
-        lifetime = lifetime if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
+        lifetime = min(lifetime, 86400) if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
         return _Token(value, time.monotonic() + max(lifetime - 5, 1))
 
     def _error(self, exc: urllib.error.HTTPError, method: str, path: str, repository: str) -> RegistryError:
@@ -357,8 +358,8 @@ def _basic(credentials: Credentials) -> str:
 def _json(body: bytes, what: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError:
-        raise RegistryError(f"the registry's {what} is not JSON") from None
+    except (ValueError, RecursionError):
+        raise RegistryError(f"the registry's {what} is not JSON (or is nested too deeply)") from None
     if not isinstance(data, dict):
         raise RegistryError(f"the registry's {what} is not a JSON object")
     return data
@@ -369,5 +370,5 @@ def _oci_error(exc: urllib.error.HTTPError) -> tuple[str | None, str]:
     try:
         first = json.loads(exc.read(65536))["errors"][0]
         return str(first["code"]), str(first.get("message", ""))[:200]
-    except (ValueError, KeyError, IndexError, TypeError, OSError):
+    except (ValueError, KeyError, IndexError, TypeError, OSError, RecursionError):
         return None, ""

@@ -296,3 +296,27 @@ def test_diff_by_digest_never_reports_another_image(serve: Callable[..., Server]
     ref = diff.parse_ref(f"{reg.address}/ns/r@{MANIFEST_DIGEST}", "A")
     with pytest.raises(RegistryError, match="not sha256"):
         diff.fetch(ref)
+
+
+def test_odd_json_from_a_registry_is_a_one_line_registry_error_or_ignored(serve: Callable[..., Server]) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    reg = serve(lambda s: (200, {}, deep) if "/manifests/" in s.path
+                else (500, {}, deep) if "/blobs/" in s.path else (200, {}, b'{"tags": [{"a": 1}, "ok", 5]}'))
+    client = RegistryClient(reg.address, policy=ONCE)
+    assert client.tags("ns/r") == ["ok"]
+    with pytest.raises(RegistryError, match="not JSON"):
+        client.config("ns/r", client.manifest("ns/r", "tag"))  # type: ignore[arg-type]
+    with pytest.raises(RegistryError, match="500"):
+        client.blob("ns/r", BLOB_DIGEST)
+
+
+def test_a_token_that_never_expires_is_no_crash(serve: Callable[..., Server]) -> None:
+    def answer(seen: Seen) -> Reply:
+        if seen.path.startswith("/token"):
+            return 200, {}, b'{"token": "T", "expires_in": 1%s}' % (b"0" * 400)
+        if seen.auth != "Bearer T":
+            return 401, {"WWW-Authenticate": f'Bearer realm="http://{reg.address}/token"'}, b""
+        return 200, {}, BLOB
+
+    reg = serve(answer)
+    assert RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST) == BLOB

@@ -27,6 +27,7 @@ from builder.site.records import (
 )
 
 MAX_HISTORY_CHARS = 16 << 10
+MAX_TAGS = 5000  # per repository: each is a few requests; the factory's matrix publishes about 200
 # what hostile registry data can raise while one tag is read: it costs that tag's page, with a warning
 TAG_FAULTS = (RegistryError, ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError)
 
@@ -38,7 +39,7 @@ def _fault(exc: BaseException) -> str:
 def _json(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise RegistryError("the registry's manifest is not JSON") from None
     if not isinstance(data, dict):
         raise RegistryError("the registry's manifest is not a JSON object")
@@ -181,7 +182,10 @@ def collect(reader: RegistryReader, registry: str, repositories: list[str], rows
     images: list[ImageEntry] = []
     for repository in repositories:
         path = f"{namespace}/{repository}" if namespace else repository
-        all_tags = sorted(t for t in set(reader.tags(path)) if not tags.REFERRERS_TAG_RE.fullmatch(t))
+        listed = [t for t in reader.tags(path) if isinstance(t, str)]
+        if len(listed) > MAX_TAGS:
+            warnings.append(f"{registry}/{repository}: {len(listed)} tags: only the first {MAX_TAGS} are read")
+        all_tags = sorted(t for t in set(listed[:MAX_TAGS]) if not tags.REFERRERS_TAG_RE.fullmatch(t))
         valid = [t for t in all_tags if tags.TAG_RE.fullmatch(t) and len(t) <= tags.MAX_TAG_CHARS]
         warnings += [f"{registry}/{repository}: tag {t!r} is not a valid tag: no page" for t in all_tags
                      if t not in valid]
