@@ -72,9 +72,9 @@ def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSo
         files = contents(tree, rendered)
         for rel, data in files.items():
             path = tree / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not _inside(tree, path):
+            if not _inside(tree, path):  # before mkdir: no folder is made through a link either
                 raise TreeError(f"{path.parent} leads out of {tree} (a symbolic link?): nothing written there")
+            path.parent.mkdir(parents=True, exist_ok=True)
             mode = 0o755 if rel.endswith(".pyz") else 0o644
             if _current(path, len(data)) != data:  # a link is replaced, never written through (builder.safefs)
                 safefs.write_inside(tree, rel, data, mode)

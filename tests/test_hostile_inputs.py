@@ -100,6 +100,13 @@ def test_render_out_replaces_linked_files_and_leaves_their_targets_alone(tmp_pat
     for victim in victims:
         assert victim.read_text() == "keep" and victim.stat().st_mode & 0o777 == 0o600
     assert not (out / imagetree.BAKE_FILE).is_symlink() and imagetree.drift(out, rendered) == []
+    victim_dir = tmp_path / "victim-dir"
+    victim_dir.mkdir()
+    (out / "cells").rename(tmp_path / "cells-moved")
+    (out / "cells").symlink_to(victim_dir)  # a folder that is a link: nothing is made or written through it
+    with pytest.raises(imagetree.TreeError, match="leads out of"):
+        imagetree.write(out, rendered, prune=True)
+    assert list(victim_dir.iterdir()) == []
 
 
 # -- records --------------------------------------------------------------------------------------------------
