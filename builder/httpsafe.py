@@ -143,26 +143,28 @@ class _Watchdog:
         self._timer.cancel()
 
 
+def _watched(connection: http.client.HTTPConnection, watchdog: _Watchdog) -> None:
+    """Every socket the connection opens (to the server, or to a proxy) is the watchdog's from its first byte:
+    a TLS handshake or a CONNECT answered one byte at a time is cut at the deadline too."""
+    def create(address: tuple[str, int], timeout: float | None = DEADLINE_S,
+               source_address: tuple[str, int] | None = None) -> socket.socket:
+        sock = socket.create_connection(address, min(timeout or DEADLINE_S, watchdog.remaining()), source_address)
+        watchdog.watch(sock)
+        return sock
+
+    connection._create_connection = create  # type: ignore[attr-defined]
+
+
 class _Http(http.client.HTTPConnection):
     def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._watchdog = watchdog
-
-    def connect(self) -> None:
-        self.timeout = min(self.timeout or DEADLINE_S, self._watchdog.remaining())
-        super().connect()
-        self._watchdog.watch(self.sock)
+        _watched(self, watchdog)
 
 
 class _Https(http.client.HTTPSConnection):
     def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._watchdog = watchdog
-
-    def connect(self) -> None:
-        self.timeout = min(self.timeout or DEADLINE_S, self._watchdog.remaining())
-        super().connect()
-        self._watchdog.watch(self.sock)
+        _watched(self, watchdog)
 
 
 class _HttpHandler(urllib.request.HTTPHandler):
@@ -225,7 +227,8 @@ def request(req: urllib.request.Request, limit: int, what: str, deadline_s: floa
             body = _read(exc, MAX_ERROR_BYTES, watchdog, what, cut=True) if exc.fp is not None else b""
             raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs, io.BytesIO(body)) from None
         except (OSError, http.client.HTTPException) as exc:
-            if watchdog.fired:
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            if watchdog.fired or isinstance(reason, TimeoutError):  # a socket's timeout ends at the deadline too
                 raise TimeoutError(f"{what}: no complete answer within {watchdog.seconds:g} s") from None
             if isinstance(exc, http.client.HTTPException):
                 raise ConnectionError(f"{what}: {type(exc).__name__}") from None
