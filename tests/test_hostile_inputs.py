@@ -14,7 +14,7 @@ import pytest
 
 from builder import imagetree, safefs, site
 from builder.display import safe
-from builder.registry import Manifest
+from builder.registry import Manifest, RegistryError
 from builder.render import bake_target, render_all
 from builder.site.records import MARKER, load_records
 from tests.conftest import ROOT, load_cells
@@ -238,3 +238,17 @@ def test_read_regular_refuses_links_fifos_and_oversize(tmp_path: Path) -> None:
             safefs.read_regular(path, limit)
     assert [safefs.relative_parts(n) for n in ("/etc/x", "../x", "a//b", "a/./b", "")] == [None] * 5
 
+
+
+class BrokenTagList(FakeRegistry):
+    def tags(self, repository: str) -> list[str]:
+        if repository.endswith("/broken"):
+            raise RegistryError("the registry's tag list is not JSON")
+        return super().tags(repository)
+
+
+def test_a_repository_whose_tag_list_is_unreadable_costs_only_its_pages() -> None:
+    reader = BrokenTagList()
+    reader.__dict__.update(one_image().__dict__)
+    catalog = site.collect(reader, REGISTRY, ["broken", "pytorch"], [], [])
+    assert [i.tag for i in catalog.images] == [ROCM_TAG] and "broken: tags unreadable" in " ".join(catalog.warnings)

@@ -182,7 +182,13 @@ def collect(reader: RegistryReader, registry: str, repositories: list[str], rows
     images: list[ImageEntry] = []
     for repository in repositories:
         path = f"{namespace}/{repository}" if namespace else repository
-        listed = [t for t in reader.tags(path) if isinstance(t, str)]
+        try:
+            listed = [t for t in reader.tags(path) if isinstance(t, str)]
+        except AuthError:
+            raise
+        except TAG_FAULTS as exc:  # a repository whose tag list cannot be read costs its pages only
+            warnings.append(f"{registry}/{repository}: tags unreadable: {_fault(exc)}: no pages")
+            continue
         if len(listed) > MAX_TAGS:
             warnings.append(f"{registry}/{repository}: {len(listed)} tags: only the first {MAX_TAGS} are read")
         all_tags = sorted(t for t in set(listed[:MAX_TAGS]) if not tags.REFERRERS_TAG_RE.fullmatch(t))
