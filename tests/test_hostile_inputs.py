@@ -252,3 +252,15 @@ def test_a_repository_whose_tag_list_is_unreadable_costs_only_its_pages() -> Non
     reader.__dict__.update(one_image().__dict__)
     catalog = site.collect(reader, REGISTRY, ["broken", "pytorch"], [], [])
     assert [i.tag for i in catalog.images] == [ROCM_TAG] and "broken: tags unreadable" in " ".join(catalog.warnings)
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000, b'{"bomFormat": "CycloneDX", "components": 5}',
+                                  b'{"bomFormat": "CycloneDX", "components": [5, {"purl": "pkg:pypi/a", "name": "a",'
+                                  b' "version": "1", "properties": [{"name": {"x": 1}}]}]}'])
+def test_a_hostile_sbom_is_an_sbom_error_or_skipped_entries(body: bytes) -> None:
+    from builder import sbom
+
+    try:
+        assert [p.name for p in sbom.parse(body)] in ([], ["a"])
+    except sbom.SbomError:
+        pass
