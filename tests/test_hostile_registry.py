@@ -7,7 +7,10 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -22,6 +25,7 @@ import pytest
 from builder import httpsafe, retry
 from builder.credentials import Credentials
 from builder.registry import RegistryClient, RegistryError
+from tests.conftest import ROOT
 
 ONCE = retry.Policy(attempts=1, backoff_s=0.01, total_s=5)
 CREDS = Credentials("alice", "s3cret", "test")
@@ -323,3 +327,36 @@ def test_a_token_that_never_expires_is_no_crash(serve: Callable[..., Server]) ->
 
     reg = serve(answer)
     assert RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST) == BLOB
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m builder ...` with no credentials of this machine and a time limit."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RIF_REGISTRY_")}
+    env["DOCKER_CONFIG"] = str(tmp_path)
+    return subprocess.run([sys.executable, "-m", "builder", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=60, check=False)
+
+
+def test_commands_against_a_hostile_registry_end_with_one_line(serve: Callable[..., Server], tmp_path: Path) -> None:
+    def answer(seen: Seen) -> Reply:
+        if seen.path.endswith("/tags/list"):
+            return 200, {}, json.dumps({"tags": ["good", "ftp", "lying"]}).encode()
+        if seen.path.endswith("/manifests/ftp"):
+            return 307, {"Location": "ftp://127.0.0.1:9/x"}, b""
+        if seen.path.endswith("/manifests/good"):
+            return 200, {}, MANIFEST
+        if "/manifests/" in seen.path:
+            return 200, {"Docker-Content-Digest": "sha256:$(touch /tmp/pwned)"}, MANIFEST
+        return 200, {}, BLOB
+
+    reg = serve(answer)
+    site = tmp_path / "site"
+    proc = cli(tmp_path, "catalog", "--registry", f"{reg.address}/ns", "--repository", "r", "--out", str(site))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("warning:") == 2  # each bad tag costs its page only
+    assert all(line.startswith("warning:") for line in proc.stderr.splitlines())
+    assert not any("$(touch" in p.read_text() for p in site.rglob("*") if p.is_file())
+    assert (site / "images" / "r" / "good.html").is_file()
+    proc = cli(tmp_path, "diff", f"{reg.address}/ns/r@{MANIFEST_DIGEST}", f"{reg.address}/ns/r:good")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error:")
