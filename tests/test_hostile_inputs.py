@@ -267,3 +267,14 @@ def test_a_hostile_sbom_is_an_sbom_error_or_loses_only_odd_entries(body: bytes, 
             sbom.parse(body)
     else:
         assert [p.name for p in sbom.parse(body)] == names
+
+
+def test_hostile_labels_cost_nothing_but_their_own_text() -> None:
+    fake = FakeRegistry()
+    fake.push("rocm/pytorch", [ROCM_TAG], labels(ROCM_TAG, HASH_ROCM), [10], ["x"])
+    odd = labels(ROCM_TAG, HASH_ROCM, **{"org.rocm-image-factory.rocm": "9" * 5000,
+                                         "org.rocm-image-factory.gfx-targets": "," * 10_000 + "gfx942"})
+    fake.push("rocm/pytorch", ["other"], odd, [10], ["x"])
+    catalog = site.collect(fake, REGISTRY, ["pytorch"], [], [])
+    pages = site.render_pages(catalog)
+    assert "images/pytorch/other.html" in pages and f"images/pytorch/{ROCM_TAG}.html" in pages
