@@ -278,3 +278,18 @@ def test_hostile_labels_cost_nothing_but_their_own_text() -> None:
     catalog = site.collect(fake, REGISTRY, ["pytorch"], [], [])
     pages = site.render_pages(catalog)
     assert "images/pytorch/other.html" in pages and f"images/pytorch/{ROCM_TAG}.html" in pages
+
+
+def test_a_page_that_cannot_be_rendered_costs_only_itself() -> None:
+    from builder.site.model import Layer
+
+    fake = one_image()
+    fake.push("rocm/pytorch", ["other"], labels(ROCM_TAG, HASH_ROCM), [10], ["x"])
+    catalog = site.collect(fake, REGISTRY, ["pytorch"], [], [])
+    broken = next(i for i in catalog.images if i.tag == "other")
+    broken.published = type(broken.published)(**{**broken.published.__dict__,
+                                                  "layers": [Layer("x", "not a size")]})  # type: ignore[arg-type]
+    pages = site.render_pages(catalog)
+    assert f"images/pytorch/{ROCM_TAG}.html" in pages and "images/pytorch/other.html" not in pages
+    assert "other: page not rendered (TypeError)" in " ".join(catalog.warnings)
+    assert "pytorch/other" not in pages["index.html"]

@@ -121,22 +121,37 @@ def _counts(checks: Iterable[Check]) -> str:
     return ", ".join(f"{n} {names[s]}" for s, n in counts.items() if n) or f"{len(checks)} checks"
 
 
+PAGE_FAULTS = (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError)
+
+
 def render_pages(catalog: Catalog) -> dict[str, str]:
-    """Every file of the site, by its path under the site (pure: no I/O but reading the templates)."""
+    """Every file of the site, by its path under the site (no I/O but reading the templates).
+
+    An image whose page cannot be rendered (data no check foresaw) is taken out of the catalog with a warning,
+    and the rest rendered again without it: it costs its page, not the site."""
     html, md = _environments()
     style, script = _assets()
     common = {"catalog": catalog, "style": Markup(style), "counts": _counts}
-    files = {
-        "index.html": html.get_template("index.html").render(
-            **common, script=Markup(script), csp=_csp(style, script), root="",
-            compressed=chart(catalog, "compressed"), installed=chart(catalog, "installed")),
-        "index.md": md.get_template("index.md").render(**common),
-    }
-    for image in catalog.images:
-        root = "../" * image.page.count("/")
-        files[image.page + ".html"] = html.get_template("image.html").render(
-            **common, image=image, csp=_csp(style, None), root=root)
-        files[image.page + ".md"] = md.get_template("image.md").render(**common, image=image, root=root)
+    while True:
+        files: dict[str, str] = {}
+        bad = []
+        for image in catalog.images:
+            root = "../" * image.page.count("/")
+            try:
+                files[image.page + ".html"] = html.get_template("image.html").render(
+                    **common, image=image, csp=_csp(style, None), root=root)
+                files[image.page + ".md"] = md.get_template("image.md").render(**common, image=image, root=root)
+            except PAGE_FAULTS as exc:
+                bad.append(image)
+                catalog.warnings.append(f"{image.reference}:{image.tag}: page not rendered ({type(exc).__name__}): "
+                                        "no page")
+        if not bad:
+            break
+        catalog.images = [i for i in catalog.images if i not in bad]
+    files["index.html"] = html.get_template("index.html").render(
+        **common, script=Markup(script), csp=_csp(style, script), root="",
+        compressed=chart(catalog, "compressed"), installed=chart(catalog, "installed"))
+    files["index.md"] = md.get_template("index.md").render(**common)
     merged = [i.record.as_json() for i in catalog.images if i.record] + [r.as_json() for r in catalog.failed]
     files["records.json"] = json.dumps({"registry": catalog.registry, "complete": True, "finished": catalog.generated,
                                         "images": merged}, indent=1) + "\n"
