@@ -14,6 +14,8 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from builder.yamlsrc import FILE_KINDS
+
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -33,7 +35,8 @@ def read_regular(path: Path, limit: int, *, follow: bool = False, cut: bool = Fa
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafePath(errno.EINVAL, "not a regular file", str(path))
+            kind = FILE_KINDS.get(stat.S_IFMT(info.st_mode), "something else")
+            raise UnsafePath(errno.EINVAL, f"{kind}, not a regular file", str(path))
         if info.st_size > limit and not cut:
             raise UnsafePath(errno.EFBIG, f"larger than {limit} bytes", str(path))
         data = f.read(limit + 1)  # /proc and sysfs files say 0 or 4096 whatever they hold
