@@ -14,6 +14,7 @@ from typing import Any
 
 from builder import credentials as creds
 from builder import sbom
+from builder.httpsafe import is_digest
 from builder.plan import usage_error
 from builder.registry import RegistryClient
 
@@ -66,11 +67,18 @@ def fetch(ref: ImageRef, insecure: frozenset[str] = frozenset()) -> Inventory:
     if not found:
         raise NoSbom(f"{ref} ({manifest.digest}) has no SBOM attached (no {sbom.MEDIA_TYPE} referrer, and no "
                      "referrers tag listing one): was it published before SBOMs were attached?")
-    artifact = api.manifest(ref.repository, str(found[-1]["digest"]))
+    listed = found[-1].get("digest")
+    if not is_digest(listed):
+        raise NoSbom(f"{ref}: its SBOM artifact is listed under no sha256 digest")
+    artifact = api.manifest(ref.repository, listed)  # checked against that digest by the client
     if artifact is None:
-        raise NoSbom(f"{ref}: its SBOM artifact {found[-1]['digest']} is listed but missing")
-    layers = [layer for layer in json.loads(artifact.body).get("layers", [])
-              if layer.get("mediaType") == sbom.MEDIA_TYPE]
+        raise NoSbom(f"{ref}: its SBOM artifact {listed} is listed but missing")
+    try:
+        body = json.loads(artifact.body)
+        layers = [layer for layer in body.get("layers") or [] if isinstance(layer, dict)
+                  and layer.get("mediaType") == sbom.MEDIA_TYPE and is_digest(layer.get("digest"))]
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        raise NoSbom(f"{ref}: its SBOM artifact {artifact.digest} is not a manifest") from None
     if not layers:
         raise NoSbom(f"{ref}: its SBOM artifact {artifact.digest} holds no {sbom.MEDIA_TYPE} layer")
     try:

@@ -29,15 +29,24 @@ if TYPE_CHECKING:
 # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# control characters (newlines too: one value never forges a second line) and the invisible format
+# characters that reorder or hide text on a terminal (U+202E right-to-left override, zero-width spaces, ...)
+CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+                     "\ufff9-\ufffb]")
 COLORS = {"published": "green", "validated": "green", "built": "green", "skipped": "cyan", "failed": "red",
           "would-build": "yellow", "would-skip": "cyan", "not-attempted": "yellow", "planned": "yellow"}
 CHECK_COLORS = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "magenta", "info": "cyan"}
 
 
 def safe(text: object) -> str:
-    """Text from outside, made printable: control characters shown as \\xNN, rich markup escaped."""
-    return escape(CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text)))
+    """Text from outside, made printable on one line: control characters (newline included) shown as \\xNN,
+    invisible format characters (U+202E) as \\uNNNN, rich markup escaped."""
+    return escape(CONTROL.sub(_shown, str(text)))
+
+
+def _shown(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def error(message: str) -> None:

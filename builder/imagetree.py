@@ -20,13 +20,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from builder import bakefile
+from builder import bakefile, safefs
 from builder.lockfile import BASE_FILE, LOCK_DIR, pins_of
 from builder.render import WHEELS_DIR, RenderedCell, WheelSource, step_wheels, tree_files
 
 MANIFEST = ".rif-rendered.json"
 BAKE_FILE = "docker-bake.json"
 DOCKERFILE = "Dockerfile"
+MAX_MANIFEST_BYTES = 16 << 20
 _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -51,8 +52,8 @@ def contents(tree: Path, rendered: list[RenderedCell]) -> dict[str, bytes]:
 def written_before(tree: Path) -> set[str]:
     """Files the manifest says the factory wrote; paths that could leave the tree are ignored."""
     try:
-        data = json.loads((tree / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(safefs.read_regular(tree / MANIFEST, MAX_MANIFEST_BYTES))
+    except (OSError, ValueError, RecursionError):
         return set()
     if not isinstance(data, dict):
         return set()
@@ -71,19 +72,21 @@ def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSo
         files = contents(tree, rendered)
         for rel, data in files.items():
             path = tree / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not _inside(tree, path):
+            if not _inside(tree, path):  # before mkdir: no folder is made through a link either
                 raise TreeError(f"{path.parent} leads out of {tree} (a symbolic link?): nothing written there")
-            if not path.is_file() or path.read_bytes() != data:
-                path.write_bytes(data)
-            path.chmod(0o755 if rel.endswith(".pyz") else 0o644)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            mode = 0o755 if rel.endswith(".pyz") else 0o644
+            if _current(path, len(data)) != data:  # a link is replaced, never written through (builder.safefs)
+                safefs.write_inside(tree, rel, data, mode)
+            else:
+                path.chmod(mode)  # the same regular file (never a link): BuildKit sees nothing new
         owned = set(files) | _link_wheels(tree, source or WheelSource(), rendered)
         stale = sorted(written_before(tree) - owned)
         if prune:
             _remove_ours(tree, stale)
         else:
             owned |= {p for p in stale if (tree / p).exists()}  # still ours, kept: a later --prune may remove it
-        (tree / MANIFEST).write_text(json.dumps({"files": sorted(owned)}, indent=1) + "\n", encoding="utf-8")
+        safefs.write_inside(tree, MANIFEST, (json.dumps({"files": sorted(owned)}, indent=1) + "\n").encode())
     except OSError as exc:
         raise TreeError(f"cannot write {tree}: {exc.strerror or exc}") from exc
     return [tree / rel for rel in files]
@@ -143,6 +146,14 @@ def _link(wheel: Path, tree: Path, folder: str) -> str:
         except OSError:
             shutil.copy2(wheel, dest)
     return f"{folder}/{wheel.name}"
+
+
+def _current(path: Path, size: int) -> bytes | None:
+    """What a regular file (not a link) at path holds, when it is no larger than size; else None."""
+    try:
+        return safefs.read_regular(path, size)
+    except OSError:
+        return None
 
 
 def _norm(name: str) -> str:

@@ -161,5 +161,5 @@ def compressed_size(body: bytes) -> int | None:
     try:
         data = json.loads(body)
         return int(data["config"]["size"]) + sum(int(layer["size"]) for layer in data["layers"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: a size of 1e400
         return None

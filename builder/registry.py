@@ -9,6 +9,8 @@ and for the hosts named insecure (`--insecure-registry`, as Docker's `insecure-r
 any other host gets no password over plain HTTP, whatever the registry says.
 Every failure is a RegistryError carrying the HTTP status, the registry's error code and message, and what
 to do about it (builder.hints); the one retry policy (builder.retry) decides what is worth another try.
+Every request goes through builder.httpsafe (credentials kept on their origin, proxies, size caps, a total
+deadline), and every manifest and blob read is checked against the digest of its bytes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder import hints, retry
+from builder import hints, httpsafe, retry
 from builder.credentials import Credentials, describe
 from builder.retry import AuthError, RegistryError, TransientError
 
@@ -37,6 +39,9 @@ MANIFEST_TYPES = (
 TIMEOUT_S = 60
 TOKEN_LIFETIME_S = 60  # the token spec's default when the server names no expires_in
 WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
+REFERENCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a tag, as the distribution spec spells it
+MAX_TOKEN_CHARS = 16 << 10
+TOKEN_RE = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")  # one header value: no space, no CR/LF
 
 __all__ = ["AuthError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback", "plain_http_ok",
            "referrers_tag"]
@@ -108,6 +113,7 @@ class RegistryClient:
         self.policy = policy
         self._tokens: dict[tuple[str, str], _Token] = {}
         self._basic = False  # the registry asked for Basic: send it from now on
+        self.deadline_s = httpsafe.DEADLINE_S  # one request, start to last byte
 
     # -- reads -------------------------------------------------------------------------------------
     def ping(self, repository: str, write: bool = False) -> None:
@@ -130,7 +136,8 @@ class RegistryClient:
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""
         found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
-        return list(_json(found.body, "tag list").get("tags") or []) if found is not None else []
+        listed = _json(found.body, "tag list").get("tags") if found is not None else None
+        return [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
 
     def digest(self, repository: str, tag: str) -> str | None:
         """The manifest digest a tag points at, or None when the tag does not exist."""
@@ -138,19 +145,26 @@ class RegistryClient:
         return found.digest if found else None
 
     def manifest(self, repository: str, reference: str) -> Manifest | None:
+        """The manifest under a tag or a digest; its digest is that of the bytes served, checked against the
+        reference when it is a digest and against the registry's Docker-Content-Digest when it sends one."""
+        if not (httpsafe.is_digest(reference) or REFERENCE_RE.fullmatch(reference)):
+            raise RegistryError(f"{reference[:80]!r} is neither a tag nor a sha256 digest: not asked for")
         found = self._call("GET", f"{repository}/manifests/{reference}", repository, accept=MANIFEST_TYPES,
-                           missing_ok=True)
+                           missing_ok=True, limit=httpsafe.MAX_MANIFEST_BYTES)
         if found is None:
             return None
-        headers = found.headers
-        return Manifest(found.body, headers.get("content-type", ""), headers.get("docker-content-digest", ""))
+        what = f"{self.address}/{repository} manifest {reference}"
+        digest = httpsafe.verify_digest(found.body, reference if reference.startswith("sha256:") else None, what)
+        httpsafe.verify_digest(found.body, found.headers.get("docker-content-digest"), what)
+        return Manifest(found.body, found.headers.get("content-type", ""), digest)
 
     def config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
-        """A published image's config blob (labels, history), read without a pull."""
-        config_digest = _json(manifest.body, "manifest")["config"]["digest"]
-        blob = self._call("GET", f"{repository}/blobs/{config_digest}", repository)
-        assert blob is not None
-        return _json(blob.body, "image config")
+        """A published image's config blob (labels, history), read without a pull, checked against its digest."""
+        config = _json(manifest.body, "manifest").get("config")
+        config_digest = config.get("digest") if isinstance(config, dict) else None
+        if not httpsafe.is_digest(config_digest):
+            raise RegistryError(f"{self.address}/{repository}: manifest {manifest.digest} names no sha256 config")
+        return _json(self.blob(repository, str(config_digest)), "image config")
 
     def config_labels(self, repository: str, tag: str) -> dict[str, str]:
         """Labels of a published image, read from its config blob (no pull needed)."""
@@ -161,10 +175,11 @@ class RegistryClient:
 
     def blob(self, repository: str, digest: str) -> bytes:
         """A blob's bytes, checked against its digest."""
+        if not httpsafe.is_digest(digest):
+            raise RegistryError(f"{self.address}/{repository}: {digest[:80]!r} is not a sha256 digest: not asked for")
         found = self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*")
         assert found is not None
-        if "sha256:" + hashlib.sha256(found.body).hexdigest() != digest:
-            raise RegistryError(f"{self.address}/{repository}: blob {digest} does not match its digest")
+        httpsafe.verify_digest(found.body, digest, f"{self.address}/{repository} blob {digest}")
         return found.body
 
     def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[dict[str, Any]]:
@@ -224,16 +239,16 @@ class RegistryClient:
     # -- plumbing ----------------------------------------------------------------------------------
     def _call(self, method: str, path: str, repository: str, *, accept: str = "application/json",
               body: bytes | None = None, content_type: str | None = None, missing_ok: bool = False,
-              write: bool | None = None) -> _Response | None:
+              write: bool | None = None, limit: int = httpsafe.MAX_BLOB_BYTES) -> _Response | None:
         scope = "pull,push" if (method in WRITES if write is None else write) else "pull"
 
         def once() -> _Response | None:
-            return self._once(method, path, repository, scope, accept, body, content_type, missing_ok)
+            return self._once(method, path, repository, scope, accept, body, content_type, missing_ok, limit)
 
         return retry.call(once, f"{method} {self.address}/v2/{path}", self.policy)
 
     def _once(self, method: str, path: str, repository: str, scope: str, accept: str, body: bytes | None,
-              content_type: str | None, missing_ok: bool) -> _Response | None:
+              content_type: str | None, missing_ok: bool, limit: int) -> _Response | None:
         for attempt in (1, 2):
             req = urllib.request.Request(f"{self.base}/{path}", method=method, data=body, headers={"Accept": accept})
             if content_type:
@@ -242,8 +257,8 @@ class RegistryClient:
             if auth:
                 req.add_header("Authorization", auth)
             try:
-                with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
-                    return _Response(bytes(resp.read()), {k.lower(): v for k, v in resp.headers.items()})
+                got = httpsafe.request(req, limit, f"{method} {self.address}/v2/{path}", self.deadline_s)
+                return _Response(got.body, got.headers)
             except urllib.error.HTTPError as exc:
                 if exc.code == 404 and missing_ok:
                     return None
@@ -296,8 +311,8 @@ class RegistryClient:
                                 "there")
             req.add_header("Authorization", _basic(self.credentials))
         try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
-                data = _json(resp.read(), f"token from {where}")
+            got = httpsafe.request(req, httpsafe.MAX_TOKEN_BYTES, f"token from {where}", self.deadline_s)
+            data = _json(got.body, f"token from {where}")
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
                 code, message = _oci_error(exc)
@@ -308,8 +323,11 @@ class RegistryClient:
         value = data.get("token") or data.get("access_token")
         if not isinstance(value, str) or not value:
             raise AuthError(f"token server {where} answered without a token")
+        if not TOKEN_RE.fullmatch(value):
+            raise AuthError(f"token server {where} answered with a token that is no header value of at most "
+                            f"{MAX_TOKEN_CHARS} printable characters: refused")
         lifetime = data.get("expires_in")
-        lifetime = lifetime if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
+        lifetime = min(lifetime, 86400) if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
         return _Token(value, time.monotonic() + max(lifetime - 5, 1))
 
     def _error(self, exc: urllib.error.HTTPError, method: str, path: str, repository: str) -> RegistryError:
@@ -340,8 +358,8 @@ def _basic(credentials: Credentials) -> str:
 def _json(body: bytes, what: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError:
-        raise RegistryError(f"the registry's {what} is not JSON") from None
+    except (ValueError, RecursionError):
+        raise RegistryError(f"the registry's {what} is not JSON (or is nested too deeply)") from None
     if not isinstance(data, dict):
         raise RegistryError(f"the registry's {what} is not a JSON object")
     return data
@@ -352,5 +370,5 @@ def _oci_error(exc: urllib.error.HTTPError) -> tuple[str | None, str]:
     try:
         first = json.loads(exc.read(65536))["errors"][0]
         return str(first["code"]), str(first.get("message", ""))[:200]
-    except (ValueError, KeyError, IndexError, TypeError, OSError):
+    except (ValueError, KeyError, IndexError, TypeError, OSError, RecursionError):
         return None, ""

@@ -184,18 +184,23 @@ def parse(body: bytes) -> list[Package]:
     """The packages of a CycloneDX JSON document (one this factory wrote, or any with deb/pypi purls)."""
     try:
         doc = json.loads(body)
-    except ValueError:
-        raise SbomError("the SBOM is not JSON") from None
+    except (ValueError, RecursionError):
+        raise SbomError("the SBOM is not JSON (or is nested too deeply)") from None
     if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
         raise SbomError("the SBOM is not a CycloneDX document")
     found = []
-    for c in doc.get("components") or []:
+    components = doc.get("components")
+    for c in components if isinstance(components, list) else []:
+        if not isinstance(c, dict):  # a document from a registry is data: one odd entry is skipped
+            continue
         ref = str(c.get("purl") or "")
         ecosystem: Ecosystem | None = "deb" if ref.startswith("pkg:deb/") else \
             "pypi" if ref.startswith("pkg:pypi/") else None
         if ecosystem is None or not c.get("name") or c.get("version") is None:
             continue
-        props = {p.get("name"): p.get("value") for p in c.get("properties") or [] if isinstance(p, dict)}
+        properties = c.get("properties")
+        props = {p["name"]: p.get("value") for p in properties
+                 if isinstance(p, dict) and isinstance(p.get("name"), str)} if isinstance(properties, list) else {}
         arch = urllib.parse.parse_qs(urllib.parse.urlsplit(ref).query).get("arch", [None])[0]
         found.append(Package(ecosystem, str(c["name"]), str(c["version"]), arch, props.get(RECORD_PROPERTY)))
     return sorted(found)

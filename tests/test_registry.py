@@ -8,6 +8,7 @@ test_publish.py; this file pins the protocol rules that those cannot show.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import socket
 import threading
@@ -83,9 +84,10 @@ def server() -> Iterator[Callable[[Callable[[Seen], Reply]], Scripted]]:
         httpd.server_close()
 
 
-MANIFEST = json.dumps({"schemaVersion": 2, "config": {"digest": "sha256:c", "size": 1}, "layers": []}).encode()
+MANIFEST = json.dumps({"schemaVersion": 2, "config": {"digest": "sha256:" + "c" * 64, "size": 1},
+                       "layers": []}).encode()
 MANIFEST_HEADERS = {"Content-Type": "application/vnd.docker.distribution.manifest.v2+json",
-                    "Docker-Content-Digest": "sha256:" + "a" * 64}
+                    "Docker-Content-Digest": "sha256:" + hashlib.sha256(MANIFEST).hexdigest()}  # what it is
 
 
 def oci_error(status: int, code: str, message: str) -> Reply:

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from builder import tags
+from builder import safefs, tags
+from builder.httpsafe import is_digest
 from builder.imagetree import BAKE_FILE
 from builder.publish import compressed_size
 from builder.registry import Manifest
@@ -25,23 +26,38 @@ from builder.site.records import (
     _str,
 )
 
+MAX_HISTORY_CHARS = 16 << 10
+MAX_TAGS = 5000  # per repository: each is a few requests; the factory's matrix publishes about 200
+# what hostile registry data can raise while one tag is read: it costs that tag's page, with a warning
+TAG_FAULTS = (RegistryError, ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError)
+
+
+def _fault(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, RegistryError) else f"unreadable data ({type(exc).__name__})"
+
 
 def _json(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise RegistryError("the registry's manifest is not JSON") from None
     if not isinstance(data, dict):
         raise RegistryError("the registry's manifest is not a JSON object")
     return data
 
 
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _step(created_by: str) -> str:
     """A history line as the Dockerfile said it: `RUN apt-get ...`, not `|1 ARG=v /bin/sh -c apt-get ...`."""
+    created_by = created_by[:MAX_HISTORY_CHARS]  # the step is cut to MAX_STEP_CHARS anyway
     nop = re.match(r"^/bin/sh -c #\(nop\)\s*(.*)$", created_by, re.S)
     if nop:
         return nop.group(1).strip()
-    run = re.match(r"^(?:\|\d+ (?:\S+=\S* )*)?/bin/sh -c (.*)$", created_by, re.S)
+    # an ARG's name holds no `=`, so each `NAME=value ` splits one way only: no backtracking (ReDoS)
+    run = re.match(r"^(?:\|\d{1,4} (?:[^\s=]+=\S* )*)?/bin/sh -c (.*)$", created_by, re.S)
     if run:
         return "RUN " + run.group(1).strip()
     return created_by.strip()
@@ -56,28 +72,34 @@ def _image_manifest(reader: RegistryReader, repository: str, tag: str) -> tuple[
     if not isinstance(entries, list):
         return found, found
     for entry in entries:
-        platform = (entry.get("platform") or {}) if isinstance(entry, dict) else {}
-        if platform.get("os") == "linux" and platform.get("architecture") == "amd64":
-            inner = reader.manifest(repository, str(entry.get("digest")))
+        platform = entry.get("platform") if isinstance(entry, dict) else None
+        if isinstance(platform, dict) and platform.get("os") == "linux" and platform.get("architecture") == "amd64":
+            digest = entry.get("digest")
+            if not is_digest(digest):
+                raise RegistryError(f"the index of {tag} names its linux/amd64 image by no sha256 digest")
+            inner = reader.manifest(repository, str(digest))
             return (found, inner) if inner is not None else None
     return None
 
 
 def _published(reader: RegistryReader, repository: str, top: Manifest, image: Manifest) -> Published:
+    for digest in (top.digest, image.digest):
+        if not is_digest(digest):  # the registry client computes it from the bytes; a reader must too
+            raise RegistryError(f"manifest digest {digest[:80]!r} is not a sha256 digest")
     config = reader.config(repository, image)
     manifest = _json(image.body)
     container = config.get("config")
     raw_labels = container.get("Labels") if isinstance(container, dict) else None
     labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, dict) else {}
-    sizes = [_int(layer.get("size")) for layer in manifest.get("layers") or [] if isinstance(layer, dict)]
-    history = [h for h in config.get("history") or [] if isinstance(h, dict) and not h.get("empty_layer")]
+    sizes = [_int(layer.get("size")) for layer in _list(manifest.get("layers")) if isinstance(layer, dict)]
+    history = [h for h in _list(config.get("history")) if isinstance(h, dict) and not h.get("empty_layer")]
     layers = []
     for index, size in enumerate(sizes):
         entry = history[index] if index < len(history) else {}
         step = _step(str(entry.get("created_by") or "")) or str(entry.get("comment") or "")
         layers.append(Layer(step[:MAX_STEP_CHARS] + ("…" if len(step) > MAX_STEP_CHARS else ""), size))
     platform = "/".join(str(config.get(k)) for k in ("os", "architecture") if config.get(k))
-    return Published(top.digest, labels, compressed_size(image.body), _str(config.get("created")),
+    return Published(top.digest, labels, _int(compressed_size(image.body)), _str(config.get("created")),
                      platform or "unknown", layers)
 
 
@@ -117,21 +139,39 @@ def _dockerfile(dirs: list[Path], names: list[str], content_hash: str | None) ->
 
 
 def _bake_target_file(directory: Path, tag: str) -> tuple[str, str, str | None] | None:
+    """Files are read as builder.safefs reads a tree: regular files inside it, never through a link."""
     bake_file = directory / BAKE_FILE
     try:
-        if bake_file.stat().st_size > MAX_BAKE_BYTES:
-            return None
-        target = json.loads(bake_file.read_text(encoding="utf-8"))["target"][bake_target(tag)]
+        target = json.loads(safefs.read_regular(bake_file, MAX_BAKE_BYTES))["target"][bake_target(tag)]
         dockerfile, stage = str(target["dockerfile"]), str(target["target"])
         content_hash = target.get("labels", {}).get(tags.HASH_LABEL)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        path = directory / dockerfile
+        if not all(tags.TAG_RE.fullmatch(part) for part in Path(dockerfile).parts) \
+                or not safefs.inside(directory, path):
+            return None
+        text = safefs.read_regular(path, MAX_DOCKERFILE_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
-    path = directory / dockerfile
-    if not all(tags.TAG_RE.fullmatch(part) for part in Path(dockerfile).parts) or not path.is_file() \
-            or path.stat().st_size > MAX_DOCKERFILE_BYTES:
-        return None
-    text = path.read_text(encoding="utf-8", errors="replace")
     return text, f"{path} (target {stage})", content_hash if isinstance(content_hash, str) else None
+
+
+def _join(entry: ImageEntry, rows: list[RecordRow], repository: str, immutable: set[str],
+          by_digest: dict[str, list[str]], dockerfile_dirs: list[Path]) -> None:
+    """An entry's record, immutable tags, aliases and Dockerfile."""
+    labels = entry.published.labels
+    own, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
+    entry.record = _best_row([r for r in rows if r.repository == repository], entry.tag, entry.digest,
+                             content_hash)
+    candidates = [tags.immutable_tag(own, content_hash)] if own and content_hash else []
+    if entry.record and entry.record.immutable_tag:
+        candidates.append(entry.record.immutable_tag)
+    entry.immutable_tag = next((c for c in candidates if c in immutable), None)
+    entry.also_tagged = [t for t in by_digest.get(entry.digest, []) if t != entry.tag]
+    entry.earlier = sorted(t for t in immutable if t != entry.immutable_tag
+                           and tags.IMMUTABLE_SUFFIX_RE.sub("", t) == entry.tag)
+    found_file = _dockerfile(dockerfile_dirs, [entry.tag, *([own] if own else [])], content_hash)
+    if found_file:
+        entry.dockerfile, entry.dockerfile_source, entry.dockerfile_hash = found_file
 
 
 def collect(reader: RegistryReader, registry: str, repositories: list[str], rows: list[RecordRow],
@@ -142,7 +182,16 @@ def collect(reader: RegistryReader, registry: str, repositories: list[str], rows
     images: list[ImageEntry] = []
     for repository in repositories:
         path = f"{namespace}/{repository}" if namespace else repository
-        all_tags = sorted(t for t in set(reader.tags(path)) if not tags.REFERRERS_TAG_RE.fullmatch(t))
+        try:
+            listed = [t for t in reader.tags(path) if isinstance(t, str)]
+        except AuthError:
+            raise
+        except TAG_FAULTS as exc:  # a repository whose tag list cannot be read costs its pages only
+            warnings.append(f"{registry}/{repository}: tags unreadable: {_fault(exc)}: no pages")
+            continue
+        if len(listed) > MAX_TAGS:
+            warnings.append(f"{registry}/{repository}: {len(listed)} tags: only the first {MAX_TAGS} are read")
+        all_tags = sorted(t for t in set(listed[:MAX_TAGS]) if not tags.REFERRERS_TAG_RE.fullmatch(t))
         valid = [t for t in all_tags if tags.TAG_RE.fullmatch(t) and len(t) <= tags.MAX_TAG_CHARS]
         warnings += [f"{registry}/{repository}: tag {t!r} is not a valid tag: no page" for t in all_tags
                      if t not in valid]
@@ -164,27 +213,18 @@ def collect(reader: RegistryReader, registry: str, repositories: list[str], rows
                     published = configs[top.digest] = _published(reader, path, top, image)
             except AuthError:
                 raise
-            except RegistryError as exc:  # one unreadable tag costs its page, not the catalog
-                warnings.append(f"{registry}/{repository}:{tag}: {exc}: no page")
+            except TAG_FAULTS as exc:  # one unreadable or hostile tag costs its page, not the catalog
+                warnings.append(f"{registry}/{repository}:{tag}: {_fault(exc)}: no page")
                 continue
             by_digest.setdefault(top.digest, []).append(tag)
             if tag != tags.LATEST:
                 entries.append(ImageEntry(tag, repository, f"{host}/{path}", published))
-        for entry in entries:
-            labels = entry.published.labels
-            own, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
-            entry.record = _best_row([r for r in rows if r.repository == repository], entry.tag, entry.digest,
-                                     content_hash)
-            candidates = [tags.immutable_tag(own, content_hash)] if own and content_hash else []
-            if entry.record and entry.record.immutable_tag:
-                candidates.append(entry.record.immutable_tag)
-            entry.immutable_tag = next((c for c in candidates if c in immutable), None)
-            entry.also_tagged = [t for t in by_digest.get(entry.digest, []) if t != entry.tag]
-            entry.earlier = sorted(t for t in immutable if t != entry.immutable_tag
-                                   and tags.IMMUTABLE_SUFFIX_RE.sub("", t) == entry.tag)
-            found_file = _dockerfile(dockerfile_dirs, [entry.tag, *([own] if own else [])], content_hash)
-            if found_file:
-                entry.dockerfile, entry.dockerfile_source, entry.dockerfile_hash = found_file
+        for entry in list(entries):
+            try:
+                _join(entry, rows, repository, immutable, by_digest, dockerfile_dirs)
+            except TAG_FAULTS as exc:
+                warnings.append(f"{registry}/{repository}:{entry.tag}: {_fault(exc)}: no page")
+                entries.remove(entry)
         images += entries
     on_site = {(i.repository, t) for i in images for t in (i.tag, *i.also_tagged)}
     newest: dict[tuple[str, str], RecordRow] = {}

@@ -202,7 +202,7 @@ class Catalog:
 
 
 def _version_key(value: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"\d+", value)) or (-1,)
+    return tuple(int(n) for n in re.findall(r"[0-9]{1,9}", value)) or (-1,)  # a label is data: no 5000-digit int
 
 
 def human_size(n: int | None) -> str:

@@ -14,12 +14,14 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from builder import tags
+from builder import safefs, tags
 from builder.plan import usage_error
 from builder.render import template_dir
 from builder.site.model import Catalog, ImageEntry, human_size
 from builder.site.records import CHART_WIDTH, CHECK_STATUSES, MARKER, REFERENCES
 from builder.validate import Check
+
+MAX_MARKER_BYTES = 4 << 20
 
 # -- rendering ------------------------------------------------------------------------------------------------
 
@@ -119,22 +121,37 @@ def _counts(checks: Iterable[Check]) -> str:
     return ", ".join(f"{n} {names[s]}" for s, n in counts.items() if n) or f"{len(checks)} checks"
 
 
+PAGE_FAULTS = (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError)
+
+
 def render_pages(catalog: Catalog) -> dict[str, str]:
-    """Every file of the site, by its path under the site (pure: no I/O but reading the templates)."""
+    """Every file of the site, by its path under the site (no I/O but reading the templates).
+
+    An image whose page cannot be rendered (data no check foresaw) is taken out of the catalog with a warning,
+    and the rest rendered again without it: it costs its page, not the site."""
     html, md = _environments()
     style, script = _assets()
     common = {"catalog": catalog, "style": Markup(style), "counts": _counts}
-    files = {
-        "index.html": html.get_template("index.html").render(
-            **common, script=Markup(script), csp=_csp(style, script), root="",
-            compressed=chart(catalog, "compressed"), installed=chart(catalog, "installed")),
-        "index.md": md.get_template("index.md").render(**common),
-    }
-    for image in catalog.images:
-        root = "../" * image.page.count("/")
-        files[image.page + ".html"] = html.get_template("image.html").render(
-            **common, image=image, csp=_csp(style, None), root=root)
-        files[image.page + ".md"] = md.get_template("image.md").render(**common, image=image, root=root)
+    while True:
+        files: dict[str, str] = {}
+        bad = []
+        for image in catalog.images:
+            root = "../" * image.page.count("/")
+            try:
+                files[image.page + ".html"] = html.get_template("image.html").render(
+                    **common, image=image, csp=_csp(style, None), root=root)
+                files[image.page + ".md"] = md.get_template("image.md").render(**common, image=image, root=root)
+            except PAGE_FAULTS as exc:
+                bad.append(image)
+                catalog.warnings.append(f"{image.reference}:{image.tag}: page not rendered ({type(exc).__name__}): "
+                                        "no page")
+        if not bad:
+            break
+        catalog.images = [i for i in catalog.images if i not in bad]
+    files["index.html"] = html.get_template("index.html").render(
+        **common, script=Markup(script), csp=_csp(style, script), root="",
+        compressed=chart(catalog, "compressed"), installed=chart(catalog, "installed"))
+    files["index.md"] = md.get_template("index.md").render(**common)
     merged = [i.record.as_json() for i in catalog.images if i.record] + [r.as_json() for r in catalog.failed]
     files["records.json"] = json.dumps({"registry": catalog.registry, "complete": True, "finished": catalog.generated,
                                         "images": merged}, indent=1) + "\n"
@@ -142,26 +159,28 @@ def render_pages(catalog: Catalog) -> dict[str, str]:
 
 
 def write_site(out: Path, files: dict[str, str]) -> list[Path]:
-    """Write the files; a catalog written there before is replaced, nothing else in out is ever touched."""
+    """Write the files; a catalog written there before is replaced, nothing else in out is ever touched.
+
+    The marker's names are data from disk: only relative names inside out are removed, a link is removed
+    (never what it names), and files are written without following links (builder.safefs)."""
     marker = out / MARKER
     if out.exists() and not out.is_dir():
         raise usage_error("--out", f"{out} is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not marker.is_file():
+    if out.is_dir() and any(out.iterdir()) and not (marker.is_file() and not marker.is_symlink()):
         raise usage_error("--out", f"{out} is not empty and holds no catalog written by builder: give an empty "
                                    "or new directory")
     try:
-        previous = json.loads(marker.read_text(encoding="utf-8")).get("files", []) if marker.is_file() else []
-    except (OSError, ValueError, AttributeError):
-        previous = []
-    for name in previous:
-        old = out / str(name)
-        if isinstance(name, str) and ".." not in Path(name).parts and old.is_file() and name not in files:
-            old.unlink()
-    written = []
-    for name, text in sorted(files.items()):
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    marker.write_text(json.dumps({"files": sorted(files)}, indent=1) + "\n", encoding="utf-8")
+        listed = json.loads(safefs.read_regular(marker, MAX_MARKER_BYTES)).get("files", []) \
+            if marker.is_file() else []
+    except (OSError, ValueError, AttributeError, RecursionError):
+        listed = []
+    previous = listed if isinstance(listed, list) else []
+    try:
+        for name in previous:
+            if isinstance(name, str) and name not in files:
+                safefs.remove_inside(out, name)
+        written = [safefs.write_inside(out, name, text.encode("utf-8")) for name, text in sorted(files.items())]
+        safefs.write_inside(out, MARKER, (json.dumps({"files": sorted(files)}, indent=1) + "\n").encode())
+    except OSError as exc:
+        raise usage_error("--out", f"cannot write the catalog into {out}: {exc}") from None
     return written

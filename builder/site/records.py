@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from builder import safefs
+from builder.httpsafe import is_digest
 from builder.registry import Manifest
 from builder.validate import Check
 
@@ -20,6 +23,8 @@ CHECK_STATUSES = frozenset({"pass", "fail", "skip", "warn", "info"})
 REPOSITORY_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 CHART_WIDTH = 520  # px of the longest bar
 MAX_BAKE_BYTES = 16 << 20  # a bake file of thousands of targets is a few MB
+MAX_RECORD_BYTES = 64 << 20  # a run record of hundreds of images, each with its checks and packages
+MAX_INT = 1 << 53  # sizes and seconds: exact in a float, far beyond any image
 
 
 
@@ -100,11 +105,19 @@ def _str(value: object) -> str | None:
 
 
 def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A size or count: a non-negative int no larger than MAX_INT (10**400 would overflow every float)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT else None
 
 
 def _float(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not -MAX_INT <= value <= MAX_INT:
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _digest(value: object) -> str | None:
+    """Only a sha256 digest reaches a page or a `docker pull` line."""
+    return value if is_digest(value) else None
 
 
 def _strs(value: object) -> tuple[str, ...]:
@@ -146,7 +159,7 @@ def parse_record(data: object, source: str) -> list[RecordRow]:
             tags=_strs(row.get("tags")), state=_str(row.get("state")) or "unknown",
             finished=_str(row.get("finished")) or finished, registry=registry,
             immutable_tag=_str(row.get("immutable_tag")), content_hash=_str(row.get("content_hash")),
-            digest=_str(row.get("digest")), failed_stage=_str(row.get("failed_stage")),
+            digest=_digest(row.get("digest")), failed_stage=_str(row.get("failed_stage")),
             failure=_str(row.get("failure")), image_bytes=_int(row.get("image_bytes")),
             compressed_bytes=_int(row.get("compressed_bytes")), build_seconds=_float(row.get("build_seconds")),
             validation=_checks(row.get("validation")), packages=_packages(row.get("packages")), source=source))
@@ -157,7 +170,8 @@ def record_files(paths: Iterable[Path]) -> list[Path]:
     """Files as given; a directory stands for every *.json under it."""
     found: list[Path] = []
     for path in paths:
-        found += sorted(p for p in path.rglob("*.json") if p.is_file()) if path.is_dir() else [path]
+        found += sorted(p for p in path.rglob("*.json") if p.is_file() and not p.is_symlink()) \
+            if path.is_dir() else [path]
     return found
 
 
@@ -165,12 +179,21 @@ def load_records(paths: Iterable[Path]) -> tuple[list[RecordRow], list[str]]:
     """Every row of every record, and a warning per file that is not one (a catalog is still worth making)."""
     rows: list[RecordRow] = []
     warnings = []
+    paths = list(paths)
+    named = set(paths)
     for path in record_files(paths):
-        try:
-            rows += parse_record(json.loads(path.read_text(encoding="utf-8")), str(path))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            warnings.append(f"{path}: skipped: {exc}")
+        try:  # a file named on the command line may be a link; what a folder holds is read without following
+            data = safefs.read_regular(path, MAX_RECORD_BYTES, follow=path in named)
+            rows += parse_record(json.loads(data.decode("utf-8")), str(path))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            warnings.append(f"{path}: skipped: {_why(exc)}")
     return rows, warnings
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
 
 
 # -- what the registry holds ---------------------------------------------------------------------------------

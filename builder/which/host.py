@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from builder import safefs
 from builder.which.pcitable import (
     ACCELERATOR,
     AMD,
@@ -67,8 +68,14 @@ class Host:
 
 
 def _read(path: Path) -> str:
-    with path.open("rb") as f:
-        return f.read(65536).decode("ascii", errors="replace")
+    """The first 64 KiB of a regular file: a FIFO or a device under --root is refused, not waited on. Links
+    are followed (sysfs is made of them); the values read are only ever parsed as numbers."""
+    return safefs.read_regular(path, 65536, follow=True, cut=True).decode("ascii", errors="replace")
+
+
+def _number(text: str) -> bool:
+    """Decimal ASCII digits that make an int of sane size ('²'.isdigit() is True, and int('²') fails)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 def _hex(path: Path) -> int:
@@ -99,7 +106,7 @@ def parse_properties(text: str) -> dict[str, int]:
     values = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
+        if len(parts) == 2 and _number(parts[1]):
             values[parts[0]] = int(parts[1])
     return values
 
@@ -111,7 +118,7 @@ def read_kfd(root: Path) -> list[KfdNode] | None:
         return None
     nodes = []
     for d in base.iterdir():
-        if not d.name.isdigit():
+        if not _number(d.name):
             continue
         try:
             nodes.append(KfdNode(int(d.name), parse_properties(_read(d / "properties"))))
@@ -193,7 +200,7 @@ def _group_gid(path: Path, name: str) -> int | None:
         return None
     for line in text.splitlines():
         fields = line.split(":")
-        if len(fields) >= 3 and fields[0] == name and fields[2].isdigit():
+        if len(fields) >= 3 and fields[0] == name and _number(fields[2]):
             return int(fields[2])
     return None
 

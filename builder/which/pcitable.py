@@ -106,7 +106,7 @@ def gfx_from_version(value: int) -> str | None:
 def gfx_from_override(value: str) -> str | None:
     """HSA_OVERRIDE_GFX_VERSION's X.Y.Z (10.3.0) -> the target every GPU then poses as (gfx1030)."""
     parts = value.split(".")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts):
         return None
     return gfx_name(*(int(p) for p in parts))
 

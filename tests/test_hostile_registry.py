@@ -1,0 +1,362 @@
+"""Registries that lie or attack, on loopback (issue 23): no credential leaves its origin, nothing unverified is
+believed, every read is capped and ends within its deadline."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder import httpsafe, retry
+from builder.credentials import Credentials
+from builder.registry import RegistryClient, RegistryError
+from tests.conftest import ROOT
+
+ONCE = retry.Policy(attempts=1, backoff_s=0.01, total_s=5)
+CREDS = Credentials("alice", "s3cret", "test")
+BASIC = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+BLOB = b'{"config": {"Labels": {"a": "b"}}}'
+BLOB_DIGEST = "sha256:" + hashlib.sha256(BLOB).hexdigest()
+Reply = tuple[int, dict[str, str], bytes]
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    auth: str | None
+
+
+@dataclass
+class Server:
+    answer: Callable[[Seen], Reply]
+    seen: list[Seen] = field(default_factory=list)
+    address: str = ""
+
+    @property
+    def auths(self) -> list[str]:
+        return [s.auth for s in self.seen if s.auth]
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[Seen], Reply]], Server]]:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(answer: Callable[[Seen], Reply]) -> Server:
+        server = Server(answer)
+
+        class Handler(BaseHTTPRequestHandler):
+            def handle_one(self) -> None:
+                seen = Seen(self.command, self.path, self.headers.get("Authorization"))
+                server.seen.append(seen)
+                status, headers, body = server.answer(seen)
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_PUT = do_HEAD = do_POST = handle_one
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.handle_error = lambda *args: None  # type: ignore[method-assign]  # a client that hung up
+        servers.append(httpd)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        server.address = f"127.0.0.1:{httpd.server_address[1]}"
+        return server
+
+    yield start
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def basic_then(reply: Callable[[Seen], Reply]) -> Callable[[Seen], Reply]:
+    """A registry that asks for Basic, then answers authenticated requests with reply."""
+    def answer(seen: Seen) -> Reply:
+        if seen.auth != BASIC:
+            return 401, {"WWW-Authenticate": 'Basic realm="r"'}, b""
+        return reply(seen)
+    return answer
+
+
+def blob_server(seen: Seen) -> Reply:
+    return 200, {}, BLOB
+
+
+@pytest.mark.parametrize("other_scheme_host", ["127.0.0.1", "localhost"])
+def test_basic_credentials_are_not_sent_where_a_blob_redirect_points(serve: Callable[..., Server],
+                                                                      other_scheme_host: str) -> None:
+    other = serve(blob_server)
+    port = other.address.rsplit(":", 1)[1]
+    reg = serve(basic_then(lambda s: (307, {"Location": f"http://{other_scheme_host}:{port}/b"}, b"")))
+    assert RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST) == BLOB
+    assert other.seen and other.auths == []
+
+
+def test_bearer_token_is_not_sent_where_a_blob_redirect_points(serve: Callable[..., Server]) -> None:
+    other = serve(blob_server)
+
+    def answer(seen: Seen) -> Reply:
+        if seen.path.startswith("/token"):
+            return 200, {}, json.dumps({"token": "T0KEN"}).encode()
+        if seen.auth != "Bearer T0KEN":
+            return 401, {"WWW-Authenticate": f'Bearer realm="http://{reg.address}/token",service="s"'}, b""
+        return 307, {"Location": f"http://{other.address}/b"}, b""
+
+    reg = serve(answer)
+    assert RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST) == BLOB
+    assert other.seen and other.auths == []
+
+
+def test_a_token_realm_that_redirects_does_not_take_the_password_along(serve: Callable[..., Server]) -> None:
+    other = serve(lambda s: (200, {}, json.dumps({"token": "T"}).encode()))
+
+    def answer(seen: Seen) -> Reply:
+        if seen.path.startswith("/token"):
+            return 307, {"Location": f"http://{other.address}/token"}, b""
+        if seen.auth != "Bearer T":
+            return 401, {"WWW-Authenticate": f'Bearer realm="http://{reg.address}/token"'}, b""
+        return 200, {}, BLOB
+
+    reg = serve(answer)
+    RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST)
+    assert any(s.auth == BASIC for s in reg.seen)  # the realm itself got the password, as asked
+    assert other.seen and other.auths == []
+
+
+def test_a_redirect_to_ftp_is_refused(serve: Callable[..., Server]) -> None:
+    reg = serve(lambda s: (307, {"Location": "ftp://127.0.0.1:9/blob"}, b""))
+    with pytest.raises(RegistryError, match="refused"):
+        RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST)
+
+
+def test_a_loopback_registry_is_never_reached_through_a_proxy(serve: Callable[..., Server],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    proxy = serve(lambda s: (502, {}, b""))
+    reg = serve(basic_then(blob_server))
+    monkeypatch.setattr(urllib.request, "_opener", None)  # urlopen's opener reads the proxies when it is built
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, f"http://{proxy.address}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST) == BLOB
+    assert proxy.seen == [] and reg.auths
+
+
+def test_a_plain_http_password_is_never_handed_to_a_proxy(serve: Callable[..., Server],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An insecure (plain HTTP) registry behind a proxy: the proxy, on loopback here, gets no password."""
+    proxy = serve(basic_then(blob_server))  # it plays the registry, and asks for Basic
+    monkeypatch.setenv("http_proxy", f"http://{proxy.address}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.setattr(urllib.request, "_opener", None)
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only(socket.getaddrinfo))  # no DNS query leaves
+    client = RegistryClient("registry.invalid:5000", CREDS, policy=ONCE, insecure=frozenset({"registry.invalid:5000"}))
+    with pytest.raises(RegistryError, match="cleartext"):
+        client.blob("ns/r", BLOB_DIGEST)
+    assert proxy.seen and proxy.auths == []
+
+
+def loopback_only(real: Callable[..., Any]) -> Callable[..., Any]:
+    def resolve(host: object, *args: Any, **kwargs: Any) -> Any:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise socket.gaierror(f"test: {host!r} is not resolved (loopback only)")
+        return real(host, *args, **kwargs)
+    return resolve
+
+
+MANIFEST = json.dumps({"schemaVersion": 2, "config": {"digest": BLOB_DIGEST, "size": len(BLOB)},
+                       "layers": []}).encode()
+MANIFEST_DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
+OTHER = json.dumps({"schemaVersion": 2, "config": {"digest": "sha256:" + "0" * 64}, "layers": []}).encode()
+
+
+def test_a_manifest_served_under_another_digest_is_refused(serve: Callable[..., Server]) -> None:
+    reg = serve(lambda s: (200, {"Docker-Content-Digest": MANIFEST_DIGEST}, OTHER))
+    client = RegistryClient(reg.address, policy=ONCE)
+    with pytest.raises(RegistryError, match="not sha256"):
+        client.manifest("ns/r", MANIFEST_DIGEST)  # asked by digest: the bytes must be that digest
+    with pytest.raises(RegistryError, match="not sha256"):
+        client.manifest("ns/r", "tag")  # by tag: the header must agree with the bytes
+
+
+def test_a_manifest_digest_comes_from_its_bytes_never_a_header_alone(serve: Callable[..., Server]) -> None:
+    no_header = serve(lambda s: (200, {}, MANIFEST))
+    found = RegistryClient(no_header.address, policy=ONCE).manifest("ns/r", "tag")
+    assert found is not None and found.digest == MANIFEST_DIGEST
+    hostile = serve(lambda s: (200, {"Docker-Content-Digest": "sha256:$(touch /tmp/pwned)"}, MANIFEST))
+    with pytest.raises(RegistryError, match="not a sha256 digest"):
+        RegistryClient(hostile.address, policy=ONCE).manifest("ns/r", "tag")
+
+
+def test_a_config_blob_with_other_bytes_is_refused(serve: Callable[..., Server]) -> None:
+    reg = serve(lambda s: (200, {}, MANIFEST if "/manifests/" in s.path else b'{"config": {"Labels": {}}}'))
+    client = RegistryClient(reg.address, policy=ONCE)
+    found = client.manifest("ns/r", "tag")
+    assert found is not None
+    with pytest.raises(RegistryError, match="refused"):
+        client.config("ns/r", found)
+
+
+def test_a_reference_that_is_neither_tag_nor_digest_is_not_sent(serve: Callable[..., Server]) -> None:
+    reg = serve(lambda s: (200, {}, MANIFEST))
+    with pytest.raises(RegistryError, match="neither a tag nor a sha256 digest"):
+        RegistryClient(reg.address, policy=ONCE).manifest("ns/r", "../../x")
+    assert reg.seen == []
+
+
+def test_an_oversized_manifest_is_refused_without_reading_it_all(serve: Callable[..., Server]) -> None:
+    reg = serve(lambda s: (200, {}, b" " * (httpsafe.MAX_MANIFEST_BYTES + 1)))
+    with pytest.raises(RegistryError, match="refused"):
+        RegistryClient(reg.address, policy=ONCE).manifest("ns/r", "tag")
+
+
+@pytest.mark.parametrize("token", ["x" * (httpsafe.MAX_TOKEN_BYTES + 1), "a\r\nX-Injected: 1"], ids=["huge", "crlf"])
+def test_an_oversized_or_multi_line_token_is_refused(serve: Callable[..., Server], token: str) -> None:
+    def answer(seen: Seen) -> Reply:
+        if seen.path.startswith("/token"):
+            return 200, {}, json.dumps({"token": token}).encode()
+        return 401, {"WWW-Authenticate": f'Bearer realm="http://{reg.address}/token"'}, b""
+
+    reg = serve(answer)
+    with pytest.raises(RegistryError, match="refused"):
+        RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST)
+    assert not any(s.auth and s.auth.startswith("Bearer") for s in reg.seen)
+
+
+@pytest.fixture
+def drip() -> Iterator[Callable[[str], str]]:
+    """A server that answers one byte every 0.2 s (in its headers, its body, or a TLS handshake), for at most
+    30 s."""
+    sockets: list[socket.socket] = []
+
+    def start(where: str) -> str:
+        listener = socket.create_server(("127.0.0.1", 0))
+        sockets.append(listener)
+
+        def run() -> None:
+            with contextlib.suppress(OSError):
+                conn, _ = listener.accept()
+                sockets.append(conn)
+                conn.recv(65536)
+                head = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
+                if where == "tls":  # a TLS record header announcing 16 KiB of handshake, then its bytes slowly
+                    head = b"\x16\x03\x03\x40\x00"
+                if where != "headers":
+                    conn.sendall(head)
+                end = time.monotonic() + 30
+                for byte in (head if where == "headers" else b"x" * 100000):
+                    if time.monotonic() > end:
+                        break
+                    conn.sendall(bytes([byte]))
+                    time.sleep(0.2)
+
+        threading.Thread(target=run, daemon=True).start()
+        return f"127.0.0.1:{listener.getsockname()[1]}"
+
+    yield start
+    for sock in sockets:
+        sock.close()
+
+
+@pytest.mark.parametrize("where", ["body", "headers", "tls"])
+def test_a_one_byte_at_a_time_server_cannot_hold_a_read_past_its_deadline(drip: Callable[[str], str],
+                                                                         where: str) -> None:
+    client = RegistryClient(drip(where), policy=ONCE, scheme="https" if where == "tls" else None)
+    client.deadline_s = 1.0
+    started = time.monotonic()
+    with pytest.raises(RegistryError, match="within 1 s"):
+        client.blob("ns/r", BLOB_DIGEST)
+    assert time.monotonic() - started < 5
+
+
+def test_diff_by_digest_never_reports_another_image(serve: Callable[..., Server], monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    from builder import diff
+
+    for name in ("RIF_REGISTRY_USER", "RIF_REGISTRY_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    reg = serve(lambda s: (200, {"Content-Type": "application/vnd.oci.image.index.v1+json"},
+                           json.dumps({"manifests": []}).encode() if "/referrers/" in s.path else OTHER))
+    ref = diff.parse_ref(f"{reg.address}/ns/r@{MANIFEST_DIGEST}", "A")
+    with pytest.raises(RegistryError, match="not sha256"):
+        diff.fetch(ref)
+
+
+def test_odd_json_from_a_registry_is_a_one_line_registry_error_or_ignored(serve: Callable[..., Server]) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    reg = serve(lambda s: (200, {}, deep) if "/manifests/" in s.path
+                else (500, {}, deep) if "/blobs/" in s.path else (200, {}, b'{"tags": [{"a": 1}, "ok", 5]}'))
+    client = RegistryClient(reg.address, policy=ONCE)
+    assert client.tags("ns/r") == ["ok"]
+    with pytest.raises(RegistryError, match="not JSON"):
+        client.config("ns/r", client.manifest("ns/r", "tag"))  # type: ignore[arg-type]
+    with pytest.raises(RegistryError, match="500"):
+        client.blob("ns/r", BLOB_DIGEST)
+
+
+def test_a_token_that_never_expires_is_no_crash(serve: Callable[..., Server]) -> None:
+    def answer(seen: Seen) -> Reply:
+        if seen.path.startswith("/token"):
+            return 200, {}, b'{"token": "T", "expires_in": 1%s}' % (b"0" * 400)
+        if seen.auth != "Bearer T":
+            return 401, {"WWW-Authenticate": f'Bearer realm="http://{reg.address}/token"'}, b""
+        return 200, {}, BLOB
+
+    reg = serve(answer)
+    assert RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST) == BLOB
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m builder ...` with no credentials of this machine and a time limit."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RIF_REGISTRY_")}
+    env["DOCKER_CONFIG"] = str(tmp_path)
+    return subprocess.run([sys.executable, "-m", "builder", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=60, check=False)
+
+
+def test_commands_against_a_hostile_registry_end_with_one_line(serve: Callable[..., Server], tmp_path: Path) -> None:
+    def answer(seen: Seen) -> Reply:
+        if seen.path.endswith("/tags/list"):
+            return 200, {}, json.dumps({"tags": ["good", "ftp", "lying"]}).encode()
+        if seen.path.endswith("/manifests/ftp"):
+            return 307, {"Location": "ftp://127.0.0.1:9/x"}, b""
+        if seen.path.endswith("/manifests/good"):
+            return 200, {}, MANIFEST
+        if "/manifests/" in seen.path:
+            return 200, {"Docker-Content-Digest": "sha256:$(touch /tmp/pwned)"}, MANIFEST
+        return 200, {}, BLOB
+
+    reg = serve(answer)
+    site = tmp_path / "site"
+    proc = cli(tmp_path, "catalog", "--registry", f"{reg.address}/ns", "--repository", "r", "--out", str(site))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("warning:") == 2  # each bad tag costs its page only
+    assert all(line.startswith("warning:") for line in proc.stderr.splitlines())
+    assert not any("$(touch" in p.read_text() for p in site.rglob("*") if p.is_file())
+    assert (site / "images" / "r" / "good.html").is_file()
+    proc = cli(tmp_path, "diff", f"{reg.address}/ns/r@{MANIFEST_DIGEST}", f"{reg.address}/ns/r:good")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error:")
