@@ -2,10 +2,10 @@
 
 Images go through an OCI layout (`Export`): timestamps rewritten to a constant SOURCE_DATE_EPOCH, so the same
 inputs give the same manifest digest on any engine, then loaded into the engine, whose containerd image store
-keeps that digest as the image's ID. One bake builds every selected image, so stages shared by several images (the OS base, torch, a runtime
-under its devel) are built once. BuildKit cancels every target when one fails; so after a failed bake the
-targets that failed are set aside (read from the log) and the rest are baked again, from cache: a failed
-image never blocks or taints another.
+keeps that digest as the image's ID. One bake builds every selected image, so stages shared by several images
+(the OS base, torch, a runtime under its devel) are built once. BuildKit cancels every target when one fails;
+so after a failed bake the targets that failed are set aside (read from the log) and the rest are baked again,
+from cache: a failed image never blocks or taints another.
 
 A step that reads the build context (a lock file or wheelhouse bind mount, a COPY) is a different BuildKit
 vertex in each target, merged with its twins only by cache key, and that merge can lose a race: two targets

@@ -191,8 +191,10 @@ class Response:
     headers: dict[str, str]
 
 
-def _read(stream: Any, limit: int, watchdog: _Watchdog, what: str, cut: bool = False) -> bytes:
-    """At most limit bytes, before the deadline; past the cap a RegistryError (or, with cut, the first limit)."""
+def _read(stream: Any, limit: int, watchdog: _Watchdog, what: str, cut: bool = False,
+          sink: IO[bytes] | None = None) -> bytes:
+    """At most limit bytes, before the deadline; past the cap a RegistryError (or, with cut, the first limit).
+    With a sink, the bytes go there as they come (a multi-GB layer is never held in memory) and none are returned."""
     length = stream.headers.get("Content-Length") if hasattr(stream, "headers") else None
     if not cut and length and length.isdigit() and len(length) < 20 and int(length) > limit:
         raise RegistryError(f"{what}: {int(length)} bytes is more than the {limit} read: refused")
@@ -208,12 +210,16 @@ def _read(stream: Any, limit: int, watchdog: _Watchdog, what: str, cut: bool = F
             break
         if size > limit:
             raise RegistryError(f"{what}: more than the {limit} bytes read: refused")
-        parts.append(chunk)
+        if sink is not None:
+            sink.write(chunk)
+        else:
+            parts.append(chunk)
     watchdog.remaining()  # a body cut short by the watchdog is no body
     return b"".join(parts)
 
 
-def request(req: urllib.request.Request, limit: int, what: str, deadline_s: float | None = None) -> Response:
+def request(req: urllib.request.Request, limit: int, what: str, deadline_s: float | None = None,
+            sink: IO[bytes] | None = None) -> Response:
     """Send req (redirects, proxies and credentials as above) and read its answer, capped and in time.
 
     An HTTP error status raises urllib's HTTPError, its body already read (capped) into memory."""
@@ -222,7 +228,8 @@ def request(req: urllib.request.Request, limit: int, what: str, deadline_s: floa
     try:
         try:
             with opener.open(req, timeout=watchdog.remaining()) as resp:
-                return Response(_read(resp, limit, watchdog, what), {k.lower(): v for k, v in resp.headers.items()})
+                return Response(_read(resp, limit, watchdog, what, sink=sink),
+                                {k.lower(): v for k, v in resp.headers.items()})
         except urllib.error.HTTPError as exc:
             body = _read(exc, MAX_ERROR_BYTES, watchdog, what, cut=True) if exc.fp is not None else b""
             raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs, io.BytesIO(body)) from None

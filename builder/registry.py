@@ -26,6 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from builder import hints, httpsafe, retry
@@ -41,6 +42,8 @@ TOKEN_LIFETIME_S = 60  # the token spec's default when the server names no expir
 WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 REFERENCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a tag, as the distribution spec spells it
 MAX_TOKEN_CHARS = 16 << 10
+MAX_LAYER_BYTES = 64 << 30  # a layer read to a file (builder reproduce): ROCm's largest are a few GB
+LAYER_DEADLINE_S = 3600.0
 TOKEN_RE = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")  # one header value: no space, no CR/LF
 
 __all__ = ["AuthError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback", "plain_http_ok",
@@ -182,6 +185,25 @@ class RegistryClient:
         httpsafe.verify_digest(found.body, digest, f"{self.address}/{repository} blob {digest}")
         return found.body
 
+    def blob_to(self, repository: str, digest: str, path: Path, deadline_s: float = LAYER_DEADLINE_S) -> None:
+        """A layer written to path as it arrives (never held in memory), checked against its digest."""
+        if not httpsafe.is_digest(digest):
+            raise RegistryError(f"{self.address}/{repository}: {digest[:80]!r} is not a sha256 digest: not asked for")
+        kept, self.deadline_s = self.deadline_s, deadline_s
+        try:
+            self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*", limit=MAX_LAYER_BYTES,
+                       sink=path)
+        finally:
+            self.deadline_s = kept
+        sha = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                sha.update(chunk)
+        if "sha256:" + sha.hexdigest() != digest:
+            path.unlink(missing_ok=True)
+            raise RegistryError(f"{self.address}/{repository} blob {digest}: the bytes served are "
+                                f"sha256:{sha.hexdigest()}: refused")
+
     def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[dict[str, Any]]:
         """The descriptors of the manifests whose `subject` is digest (OCI 1.1), of artifact_type if given.
 
@@ -239,16 +261,17 @@ class RegistryClient:
     # -- plumbing ----------------------------------------------------------------------------------
     def _call(self, method: str, path: str, repository: str, *, accept: str = "application/json",
               body: bytes | None = None, content_type: str | None = None, missing_ok: bool = False,
-              write: bool | None = None, limit: int = httpsafe.MAX_BLOB_BYTES) -> _Response | None:
+              write: bool | None = None, limit: int = httpsafe.MAX_BLOB_BYTES,
+              sink: Path | None = None) -> _Response | None:
         scope = "pull,push" if (method in WRITES if write is None else write) else "pull"
 
         def once() -> _Response | None:
-            return self._once(method, path, repository, scope, accept, body, content_type, missing_ok, limit)
+            return self._once(method, path, repository, scope, accept, body, content_type, missing_ok, limit, sink)
 
         return retry.call(once, f"{method} {self.address}/v2/{path}", self.policy)
 
     def _once(self, method: str, path: str, repository: str, scope: str, accept: str, body: bytes | None,
-              content_type: str | None, missing_ok: bool, limit: int) -> _Response | None:
+              content_type: str | None, missing_ok: bool, limit: int, sink: Path | None = None) -> _Response | None:
         for attempt in (1, 2):
             req = urllib.request.Request(f"{self.base}/{path}", method=method, data=body, headers={"Accept": accept})
             if content_type:
@@ -257,7 +280,8 @@ class RegistryClient:
             if auth:
                 req.add_header("Authorization", auth)
             try:
-                got = httpsafe.request(req, limit, f"{method} {self.address}/v2/{path}", self.deadline_s)
+                with sink.open("wb") if sink is not None else contextlib.nullcontext() as out:
+                    got = httpsafe.request(req, limit, f"{method} {self.address}/v2/{path}", self.deadline_s, out)
                 return _Response(got.body, got.headers)
             except urllib.error.HTTPError as exc:
                 if exc.code == 404 and missing_ok:

@@ -173,7 +173,7 @@ def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuil
         def published_blob(blob: str) -> IO[bytes]:
             path = tmp / blob.replace(":", "-")
             if not path.exists():
-                path.write_bytes(api.blob(repository, blob))
+                api.blob_to(repository, blob, path)
             return path.open("rb")
 
         return compare(ref, (manifest.digest, manifest.body), (image.digest, image.manifest), published_blob,
