@@ -21,6 +21,7 @@ class LineVerdict:
     kept: list[str] = field(default_factory=list)  # torch versions with at least one cell built
     cells: int = 0
     reasons: dict[str, int] = field(default_factory=dict)  # "rule: reason" -> cells it dropped
+    torch_dropped: dict[str, str] = field(default_factory=dict)  # torch -> the first rule's reason it dropped
 
     @property
     def why(self) -> list[str]:
@@ -32,7 +33,9 @@ class LineVerdict:
     @property
     def verdict(self) -> str:
         if self.cells:
-            return f"kept: {self.cells} cells, torch {', '.join(self.kept)}"
+            gone = [f"{t}: {why}" for t, why in self.torch_dropped.items() if t not in self.kept]
+            return (f"kept: {self.cells} cells, torch {', '.join(self.kept)}"
+                    + (f"; not torch {'; '.join(gone)}" if gone else ""))
         return "dropped: " + ("; ".join(self.why) if self.why else "no cells")
 
 
@@ -52,4 +55,6 @@ def line_verdicts(expansion: Expansion) -> list[LineVerdict]:
         v = line(d.cell.channel, d.cell.platform)
         key = f"{d.rule}: {d.reason}"
         v.reasons[key] = v.reasons.get(key, 0) + 1
+        if not d.rule.startswith("exclude["):
+            v.torch_dropped.setdefault(d.cell.torch, key)
     return sorted(lines.values(), key=lambda v: v.cells == 0)

@@ -638,7 +638,7 @@ def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary()
     # more distinct reasons, still a screen.
     assert len(reasons) == len(set(reasons)) and len(reasons) < 32, reasons
     lines = run.stdout.split("ROCm lines of the product, kept or dropped:")[1].split("cells of the product")[0]
-    assert "therock rocm10.0: kept: 112 cells, torch 2.13.0, 2.12.1" in lines
+    assert "therock rocm10.0: kept: 112 cells, torch 2.13.0, 2.12.1; not torch 2.14.1: channel-wheels" in lines
     assert "therock rocm7.12: dropped\n      channel-wheels: torch 2.12 has no wheels for ROCm 7.12 on TheRock's " \
            "per-family index; it has 7.14, 10.0" in lines
     assert "192 cells: rocm7.1_" in dropped

@@ -136,8 +136,12 @@ def test_line_verdicts_say_why_each_line_is_kept_or_dropped(tmp_path: Path) -> N
                     "exclude:\n  - {channel: pytorch, gfx: gfx94X-dcgpu}\n", encoding="utf-8")
     verdicts = {(v.channel, v.platform): v for v in line_verdicts(expand_matrix(file))}
     assert verdicts[("pytorch", "rocm7.2")].verdict == "kept: 2 cells, torch 2.14.1, 2.13.0"
-    assert verdicts[("pytorch", "rocm7.1")].verdict == "kept: 1 cells, torch 2.13.0"
-    assert verdicts[("therock", "rocm10.0")].verdict == "kept: 1 cells, torch 2.13.0"
+    assert verdicts[("pytorch", "rocm7.1")].verdict == (
+        "kept: 1 cells, torch 2.13.0; not torch 2.14.1: channel-wheels: torch 2.14 has no wheels for ROCm 7.1 on the "
+        "pytorch.org index; it has 7.2, 7.14")
+    assert verdicts[("therock", "rocm10.0")].verdict.startswith("kept: 1 cells, torch 2.13.0; not torch 2.14.1: "
+                                                                 "channel-wheels: torch 2.14 has no wheels for ROCm "
+                                                                 "10.0 on TheRock's whl-next index")
     old = verdicts[("therock", "rocm7.12")]
     assert old.cells == 0 and old.verdict.startswith("dropped: channel-wheels: torch 2.13 has no wheels for ROCm "
                                                      "7.12 on TheRock's per-family index")
