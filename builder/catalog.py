@@ -56,13 +56,20 @@ class PytorchWheels(BaseModel):
     rocm: tuple[str, ...]
     gfx: tuple[str, ...]
     gfx_min_rocm: dict[str, str] = {}  # targets only compiled into the wheels of newer ROCm indexes
+    gfx_per_rocm: dict[str, tuple[str, ...]] = {}  # an index built another way (rocm7.14 on TheRock: no gfx900)
+    sdk: dict[str, str | None] = {}  # index -> the ROCm patch release its wheels were built on (7.2 -> 7.2.1)
 
     def targets(self, rocm: str | None) -> tuple[str, ...]:
         """The targets compiled into this torch's wheels for one ROCm index."""
         from packaging.version import Version
 
+        if rocm is not None and rocm in self.gfx_per_rocm:
+            return self.gfx_per_rocm[rocm]
         return tuple(t for t in self.gfx if rocm is None or t not in self.gfx_min_rocm
                      or Version(rocm) >= Version(self.gfx_min_rocm[t]))
+
+
+IndexKind = Literal["per-family", "multi-arch", "whl-next"]
 
 
 class TheRockRelease(BaseModel):
@@ -71,14 +78,26 @@ class TheRockRelease(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     version: str  # version.json's rocm-version: the wheels' local version is +rocm<version>
-    hip: str  # HIP major.minor it ships, what torch.version.hip reports (10.0 ships HIP 7.15)
+    # What torch.version.hip may report, major.minor, first the HIP the release ships: pytorch#166336 made it the
+    # ROCm version, pytorch#168097 the HIP version again; where the wheel's torch is not known, both are accepted.
+    hip: tuple[str, ...]
     torch: tuple[str, ...]  # torch minors it builds wheels for
     python: tuple[str, ...]
+    index: IndexKind  # where its stable wheels are: one index per family, whl-multi-arch, or whl-next
+    families: tuple[str, ...] = ()  # per-family lines: the families whose index it published to
+    exclude_targets: dict[str, tuple[str, ...]] = {}  # torch minor -> targets it builds no wheels of
+    companions: dict[str, dict[str, str]] = {}  # torch minor -> exact companion versions (torchaudio 2.11.0.2)
     prerelease: bool = False  # branched, not tagged: its wheels are release candidates, not on the stable index
 
     @property
     def local(self) -> str:
         return f"rocm{self.version}"
+
+    @property
+    def device_extras(self) -> bool:
+        """Multi-arch indexes split kernels into per-target device packages (`torch[device-gfx942]`); a
+        per-family index serves the family's own wheel, with no extras to ask for."""
+        return self.index != "per-family"
 
 
 class TorchMinor(BaseModel):
@@ -111,8 +130,14 @@ class Compat(BaseModel):
     torch: dict[str, TorchMinor]
     therock: dict[str, TheRockRelease]  # by its ROCm line, the label its images carry (rocm7.14)
     therock_dev_only_targets: tuple[str, ...] = ()
+    whl_next_sub_families: tuple[str, ...] = ()  # sub-family device packages on whl-next (amd-torch-device-gfx115x)
     amd_apt: AmdApt
     indexes: dict[str, str]
+
+    def therock_index(self, release: TheRockRelease, family: str | None) -> str:
+        """The index that serves a TheRock release's wheels; a per-family index needs the family's name."""
+        url = self.indexes[f"therock-{release.index}"]
+        return url.format(family=family or "") if release.index == "per-family" else url
 
 
 @cache

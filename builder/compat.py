@@ -7,13 +7,20 @@ A rule returns None when the cell passes, or the reason it cannot work.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from builder import catalog
 from builder.spec import ALL_TARGETS, CellSpec, torch_minor
 
+if TYPE_CHECKING:
+    from builder.schema import TorchRelease
+
 Rule = Callable[[CellSpec], "str | None"]
+
+INDEX_NAMES = {"per-family": "per-family index", "multi-arch": "multi-arch index (whl-multi-arch)",
+               "whl-next": "whl-next index"}
 
 
 def _minor(cell: CellSpec) -> catalog.TorchMinor | None:
@@ -56,7 +63,7 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
             return (f"TheRock has no ROCm {rocm} release: its own line is {', '.join(releases)} "
                     "(pytorch.org's rocm7.1/rocm7.2 are another channel's)")
         have = tuple(line for line, r in releases.items() if torch_minor(cell.torch) in r.torch)
-        where = "TheRock's multi-arch index"
+        where = f"TheRock's {INDEX_NAMES[releases[rocm].index]}"
     else:
         if rocm is None:
             return None
@@ -68,23 +75,60 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
     return None
 
 
+def _on_line_index(cell: CellSpec) -> catalog.TheRockRelease | None:
+    """The cell's TheRock release when the cell installs from the index that line publishes to (a matrix that
+    points index_urls.therock elsewhere, a mirror or a dev index, has opted out of the stable index's limits)."""
+    release = cell.therock_release
+    if release is None or cell.index_url != catalog.compat().therock_index(release, cell.gfx):
+        return None
+    return release
+
+
 def therock_released(cell: CellSpec) -> str | None:
     """A TheRock line that is branched but not tagged has release candidates only, not on the stable index;
     a matrix that points the therock channel at an index that serves them (index_urls) opts in."""
-    release = cell.therock_release
-    if release is None or not release.prerelease or cell.index_url != catalog.compat().indexes["therock"]:
+    release = _on_line_index(cell)
+    if release is None or not release.prerelease:
         return None
     released = [line for line, r in catalog.compat().therock.items() if not r.prerelease]
     return (f"TheRock {cell.rocm} is not released yet (release candidates only, +rocm{release.version}rcN, not on "
             f"{cell.index_url}): use {released[-1]}, or set index_urls.therock to an index that serves it")
 
 
+def therock_family_index(cell: CellSpec) -> str | None:
+    """TheRock 7.9-7.12 published one index per family, for the families defined at their tag only."""
+    release = _on_line_index(cell)
+    if release is None or release.index != "per-family" or cell.gfx in (None, ALL_TARGETS):
+        return None
+    if cell.gfx in release.families:
+        return None
+    newer = [line for line, r in catalog.compat().therock.items() if r.index != "per-family"]
+    return (f"TheRock {cell.rocm} published per-family wheels (one index per family, no [device-*] extras) and "
+            f"none for {cell.gfx}: its families are {', '.join(release.families)}; multi-arch lines "
+            f"({', '.join(newer)}) serve every target")
+
+
+def therock_torch_targets(cell: CellSpec) -> str | None:
+    """A TheRock line may build a torch release without some targets (7.14: torch 2.12 without gfx1250)."""
+    release = cell.therock_release
+    if release is None or cell.gfx in (None, ALL_TARGETS):
+        return None
+    excluded = release.exclude_targets.get(torch_minor(cell.torch), ())
+    missing = [t for t in cell.gfx_targets if t in excluded]
+    if not missing:
+        return None
+    return (f"TheRock {cell.rocm} builds torch {torch_minor(cell.torch)} without {', '.join(missing)} "
+            "(its configure_pytorch_release_matrix.py excludes it): no device package for "
+            f"{cell.gfx}; use another torch release of that line")
+
+
 def therock_stable_targets(cell: CellSpec) -> str | None:
     dev_only = catalog.compat().therock_dev_only_targets
     if cell.channel != "therock" or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
         return None
+    release = _on_line_index(cell)
     missing = [t for t in cell.gfx_targets if t in dev_only]
-    if not missing or cell.index_url != catalog.compat().indexes["therock"]:
+    if not missing or release is None or release.index == "per-family":
         return None
     return (f"TheRock publishes the device packages of {', '.join(missing)} to its dev and nightly indexes only, "
             f"not {cell.index_url}: choose a family without {'it' if len(missing) == 1 else 'them'} "
@@ -146,6 +190,8 @@ RULES: list[tuple[str, Rule]] = [
     ("python-wheels", python_wheels),
     ("channel-wheels", channel_has_wheels),
     ("therock-released", therock_released),
+    ("therock-family-index", therock_family_index),
+    ("therock-torch-targets", therock_torch_targets),
     ("therock-stable-targets", therock_stable_targets),
     ("os-support", os_supports_rocm),
     ("gfx-channel", gfx_channel),
@@ -181,3 +227,14 @@ def default_companions(torch: str) -> tuple[str | None, str | None]:
     audio = companion_version(torch, minor.torchaudio, follows_torch=minor.torchaudio == torch_minor(torch),
                               offset=offset)
     return vision, audio
+
+
+def line_companions(channel: str, platform: str, torch: TorchRelease, vision: str | None,
+                    audio: str | None) -> tuple[str | None, str | None]:
+    """A TheRock line may version a companion its own way (10.0: torchaudio 2.11.0.2 beside torch 2.13.0): its
+    exact version replaces the paired default unless the matrix set that companion itself."""
+    release = catalog.compat().therock.get(platform.removeprefix("rocm")) if channel == "therock" else None
+    exact = release.companions.get(torch_minor(torch.version), {}) if release else {}
+    explicit = torch.model_fields_set
+    return (vision if "torchvision" in explicit else exact.get("torchvision", vision),
+            audio if "torchaudio" in explicit else exact.get("torchaudio", audio))

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from builder.lines import line_verdicts
 from builder.matrix import Expansion
 from builder.plan import plan_images
 from builder.prune import Pruned
@@ -65,6 +66,8 @@ def json_rows(expansion: Expansion, explain: bool) -> dict[str, Any] | list[dict
     if not explain:
         return cells
     return {"cells": cells,
+            "lines": [{"channel": v.channel, "platform": v.platform, "cells": v.cells, "torch": v.kept,
+                       "verdict": v.verdict} for v in line_verdicts(expansion)],
             "dropped": [{**cell_row(d.cell), "rule": d.rule, "reason": d.reason} for d in expansion.dropped],
             "overridden": [{"tag": d.cell.tag, "rule": d.rule, "reason": d.reason, "override": d.override}
                            for d in expansion.overridden]}
@@ -92,6 +95,14 @@ def print_cells(expansion: Expansion, matrix: object) -> None:
 def print_dropped(expansion: Expansion) -> None:
     """Each distinct reason once, with how many cells it dropped and an example, then a count per rule:
     a product of thousands of cells reads in a screen, where a line per cell did not."""
+    out.print("\nROCm lines of the product, kept or dropped:")
+    for v in line_verdicts(expansion):
+        if v.cells:
+            out.print(f"  {safe(v.channel)} {safe(v.platform)}: {safe(v.verdict)}", soft_wrap=True)
+            continue
+        out.print(f"  {safe(v.channel)} {safe(v.platform)}: dropped", soft_wrap=True)
+        for reason in v.why:
+            out.print(f"      {safe(reason)}", soft_wrap=True)
     by_reason: dict[tuple[str, str], list[str]] = {}
     for d in expansion.dropped:
         by_reason.setdefault((d.rule, d.reason), []).append(d.cell.tag)

@@ -12,8 +12,11 @@ from builder.spec import ALL_TARGETS, CellSpec
 
 
 def device_extras(cell: CellSpec) -> str:
-    """`[device-gfx942,...]` where the wheels split per target (TheRock; local mirrors of it), else ''."""
-    per_target = cell.channel == "therock" or (cell.channel == "local" and cell.gfx != ALL_TARGETS)
+    """`[device-gfx942,...]` where the wheels split per target (TheRock's multi-arch indexes, whl-multi-arch and
+    whl-next; local mirrors of them), else '': a per-family line (7.9-7.12) serves the family's own wheel."""
+    release = cell.therock_release
+    therock = cell.channel == "therock" and (release is None or release.device_extras)
+    per_target = therock or (cell.channel == "local" and cell.gfx != ALL_TARGETS)
     if per_target and cell.gfx_targets:
         return "[" + ",".join(f"device-{t}" for t in cell.gfx_targets) + "]"
     return ""
@@ -47,10 +50,10 @@ def sdk_requirements(cell: CellSpec) -> list[str]:
 def apt_sdk_steps(cell: CellSpec) -> list[str]:
     """A pytorch.org devel image's ROCm SDK from AMD's apt repository: the key is fetched over HTTPS and refused
     unless its fingerprint is the pinned one, and apt trusts the repository only through it (signed-by)."""
-    if not cell.has_rocm_sdk or cell.channel != "pytorch" or cell.rocm is None:
+    if not cell.has_rocm_sdk or cell.channel != "pytorch" or cell.sdk_rocm is None:
         return []
     apt = catalog.compat().amd_apt
-    repo = apt.repo.format(rocm=cell.rocm)
+    repo = apt.repo.format(rocm=cell.sdk_rocm)  # the patch release the wheels were built on (7.2 -> 7.2.1)
     return [
         "export GNUPGHOME=/tmp/rif-gnupg",
         "install -d -m 0700 /tmp/rif-gnupg",

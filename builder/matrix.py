@@ -256,17 +256,22 @@ def _gfx_problems(located: LocatedYaml, model: MatrixFile, drafts: list[_Draft])
     return problems
 
 
-def _index_url(model: MatrixFile, channel: str, platform: str) -> str:
-    indexes = catalog.compat().indexes
+def _index_url(model: MatrixFile, channel: str, platform: str, gfx: str | None) -> str:
+    """The index that serves the cell's line: pytorch.org's per platform; TheRock's per release line (whl-next from
+    10.0, whl-multi-arch for 7.13/7.14, the family's own index for 7.9-7.12)."""
+    data = catalog.compat()
     if channel == "therock":
-        return model.index_urls.get("therock", indexes["therock"])
-    return model.index_urls.get(platform, indexes["pytorch"].format(platform=platform))
+        if "therock" in model.index_urls:
+            return model.index_urls["therock"]
+        release = data.therock.get(platform.removeprefix("rocm"))
+        return data.therock_index(release, gfx) if release else data.indexes["therock-multi-arch"]
+    return model.index_urls.get(platform, data.indexes["pytorch"].format(platform=platform))
 
 
 def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
     python = catalog.os_releases()[d.os].python
     tag = d.tag or readable_tag(d.platform, d.os, python, d.torch.version, d.gfx, d.flavor, d.channel)
-    torchvision, torchaudio = d.torch.companions()
+    torchvision, torchaudio = compat.line_companions(d.channel, d.platform, d.torch, *d.torch.companions())
     return CellSpec(
         image=model.image,
         os=d.os,
@@ -278,7 +283,7 @@ def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
         flavor=d.flavor,  # type: ignore[arg-type]
         channel=d.channel,  # type: ignore[arg-type]
         user=d.user or model.user,
-        index_url=_index_url(model, d.channel, d.platform),
+        index_url=_index_url(model, d.channel, d.platform, d.gfx),
         tag=tag,
         explicit_tag=d.tag is not None,
         expect_torch=d.expect_torch,

@@ -197,7 +197,11 @@ def group_key(cell: CellSpec) -> str:
 
 
 def group_name(cell: CellSpec) -> str:
+    """A per-family TheRock line (7.9-7.12) serves each family its own torch wheel from its own index: one
+    combination per family there, named after it (group_key already tells them apart by index URL)."""
     parts = [cell.platform, cell.os.replace("-", ""), f"py{cell.python}", f"torch{cell.torch}"]
+    release = cell.therock_release
+    parts += [cell.gfx] if release and release.index == "per-family" and cell.gfx else []
     parts += [cell.channel] if cell.channel != "pytorch" else []
     parts += [cell.user] if cell.user != "root" else []
     return "_".join(parts)

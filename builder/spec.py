@@ -88,25 +88,42 @@ class CellSpec(BaseModel):
         return f"{self.torch}+rocm{rocm}"  # pytorch.org: the index's own name (rocm7.2, rocm6.2.4)
 
     @property
+    def sdk_rocm(self) -> str | None:
+        """The AMD ROCm release a pytorch.org devel image's SDK comes from: the patch release its wheels were built
+        on (rocm7.2 -> 7.2.1), None where they were built on TheRock's wheels (rocm7.14: no apt release of it)."""
+        rocm = self.rocm
+        minor = catalog.compat().torch.get(torch_minor(self.torch))
+        if rocm is None or self.channel != "pytorch":
+            return None
+        return minor.pytorch.sdk.get(rocm, rocm) if minor else rocm
+
+    @property
     def has_rocm_sdk(self) -> bool:
         """A devel image that carries the ROCm SDK of its wheels (hipcc, HIP and math-library headers): TheRock's
-        from the `rocm[devel]` wheels of the same release, pytorch.org's from AMD's apt repository of the same ROCm
-        release (on the OSes that repository has a suite for)."""
+        from the `rocm[devel]` wheels of the same release, pytorch.org's from AMD's apt repository at the patch
+        release the wheels were built on (on the OSes that repository has a suite for)."""
         if self.flavor != "devel" or self.rocm is None:
             return False
         if self.channel == "therock":
             return self.therock_release is not None
-        return self.channel == "pytorch" and self.os in catalog.compat().amd_apt.suites
+        return (self.channel == "pytorch" and self.os in catalog.compat().amd_apt.suites
+                and self.sdk_rocm is not None)
+
+    @property
+    def hip_accept(self) -> tuple[str, ...]:
+        """Every HIP major.minor torch.version.hip may report on this image's line: the ROCm version for pytorch.org's
+        wheels, the release's list for TheRock's (10.0: its HIP 7.15, or 10.0 where pytorch#166336 applies)."""
+        rocm = self.rocm
+        if rocm is None:
+            return ()
+        release = self.therock_release
+        return release.hip if release else (".".join(rocm.split(".")[:2]),)
 
     @property
     def hip(self) -> str | None:
-        """The HIP major.minor torch.version.hip reports: the ROCm version for pytorch.org's wheels, the
-        release's own HIP for TheRock's (ROCm 10.0 ships HIP 7.15)."""
-        rocm = self.rocm
-        if rocm is None:
-            return None
-        release = self.therock_release
-        return release.hip if release else ".".join(rocm.split(".")[:2])
+        """The HIP major.minor the line ships (the first accepted value): what its SDK's hipcc says."""
+        accept = self.hip_accept
+        return accept[0] if accept else None
 
     def content_cell(self) -> CellSpec:
         """The cell whose image this cell's tag points at.
@@ -135,6 +152,8 @@ class CellSpec(BaseModel):
             "torchaudio": self.torchaudio,
             # torch.version.hip is "7.2.12345-abc" on ROCm wheels: the smoke test compares major.minor.
             "hip": self.hip,
+            # Every value torch.version.hip may report on this line (compat.yaml `hip`, pytorch#166336/#168097).
+            "hip_accept": list(self.hip_accept),
             "torch_wheel": self.torch_wheel,
             "gfx_family": self.gfx,
             "gfx_targets": list(self.gfx_targets),

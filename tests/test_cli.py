@@ -85,8 +85,8 @@ def test_github_format_is_one_line_of_strategy_matrix_json_one_row_per_combinati
     assert whole.returncode == 0, whole.stderr
     assert whole.stdout.count("\n") == 1
     rows = json.loads(whole.stdout)["include"]
-    assert len(rows) == 36 and sum(r["images"] for r in rows) == 168
-    assert len({t for r in rows for t in r["cells"].split()}) == 168
+    assert len(rows) == 37 and sum(r["images"] for r in rows) == 182
+    assert len({t for r in rows for t in r["cells"].split()}) == 182
     assert set(rows[0]) == {"group", "cells", "images", "os", "platform", "python", "torch", "channel"}
     jobs = []
     for shard in ("1/2", "2/2"):
@@ -101,8 +101,8 @@ def test_github_format_is_one_line_of_strategy_matrix_json_one_row_per_combinati
 def test_match_selects_cells_by_glob() -> None:
     proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "json", "--match", "cpu_*_runtime")
     assert [c["tag"] for c in json.loads(proc.stdout)] == [
-        "cpu_ubuntu24.04_py3.12_torch2.13.0_runtime", "cpu_ubuntu22.04_py3.10_torch2.13.0_runtime",
-        "cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian13_py3.13_torch2.13.0_runtime"]
+        "cpu_ubuntu24.04_py3.12_torch2.14.1_runtime", "cpu_ubuntu22.04_py3.10_torch2.14.1_runtime",
+        "cpu_debian12_py3.11_torch2.14.1_runtime", "cpu_debian13_py3.13_torch2.14.1_runtime"]
 
 
 def test_explain_lists_every_dropped_cell_with_its_reason(tmp_path: Path) -> None:
@@ -204,7 +204,7 @@ def test_the_cell_table_stays_readable_at_80_columns() -> None:
     rows = [line for line in console.export_text().splitlines() if line.startswith("│")]
     assert rows and all(len(line) <= 80 for line in rows)
     first_lines = [line for line in rows if "│ pytorch │" in line or "│ therock │" in line]
-    assert len(first_lines) == 168  # every cell shows its channel, torch, companions and user: no blank cells
+    assert len(first_lines) == 182  # every cell shows its channel, torch, companions and user: no blank cells
 
 
 def test_a_match_that_selects_nothing_is_bad_input_with_the_closest_tags() -> None:

@@ -24,8 +24,10 @@ from tests.conftest import BASE, CPU_TAG, PRODUCT, axes, builder_cli, expand_tex
 
 PYTORCH = "https://download.pytorch.org/whl/"
 THEROCK = "https://repo.amd.com/rocm/whl-multi-arch/"
+WHL_NEXT = "https://stable.repo.amd.com/rocm/whl-next/"
+PER_FAMILY = "https://repo.amd.com/rocm/whl/"
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}[0-9a-f]$")  # gfx900, gfx90a, gfx942, gfx1030, gfx1151
-KNOWN = "2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13"
+KNOWN = "2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13, 2.14, 2.15"
 FIX_CHANNEL = "(hipErrorNoBinaryForGpu): use the therock channel for this family"
 
 
@@ -75,9 +77,23 @@ GOOD: list[tuple[str, Case, tuple[str | None, str | None, str]]] = [
     ("therock-rocm7.13-torch2.9.1-mi300", Case("ubuntu-24.04", "rocm7.13", "2.9.1", "gfx94X-dcgpu", "therock"),
      ("0.24.1", "2.9.1", THEROCK)),
     ("therock-rocm7.12-torch2.8.0-mi350", Case("ubuntu-24.04", "rocm7.12", "2.8.0", "gfx950-dcgpu", "therock"),
-     ("0.23.0", "2.8.0", THEROCK)),
+     ("0.23.0", "2.8.0", f"{PER_FAMILY}gfx950-dcgpu/")),
     ("therock-rocm7.10-torch2.7.1-rdna4", Case("ubuntu-24.04", "rocm7.10", "2.7.1", "gfx120X-all", "therock"),
-     ("0.22.1", "2.7.1", THEROCK)),
+     ("0.22.1", "2.7.1", f"{PER_FAMILY}gfx120X-all/")),
+    # 7.9-7.11 still had gfx90X-dcgpu (TheRock#2869 split it after therock-7.11): its per-family index.
+    ("therock-rocm7.11-torch2.9.0-gfx90X", Case("ubuntu-24.04", "rocm7.11", "2.9.0", "gfx90X-dcgpu", "therock"),
+     ("0.24.0", "2.9.0", f"{PER_FAMILY}gfx90X-dcgpu/")),
+    # 10.0 is released, on whl-next; its torchaudio for 2.13 is the 4-part 2.11.0.2.
+    ("therock-rocm10.0-torch2.13.0-mi300", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"),
+     ("0.28.0", "2.11.0.2", WHL_NEXT)),
+    ("therock-rocm10.0-torch2.12.1-mi450", Case("ubuntu-24.04", "rocm10.0", "2.12.1", "gfx125X-dcgpu", "therock"),
+     ("0.27.1", "2.11.0", WHL_NEXT)),
+    ("therock-rocm7.14-torch2.11.0-mi450", Case("ubuntu-24.04", "rocm7.14", "2.11.0", "gfx125X-dcgpu", "therock"),
+     ("0.26.0", "2.11.0", THEROCK)),
+    ("pytorch-rocm7.14-torch2.14.0-all", Case("ubuntu-24.04", "rocm7.14", "2.14.0", ALL_TARGETS),
+     ("0.29.0", "2.11.0", f"{PYTORCH}rocm7.14")),
+    ("pytorch-rocm7.2-torch2.14.1-rdna3", Case("debian-13", "rocm7.2", "2.14.1", "gfx110X-all"),
+     ("0.29.1", "2.11.0", f"{PYTORCH}rocm7.2")),
     # TheRock builds every family, including targets pytorch.org's wheels leave out (gfx1103, section 2).
     ("therock-rocm7.14-torch2.12.0-rdna3", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx110X-all", "therock"),
      ("0.27.0", "2.11.0", THEROCK)),
@@ -148,12 +164,51 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
      [("channel-wheels", "TheRock has no ROCm 7.2 release: its own line is 7.9, 7.10, 7.11, 7.12, 7.13, 7.14, "
                          "10.0 (pytorch.org's rocm7.1/rocm7.2 are another channel's)")]),
     ("therock-torch2.13-on-rocm7.14", Case("ubuntu-24.04", "rocm7.14", "2.13.0", "gfx94X-dcgpu", "therock"),
-     [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.14 on TheRock's multi-arch index; it has 10.0")]),
+     [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.14 on TheRock's multi-arch index (whl-multi-arch); "
+                         "it has 10.0")]),
     ("therock-torch2.6-nowhere", Case("ubuntu-24.04", "rocm7.14", "2.6.0", "gfx94X-dcgpu", "therock"),
-     [("channel-wheels", "torch 2.6 has no wheels for ROCm 7.14 on TheRock's multi-arch index; it has none")]),
-    ("therock-10.0-is-not-released", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"),
-     [("therock-released", "TheRock 10.0 is not released yet (release candidates only, +rocm10.0.0rcN, not on "
-                           f"{THEROCK}): use 7.14, or set index_urls.therock to an index that serves it")]),
+     [("channel-wheels", "torch 2.6 has no wheels for ROCm 7.14 on TheRock's multi-arch index (whl-multi-arch); "
+                         "it has none")]),
+    ("therock-torch2.14-on-rocm10.0", Case("ubuntu-24.04", "rocm10.0", "2.14.0", "gfx94X-dcgpu", "therock"),
+     [("channel-wheels", "torch 2.14 has no wheels for ROCm 10.0 on TheRock's whl-next index; it has none")]),
+    ("therock-torch2.11-on-rocm7.12", Case("ubuntu-24.04", "rocm7.12", "2.11.0", "gfx1151", "therock"),
+     [("channel-wheels", "torch 2.11 has no wheels for ROCm 7.12 on TheRock's per-family index; it has 7.13, 7.14, "
+                         "10.0")]),
+    # 7.9-7.12: one index per family, for the families defined at the tag only.
+    ("therock-7.12-has-no-gfx90c-index", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx90c-igpu", "therock"),
+     [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
+                               "extras) and none for gfx90c-igpu: its families are gfx906-dgpu, gfx908-dcgpu, "
+                               "gfx90a-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx101X-dgpu, gfx103X-all, gfx110X-all, "
+                               "gfx1150, gfx1151, gfx1152, gfx1153, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) "
+                               "serve every target")]),
+    ("therock-7.10-had-no-gfx908-family", Case("ubuntu-24.04", "rocm7.10", "2.8.0", "gfx908-dcgpu", "therock"),
+     [("therock-family-index", "TheRock 7.10 published per-family wheels (one index per family, no [device-*] "
+                               "extras) and none for gfx908-dcgpu: its families are gfx90X-dcgpu, gfx94X-dcgpu, "
+                               "gfx950-dcgpu, gfx101X-dgpu, gfx103X-all, gfx110X-all, gfx1150, gfx1151, gfx1152, "
+                               "gfx1153, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) serve every target")]),
+    # a line that builds a torch release without some targets (configure_pytorch_release_matrix.py)
+    ("therock-7.14-torch2.12-without-gfx1250", Case("ubuntu-24.04", "rocm7.14", "2.12.1", "gfx125X-dcgpu", "therock"),
+     [("therock-torch-targets", "TheRock 7.14 builds torch 2.12 without gfx1250 (its configure_pytorch_release_"
+                                "matrix.py excludes it): no device package for gfx125X-dcgpu; use another torch "
+                                "release of that line")]),
+    ("therock-10.0-torch2.13-without-gfx90c", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx90c-igpu", "therock"),
+     [("therock-torch-targets", "TheRock 10.0 builds torch 2.13 without gfx90c (its configure_pytorch_release_"
+                                "matrix.py excludes it): no device package for gfx90c-igpu; use another torch "
+                                "release of that line"),
+      ("therock-stable-targets", "TheRock publishes the device packages of gfx90c to its dev and nightly indexes "
+                                 f"only, not {WHL_NEXT}: choose a family without it (gfx90X-dcgpu was split: "
+                                 "gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")]),
+    ("therock-10.0-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm10.0", "2.12.1", "gfx906-dgpu", "therock"),
+     [("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
+                                 f"only, not {WHL_NEXT}: choose a family without it (gfx90X-dcgpu was split: "
+                                 "gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")]),
+    # pytorch.org: torch 2.14 left rocm7.1 for rocm7.14; its rocm7.14 wheels lack gfx900/gfx906
+    ("torch2.14-on-rocm7.1", Case("ubuntu-24.04", "rocm7.1", "2.14.0", ALL_TARGETS),
+     [("channel-wheels", "torch 2.14 has no wheels for ROCm 7.1 on the pytorch.org index; it has 7.2, 7.14")]),
+    ("gfx906-on-rocm7.14-pytorch-wheels", Case("ubuntu-24.04", "rocm7.14", "2.14.1", "gfx906-dgpu"),
+     [("gfx-in-wheels", f"gfx906 of gfx906-dgpu is not compiled into torch 2.14's pytorch.org wheels {FIX_CHANNEL}")]),
+    ("torch2.15-has-no-verified-rocm-index", Case("ubuntu-24.04", "rocm7.2", "2.15.0", ALL_TARGETS),
+     [("channel-wheels", "torch 2.15 has no wheels for ROCm 7.2 on the pytorch.org index; it has none")]),
     ("therock-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx90X-dcgpu", "therock"),
      [("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
                                  f"only, not {THEROCK}: choose a family without it (gfx90X-dcgpu was split: "
@@ -207,8 +262,8 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
     # no data at all
     ("unknown-torch-1.13", Case("debian-12", "cpu", "1.13.1"),
      [("known-torch", f"no compatibility data for torch 1.13 (known: {KNOWN})")]),
-    ("unknown-torch-2.14", Case("ubuntu-24.04", "rocm7.2", "2.14.0", "gfx94X-dcgpu", "therock"),
-     [("known-torch", f"no compatibility data for torch 2.14 (known: {KNOWN})")]),
+    ("unknown-torch-2.16", Case("ubuntu-24.04", "rocm7.2", "2.16.0", "gfx94X-dcgpu", "therock"),
+     [("known-torch", f"no compatibility data for torch 2.16 (known: {KNOWN})")]),
     # section 1: companions
     ("torchvision-of-another-torch", Case("debian-12", "cpu", {"version": "2.13.0", "torchvision": "0.24.1"}),
      [("companions", "torchvision 0.24.1 does not pair with torch 2.13 (it pairs with 0.28.x)")]),
@@ -234,9 +289,21 @@ def test_known_bad_combinations_are_dropped_with_rule_and_reason(tmp_path: Path,
 
 
 def test_every_rule_is_exercised_by_a_bad_case() -> None:
+    """therock-released has no line to speak of today (10.0 is released): test_a_prerelease_line_is_dropped."""
     names = [name for name, _ in compat.RULES]
     assert len(set(names)) == len(names)
-    assert {rule for _, _, broken in BAD for rule, _ in broken} == set(names)
+    assert {rule for _, _, broken in BAD for rule, _ in broken} | {"therock-released"} == set(names)
+
+
+def test_a_prerelease_line_is_dropped_from_its_stable_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line branched but not tagged (as 10.0 was until its release) has no wheels on its stable index."""
+    data = catalog.compat()
+    lines = {**data.therock, "10.0": data.therock["10.0"].model_copy(update={"prerelease": True})}
+    monkeypatch.setattr(catalog, "compat", lambda: data.model_copy(update={"therock": lines}))
+    outcome = expand(tmp_path, Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"))
+    assert outcome.dropped == [("therock-released", "TheRock 10.0 is not released yet (release candidates only, "
+                                f"+rocm10.0.0rcN, not on {WHL_NEXT}): use 7.14, or set index_urls.therock to an "
+                                "index that serves it")]
 
 
 # --- where the rules and rocm-facts.md disagreed (fixed), and one that still does (expected failure) ---------
@@ -278,7 +345,9 @@ def test_rdna4_is_not_supported_by_rocm_6_4_0(tmp_path: Path) -> None:
     ("2.6.0", ("0.21.0", "2.6.0")),
     ("2.5.1", ("0.20.1", "2.5.1")),
     ("1.13.1", (None, None)),
-    ("2.14.0", (None, None)),
+    ("2.14.0", ("0.29.0", "2.11.0")),
+    ("2.14.1", ("0.29.1", "2.11.0")),
+    ("2.16.0", (None, None)),
     ("3.0", (None, None)),
 ])
 def test_default_companions(torch: str, expected: tuple[str | None, str | None]) -> None:
@@ -325,6 +394,10 @@ FACTS_TORCH: dict[str, tuple[str, str, tuple[str, ...], str, str]] = {
     "2.11": ("0.26", "2.11", ("7.1", "7.2"), "3.10", "3.14"),
     "2.12": ("0.27", "2.11", ("7.1", "7.2"), "3.10", "3.14"),
     "2.13": ("0.28", "2.11", ("7.1", "7.2"), "3.10", "3.14"),
+    # test-infra release/2.14 @ c840391a: rocm7.2 and rocm7.14, no 7.1 (rocm-facts.md section 3 agrees).
+    "2.14": ("0.29", "2.11", ("7.2", "7.14"), "3.10", "3.14"),
+    # not verified at a pytorch source: no ROCm index listed (compat.yaml says why).
+    "2.15": ("0.30", "2.12", (), "3.10", "3.14"),
 }
 
 # Section 1: PYTORCH_ROCM_ARCH, cumulative; 2.11-2.13 are assumed unchanged since 2.10.
@@ -334,8 +407,10 @@ _2_3 = _2_1 | {"gfx942"}
 _2_6 = _2_3 | {"gfx1101"}
 _2_7 = _2_6 | {"gfx1102", "gfx1200", "gfx1201"}
 _2_10 = _2_7 | {"gfx950", "gfx1150", "gfx1151"}
+_MAIN = _2_10 | {"gfx1103"}  # pytorch/pytorch#179653, read on main @ 027375bf (2.14's list)
 FACTS_WHEEL_GFX = {"2.0": _BASE, "2.1": _2_1, "2.2": _2_1, "2.3": _2_3, "2.4": _2_3, "2.5": _2_3, "2.6": _2_6,
-                   "2.7": _2_7, "2.8": _2_7, "2.9": _2_7, "2.10": _2_10, "2.11": _2_10, "2.12": _2_10, "2.13": _2_10}
+                   "2.7": _2_7, "2.8": _2_7, "2.9": _2_7, "2.10": _2_10, "2.11": _2_10, "2.12": _2_10, "2.13": _2_10,
+                   "2.14": _MAIN, "2.15": _MAIN}
 
 # Section 2: family -> targets, first ROCm in the official matrix (for a mixed family: its first target's).
 FACTS_GFX: dict[str, tuple[tuple[str, ...], str | None]] = {
@@ -352,6 +427,10 @@ FACTS_GFX: dict[str, tuple[tuple[str, ...], str | None]] = {
     "gfx1152": (("gfx1152",), None),
     "gfx1153": (("gfx1153",), None),
     "gfx120X-all": (("gfx1200", "gfx1201"), "6.4"),  # facts: 6.4.1-6.4.3, see the xfail above
+    "gfx906-dgpu": (("gfx906",), None),  # section 2: TheRock's current families
+    "gfx900-dgpu": (("gfx900",), None),
+    "gfx90c-igpu": (("gfx90c",), None),
+    "gfx125X-dcgpu": (("gfx1250",), None),
 }
 
 # Sections 2 and 4: OS -> (Python it ships, first ROCm that lists it). Debian 13: "7.0.2/7.1", 7.1 kept.
@@ -369,7 +448,8 @@ def test_every_torch_minor_has_pythons_and_rocm_indexes() -> None:
     assert data, "compat.yaml lists no torch"
     for minor, entry in data.items():
         assert re.fullmatch(r"[0-9]+\.[0-9]+", minor), minor
-        assert entry.python and entry.pytorch.rocm and entry.pytorch.gfx, minor
+        assert entry.python and entry.pytorch.gfx, minor
+        assert entry.pytorch.rocm or minor == "2.15", minor  # 2.15: no ROCm index verified yet
         assert all(re.fullmatch(r"3\.[0-9]+", p) for p in entry.python), minor
         assert list(entry.python) == sorted(entry.python, key=by_version), minor
         assert all(re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", r) for r in entry.pytorch.rocm), minor
@@ -391,7 +471,7 @@ def test_every_torch_minor_of_the_data_is_in_the_facts() -> None:
 
 
 def test_therock_is_its_own_release_line() -> None:
-    """Section 3: TheRock's releases (version.json at tags therock-7.9.0 .. therock-7.14; 10.0 branched, untagged),
+    """Section 3: TheRock's releases (version.json at tags therock-7.9.0 .. therock-7.14; 10.0 released on whl-next),
     the torch minors each builds, and the HIP it ships (HIP stays 7.x: ROCm 10.0 has HIP 7.15)."""
     releases = catalog.compat().therock
     assert {line: (r.version, r.torch) for line, r in releases.items()} == {
@@ -399,22 +479,26 @@ def test_therock_is_its_own_release_line() -> None:
         "7.11": ("7.11.0", ("2.7", "2.8", "2.9")), "7.12": ("7.12.0", ("2.8", "2.9", "2.10")),
         "7.13": ("7.13.0", ("2.8", "2.9", "2.10", "2.11")), "7.14": ("7.14.0", ("2.10", "2.11", "2.12")),
         "10.0": ("10.0.0", ("2.11", "2.12", "2.13"))}
-    assert [line for line, r in releases.items() if r.prerelease] == ["10.0"]
-    assert releases["10.0"].hip == "7.15" and releases["7.14"].hip == "7.14"
+    assert [line for line, r in releases.items() if r.prerelease] == []
+    assert releases["10.0"].hip == ("7.15", "10.0") and releases["7.14"].hip == ("7.14",)
+    assert {line: r.index for line, r in releases.items()} == {
+        "7.9": "per-family", "7.10": "per-family", "7.11": "per-family", "7.12": "per-family",
+        "7.13": "multi-arch", "7.14": "multi-arch", "10.0": "whl-next"}
     assert not {"7.1", "7.2"} & set(releases), "pytorch.org's ROCm labels are not TheRock releases"
     assert set(catalog.compat().therock_dev_only_targets) == {"gfx900", "gfx906", "gfx90c"}
 
 
 def test_wheel_indexes() -> None:
-    assert catalog.compat().indexes == {"pytorch": PYTORCH + "{platform}", "therock": THEROCK}
+    assert catalog.compat().indexes == {"pytorch": PYTORCH + "{platform}", "therock-whl-next": WHL_NEXT,
+                                        "therock-multi-arch": THEROCK, "therock-per-family": PER_FAMILY + "{family}/"}
 
 
 def test_every_wheel_target_is_a_gfx_target_of_a_family() -> None:
-    """Every target the wheels carry is spelled like gfx.yaml's, and all but gfx900 (no TheRock family) is in it."""
+    """Every target the wheels carry is spelled like gfx.yaml's, and is in one of its families."""
     family_targets = {t for f in catalog.gfx_families().values() for t in f.targets}
     wheel_targets = {t for e in catalog.compat().torch.values() for t in e.pytorch.gfx}
     assert all(GFX_RE.fullmatch(t) for t in wheel_targets), sorted(wheel_targets)
-    assert wheel_targets - family_targets == {"gfx900"}
+    assert wheel_targets - family_targets == set()
 
 
 def test_every_family_names_its_targets() -> None:
@@ -550,6 +634,12 @@ def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary()
     assert run.returncode == 0, run.stderr
     dropped = run.stdout.split("cells of the product dropped")[1]
     reasons = [line for line in dropped.splitlines() if line.startswith("  ") and not line.startswith("      ")]
-    assert len(reasons) == len(set(reasons)) and len(reasons) < 20, reasons
+    # The product keeps old lines (TheRock 7.12/7.13) only so that --explain says why they are dropped: a few
+    # more distinct reasons, still a screen.
+    assert len(reasons) == len(set(reasons)) and len(reasons) < 32, reasons
+    lines = run.stdout.split("ROCm lines of the product, kept or dropped:")[1].split("cells of the product")[0]
+    assert "therock rocm10.0: kept: 112 cells, torch 2.13.0, 2.12.1; not torch 2.14.1: channel-wheels" in lines
+    assert "therock rocm7.12: dropped\n      channel-wheels: torch 2.12 has no wheels for ROCm 7.12 on TheRock's " \
+           "per-family index; it has 7.14, 10.0" in lines
     assert "192 cells: rocm7.1_" in dropped
     assert dropped.strip().splitlines()[-1].startswith("cells dropped per rule (a cell may break several): ")

@@ -235,7 +235,8 @@ def test_a_pytorch_devel_image_adds_the_sdk_from_amds_apt_repository_through_a_p
                                 "  gfx: [all]\n  flavor: [runtime, devel]\n")
     rendered = {r.cell.tag: r for r in render_all(cell)}
     noble = rendered["rocm7.2_ubuntu24.04_py3.12_torch2.13.0_all_devel"]
-    assert "https://repo.radeon.com/rocm/apt/7.2 noble main" in noble.dockerfile
+    # the patch release the rocm7.2 wheels were built on (pytorch's manywheel build.sh: 7.2 -> 7.2.1)
+    assert "https://repo.radeon.com/rocm/apt/7.2.1 noble main" in noble.dockerfile
     assert "signed-by=/etc/apt/keyrings/rocm.gpg" in noble.dockerfile and "rocm-hip-sdk" in noble.dockerfile
     assert json.loads(noble.files[f"cells/{noble.cell.tag}.json"])["rocm_sdk"] is True
     bookworm = rendered["rocm7.2_debian12_py3.11_torch2.13.0_all_devel"]  # AMD documents no Debian suite

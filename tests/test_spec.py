@@ -126,6 +126,7 @@ def test_expectations_full_record_and_torch_override() -> None:
         "tag": "t", "platform": "rocm6.2.4", "channel": "pytorch", "os": "ubuntu-22.04", "flavor": "devel",
         "python": "3.10",
         "user": "ml", "torch": "2.4.0", "torchvision": "0.20.1", "torchaudio": None, "hip": "6.2",
+        "hip_accept": ["6.2"],
         # a devel image on Ubuntu: the ROCm SDK of its release from AMD's apt repository
         "gfx_family": "gfx90X-dcgpu", "gfx_targets": ["gfx906", "gfx908", "gfx90a"], "rocm_sdk": True,
         "torch_wheel": "2.5.1+rocm6.2.4",  # the wheel installed: pytorch.org's index name as its local version

@@ -142,7 +142,7 @@ def test_strix_halo_is_an_igpu_of_its_own_family(matrix: Path) -> None:
 def test_apu_plus_dgpu_lists_both_recommends_the_dgpu_and_hides_the_igpu(matrix: Path) -> None:
     answer = ask(matrix, "apu-rx6800")
     assert gpus_of(answer) == [("gfx1030", "gfx103X-all", "AMD Radeon RX 6800", False),
-                               ("gfx90c", None, "AMD Radeon Vega Graphics (Cezanne)", True)]
+                               ("gfx90c", "gfx90c-igpu", "AMD Radeon Vega Graphics (Cezanne)", True)]
     assert [g["supported"] for g in answer["gpus"]] == [True, False]
     rec = answer["recommended"]
     assert rec["target"] == "gfx1030" and rec["gpus"] == [0]
@@ -356,8 +356,8 @@ def test_cli_bad_gfx_is_exit_2(matrix: Path) -> None:
     ("gfx1100", "unknown gfx family 'gfx1100'; gfx1100 is a target of family gfx110X-all: use gfx: [gfx110X-all]"),
     ("MI300X", "unknown gfx family 'MI300X'; MI300X is a GPU of family gfx94X-dcgpu: use gfx: [gfx94X-dcgpu]"),
     ("GFX94X-DCGPU", "unknown gfx family 'GFX94X-DCGPU'; family names are case-sensitive: use gfx: [gfx94X-dcgpu]"),
-    ("gfx900", "unknown gfx family 'gfx900'; gfx900 is in no family here, but pytorch.org's wheels carry it: "
-               "use gfx: [all]"),
+    # TheRock's gfx900-dgpu family (therock_amdgpu_targets.cmake @ 584db938) is in gfx.yaml now.
+    ("gfx900", "unknown gfx family 'gfx900'; gfx900 is a target of family gfx900-dgpu: use gfx: [gfx900-dgpu]"),
     ("gfx9999", "unknown gfx family 'gfx9999'; known: all, gfx101X-dgpu"),
 ])
 def test_builder_matrix_names_the_family_of_a_target(tmp_path: Path, value: str, message: str) -> None:

@@ -64,8 +64,12 @@ def hip_version(s: Smoke) -> str:
     if hip is None:
         raise Fail(f"torch.version.hip is None: this torch is not a ROCm build (want ROCm {want})",
                    "rebuild the image from a ROCm wheel index (download.pytorch.org/whl/rocmX.Y)")
-    if major_minor(hip) != major_minor(want):
-        raise Fail(f"torch.version.hip is {hip}, the image promises HIP {want} ({s.expect.get('platform')})",
+    # A line may accept more than one value (cell.json hip_accept): TheRock 10.0 wheels report HIP 7.15, or 10.0
+    # where torch took ROCM_VERSION_DEV (pytorch#166336); compat.yaml says which per line.
+    accept = [str(v) for v in s.expect.get("hip_accept") or [want]]
+    if major_minor(hip) not in {major_minor(v) for v in accept}:
+        promise = " or ".join(accept)
+        raise Fail(f"torch.version.hip is {hip}, the image promises HIP {promise} ({s.expect.get('platform')})",
                    f"rebuild the image from the wheels of its ROCm line ({s.expect.get('platform')})")
     # Newer torch also reports the ROCm release itself (10.0 where HIP says 7.15): held to the image's line.
     rocm, line = getattr(s.torch.version, "rocm", None), str(s.expect.get("platform") or "").removeprefix("rocm")
