@@ -101,8 +101,10 @@ class Export:
     cache: Cache | None = None
 
     def output(self, name: str) -> str:
+        # No force-compression: a layer already compressed (the base's, a cached step's) is reused as it is,
+        # never compressed again on every export.
         return (f"type=oci,tar=false,dest={self.layout},name={name},rewrite-timestamp=true,oci-mediatypes=true,"
-                f"compression={self.compression},force-compression=true")
+                f"compression={self.compression}")
 
     def target(self, target: str, name: str) -> dict[str, Any]:
         """The bake keys that export target as name, and import and export its cache."""
