@@ -212,6 +212,11 @@ class FaultProxy:
 
     def _requests(self, client: socket.socket, rfile: BinaryIO, upstream: socket.socket) -> None:
         """Request after request: parse line and headers; forward it, or fault it."""
+        if rfile.peek(1)[:1] == b"\x16":  # type: ignore[attr-defined]
+            # A TLS handshake: answer as a plain-HTTP registry does (Go's net/http), so a client that tries HTTPS
+            # first (containerd's pusher, for loopback) sees plain HTTP and falls back to it.
+            client.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+            return
         while True:
             line = rfile.readline(65536)
             if not line:
