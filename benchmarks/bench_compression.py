@@ -4,8 +4,9 @@ A ROCm torch layer is several GB; every user pulls it, and the engine unpacks it
 store, `docker pull` decompresses and writes the snapshot before it returns). The layer here is synthetic:
 `--gb` of files half random and half repetitive (about 2x compressible, as shared libraries are; the payload of
 synthwheels.py). The same image is built twice, gzip and zstd (BuildKit's `compression=`, `force-compression`),
-pushed to a fresh registry on loopback, and pulled `--repeats` times each, alternating, the image removed
-before every pull. Printed: compressed size, push and median pull seconds per compression, and the ratios.
+pushed to a fresh registry on loopback, and pulled `--repeats` times each, alternating, into a second, empty
+engine (the machine's own holds the layers it built), the image removed after every pull. Printed: compressed
+size, push and median pull seconds per compression, and the ratios.
 
 Usage: python benchmarks/bench_compression.py [--gb 3 --repeats 3]   (after scripts/setup.sh; needs debian:12
 and about 6x --gb of free disk). Its images are removed at the end; BuildKit's cache of the layer is pruned.
@@ -14,10 +15,14 @@ and about 6x --gb of free disk). Its images are removed at the end; BuildKit's c
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from localregistry import LocalRegistry
@@ -37,12 +42,40 @@ def write_payload(folder: Path, size: int) -> None:
         left, index = left - part, index + 1
 
 
-def docker(*args: str) -> float:
+ENGINE = Path(__file__).resolve().parent.parent / ".rif" / "engine"  # scripts/setup.sh unpacks it here
+
+
+def docker(*args: str, host: str | None = None) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+    proc = subprocess.run(["docker", *(["-H", host] if host else []), *args], capture_output=True, text=True,
+                          check=False)
     if proc.returncode != 0:
         raise SystemExit(f"docker {' '.join(args[:2])} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
     return time.perf_counter() - start
+
+
+@contextmanager
+def empty_engine(root: Path) -> Iterator[str]:
+    """A second dockerd (the same binaries, containerd image store) on its own socket and empty data root: the
+    machine's engine holds the layers it built, so a pull there would move nothing. Yields its DOCKER_HOST."""
+    sock = f"unix://{root / 'docker.sock'}"
+    conf = root / "daemon.json"
+    root.mkdir(parents=True)
+    conf.write_text(json.dumps({"features": {"containerd-snapshotter": True}, "bridge": "none", "iptables": False,
+                                "ip6tables": False, "ip-forward": False}))
+    env = {**os.environ, "PATH": f"{ENGINE / 'usr/bin'}:{ENGINE / 'usr/sbin'}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["dockerd", "--config-file", str(conf), "--data-root", str(root / "data"), "--exec-root",
+                             str(root / "exec"), "--pidfile", str(root / "dockerd.pid"), "-H", sock], env=env,
+                            stdout=subprocess.DEVNULL, stderr=(root / "dockerd.log").open("wb"), start_new_session=True)
+    try:
+        for _ in range(60):
+            if subprocess.run(["docker", "-H", sock, "info"], capture_output=True, check=False).returncode == 0:
+                break
+            time.sleep(1)
+        yield sock
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 def compressed_size(registry: LocalRegistry, repo: str, tag: str) -> int:
@@ -66,15 +99,17 @@ def main() -> None:
             push: dict[str, float] = {}
             for c in COMPRESSIONS:
                 print(f"building and pushing ({c}) ...", flush=True)
-                push[c] = docker("buildx", "build", "--progress", "quiet", "--output",
+                push[c] = docker("buildx", "build", "--progress", "quiet", "--provenance=false", "--output",
                                  f"type=image,name={refs[c]},push=true,compression={c},force-compression=true,"
                                  "oci-mediatypes=true,registry.insecure=true", str(tmp / "context"))
-            pulls: dict[str, list[float]] = {c: [] for c in COMPRESSIONS}
-            for _ in range(args.repeats):
-                for c in COMPRESSIONS:
-                    subprocess.run(["docker", "image", "rm", "-f", refs[c]], capture_output=True, check=False)
-                    pulls[c].append(docker("pull", "-q", refs[c]))
             sizes = {c: compressed_size(registry, "bench/torch-layer", c) for c in COMPRESSIONS}
+            pulls: dict[str, list[float]] = {c: [] for c in COMPRESSIONS}
+            with empty_engine(tmp / "pull-engine") as host:
+                for _ in range(args.repeats):
+                    for c in COMPRESSIONS:
+                        pulls[c].append(docker("pull", "-q", refs[c], host=host))
+                        print(f"pull ({c}): {pulls[c][-1]:.2f} s", flush=True)
+                        docker("image", "rm", refs[c], host=host)  # nothing else holds its content: it goes
         finally:
             for ref in refs.values():
                 subprocess.run(["docker", "image", "rm", "-f", ref], capture_output=True, check=False)
