@@ -5,8 +5,8 @@ with rewritten timestamps) mean a rebuild of unchanged steps gives the bytes the
 numpy's layer and what sits above it go up again; BuildKit's cache in the registry (`--cache-registry`) means
 the unchanged steps (torch) are not even run again.
 
-One run, on this machine's engine made cold before each publish (`docker builder prune -af`, the benchmark's
-images removed; the base image stays, as a runner pulls it), against a fresh registry on loopback:
+One run; each publish on a fresh engine (a second dockerd with an empty data root: no BuildKit cache, no
+images; the locked base comes from the registry, as a runner pulls it), against a fresh registry on loopback:
 1. publish the example (runtime + devel, locked, real CPU torch from the wheelhouse) with --cache-registry;
 2. numpy bumped (the same wheel under a new version, `builder lock --update`), cold, publish with the cache;
 3. numpy bumped again, cold, publish without it.
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import docker
+from freshengine import empty_engine
 from localregistry import LocalRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,18 +43,12 @@ STEP = re.compile(r"^#(\d+) \[[^\]]+\] (RUN|COPY) ")
 CACHED = re.compile(r"^#(\d+) CACHED")
 
 
-def run(*args: str, cwd: Path) -> str:
-    proc = subprocess.run([*BUILDER, *args], capture_output=True, text=True, cwd=cwd, check=False)
+def run(*args: str, cwd: Path, host: str | None = None) -> str:
+    env = {**os.environ, **({"DOCKER_HOST": host} if host else {})}
+    proc = subprocess.run([*BUILDER, *args], capture_output=True, text=True, cwd=cwd, check=False, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"builder {args[0]} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
     return proc.stdout
-
-
-def cold(client: docker.DockerClient, repository: str) -> None:
-    """What a fresh runner has: no BuildKit cache and none of the benchmark's images (the base stays)."""
-    subprocess.run(["docker", "builder", "prune", "-af"], check=True, capture_output=True)
-    for image in client.images.list(name=repository):
-        client.images.remove(image.id, force=True)
 
 
 def steps(log_dir: Path) -> tuple[int, int]:
@@ -79,7 +74,6 @@ def main() -> None:
             bench(client, tmp, registry)
         finally:
             registry.stop()
-            cold(client, f"{registry.address}/cold/pytorch")
 
 
 def bench(client: docker.DockerClient, tmp: Path, registry: LocalRegistry) -> None:
@@ -101,15 +95,15 @@ def bench(client: docker.DockerClient, tmp: Path, registry: LocalRegistry) -> No
             numpy.unlink()
             numpy = rebrand(numpy if numpy.exists() else next(wheels.glob("numpy-*.whl")), f"2.4.{90 + n}", wheels)
             run(*lock, "--update", cwd=tmp)
-        cold(client, f"{target}/pytorch")
         work = tmp / f"run{n}"
         work.mkdir()
         before = registry.stored_bytes()
-        start = time.perf_counter()
-        run("publish", "--matrix", str(MATRIX), "--locks", str(tree), "--wheelhouse", str(wheels), "--registry", target,
-            *(["--cache-registry", f"{registry.address}/cache"] if cache else []), "--record", str(work / "r.json"),
-            "--progress", "plain", cwd=work)
-        seconds = time.perf_counter() - start
+        with empty_engine(tmp / f"engine{n}") as host:
+            start = time.perf_counter()
+            run("publish", "--matrix", str(MATRIX), "--locks", str(tree), "--wheelhouse", str(wheels), "--registry",
+                target, *(["--cache-registry", f"{registry.address}/cache"] if cache else []), "--record",
+                str(work / "r.json"), "--progress", "plain", cwd=work, host=host)
+            seconds = time.perf_counter() - start
         images = json.loads((work / "r.json").read_text())["images"]
         pair = pair_bytes(registry, images)
         executed, cached = steps(work / ".rif" / "logs")

@@ -15,16 +15,13 @@ and about 6x --gb of free disk). Its images are removed at the end; BuildKit's c
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
+from freshengine import empty_engine
 from localregistry import LocalRegistry
 from synthwheels import FILE_LIMIT, payload_chunks
 
@@ -42,9 +39,6 @@ def write_payload(folder: Path, size: int) -> None:
         left, index = left - part, index + 1
 
 
-ENGINE = Path(__file__).resolve().parent.parent / ".rif" / "engine"  # scripts/setup.sh unpacks it here
-
-
 def docker(*args: str, host: str | None = None) -> float:
     start = time.perf_counter()
     proc = subprocess.run(["docker", *(["-H", host] if host else []), *args], capture_output=True, text=True,
@@ -52,30 +46,6 @@ def docker(*args: str, host: str | None = None) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"docker {' '.join(args[:2])} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
     return time.perf_counter() - start
-
-
-@contextmanager
-def empty_engine(root: Path) -> Iterator[str]:
-    """A second dockerd (the same binaries, containerd image store) on its own socket and empty data root: the
-    machine's engine holds the layers it built, so a pull there would move nothing. Yields its DOCKER_HOST."""
-    sock = f"unix://{root / 'docker.sock'}"
-    conf = root / "daemon.json"
-    root.mkdir(parents=True)
-    conf.write_text(json.dumps({"features": {"containerd-snapshotter": True}, "bridge": "none", "iptables": False,
-                                "ip6tables": False, "ip-forward": False}))
-    env = {**os.environ, "PATH": f"{ENGINE / 'usr/bin'}:{ENGINE / 'usr/sbin'}:{os.environ['PATH']}"}
-    proc = subprocess.Popen(["dockerd", "--config-file", str(conf), "--data-root", str(root / "data"), "--exec-root",
-                             str(root / "exec"), "--pidfile", str(root / "dockerd.pid"), "-H", sock], env=env,
-                            stdout=subprocess.DEVNULL, stderr=(root / "dockerd.log").open("wb"), start_new_session=True)
-    try:
-        for _ in range(60):
-            if subprocess.run(["docker", "-H", sock, "info"], capture_output=True, check=False).returncode == 0:
-                break
-            time.sleep(1)
-        yield sock
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def compressed_size(registry: LocalRegistry, repo: str, tag: str) -> int:
