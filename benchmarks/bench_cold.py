@@ -92,8 +92,8 @@ def bench(client: docker.DockerClient, tmp: Path, registry: LocalRegistry) -> No
     for n, (label, cache) in enumerate([("first publish, cache exported", True), ("numpy bump, cache imported", True),
                                         ("numpy bump, no cache", False)]):
         if n:
-            numpy.unlink()
-            numpy = rebrand(numpy if numpy.exists() else next(wheels.glob("numpy-*.whl")), f"2.4.{90 + n}", wheels)
+            old, numpy = numpy, rebrand(numpy, f"2.4.{90 + n}", wheels)
+            old.unlink()  # the wheelhouse serves the new numpy only
             run(*lock, "--update", cwd=tmp)
         work = tmp / f"run{n}"
         work.mkdir()
