@@ -42,7 +42,8 @@ def image(client: docker.DockerClient, ref: str, parent: str) -> str:
         client.images.get(ref)
     except docker.errors.ImageNotFound:
         dockerfile = f"FROM {parent}\n{STEPS[ref]}\n".encode()
-        client.images.build(fileobj=io.BytesIO(dockerfile), tag=ref, rm=True, forcerm=True)
+        # host network: the engine has no bridge (scripts/setup.sh), and apt must reach the mirror
+        client.images.build(fileobj=io.BytesIO(dockerfile), tag=ref, rm=True, forcerm=True, network_mode="host")
     return ref
 
 
