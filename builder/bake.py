@@ -170,8 +170,9 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
     while pending:
         run = _bake_once(bake_file, pending, on_line, cwd, export, no_cache)
         if run.ok:
+            tags = _tags(bake_file) if export is not None else {}
             for target in pending:
-                results[target] = _result(target, run.image_ids.get(target), bake_file, export)
+                results[target] = _result(target, run.image_ids.get(target), tags.get(target) or [], export)
             break
         suspects = [t for t in pending if t in run.failed]
         blamed = pending if len(pending) == 1 else suspects if len(suspects) == 1 else []
@@ -193,13 +194,13 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
     return results
 
 
-def _result(target: str, digest: str | None, bake_file: Path, export: Export | None) -> BuildResult:
-    """A built target's result: with an export, its image loaded from the layout (ID = the manifest digest)."""
+def _result(target: str, digest: str | None, refs: list[str], export: Export | None) -> BuildResult:
+    """A built target's result: with an export, its image (named refs, the bake file's tags) loaded from the
+    layout (ID = the manifest digest)."""
     if digest is None:
         return BuildResult(target, False, error="bake finished without an image for this target")
     if export is None:
         return BuildResult(target, True, digest)
-    refs = _tags(bake_file).get(target) or []
     try:
         image = ocilayout.find(export.layout, refs[-1])
         loaded = ocilayout.load(connect(), image, refs) if export.load else image.digest
