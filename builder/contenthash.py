@@ -18,6 +18,7 @@ from pathlib import Path
 
 _FROM = re.compile(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 _BIND = re.compile(r"--mount=(\S*type=bind\S*)")
+_FACTORY_FILES = re.compile(r"(^|,)source=(rif|cells/[^,/]+)(,|$)")  # the smoke program and an image's cell.json
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,21 @@ def stage_chains(dockerfile: str) -> dict[str, Chain]:
 
 def runs_on_context(text: str) -> bool:
     """Whether a RUN depends on the build context (its own bind mount without `from=`, or a COPY or ADD
-    without `--from` before it). BuildKit gives each target its own copy of the context, so such a RUN is a
-    separate vertex per target; a COPY alone is not a risk: it gives the same bytes however often it runs."""
+    without `--from`, or a step installing the factory's files from their folders, before it). BuildKit gives
+    each target its own copy of the context, so such a RUN is a separate vertex per target; a COPY alone is
+    not a risk: it gives the same bytes however often it runs."""
     copied = False
     for instruction in re.sub(r"\\\n", " ", text).splitlines():
         words = instruction.split(None, 1)
         kind = words[0].upper() if words else ""
         if kind in ("COPY", "ADD") and "--from=" not in instruction:
             copied = True
-        elif kind == "RUN" and (copied or any("from=" not in m for m in _BIND.findall(instruction))):
-            return True
+        elif kind == "RUN":
+            binds = [m for m in _BIND.findall(instruction) if "from=" not in m]
+            if binds and all(_FACTORY_FILES.search(m) for m in binds):
+                copied = True  # installing the factory's own files is a COPY: same bytes however often it runs
+            elif copied or binds:
+                return True
     return False
 
 

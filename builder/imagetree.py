@@ -1,7 +1,7 @@
 """A build tree (docker-library style: generated, committed, drift-checked): write it, check it for drift.
 
 The tree is what `docker buildx bake -f DIR/docker-bake.json` needs: the bake file, one folder per
-combination with its Dockerfile, `cells/<tag>.json` per image and the smoke program, plus `wheels/` (links
+combination with its Dockerfile, `cells/<tag>/cell.json` per image and the smoke program, plus `wheels/` (links
 to a local wheelhouse) when building offline. It is owned through a manifest (`.rif-rendered.json`) that
 lists every file the factory wrote. Pruning removes only listed files that the matrix no longer renders,
 and folders only when that leaves them empty: whatever else lives in the output folder (`.git`, notes, a

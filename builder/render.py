@@ -42,7 +42,7 @@ from builder.tags import CELL_FILE, HASH_LABEL, LABEL_PREFIX, RIF_DIR, VENV_DIR,
 
 SMOKE_PROGRAM = smoke.PROGRAM
 SMOKE_PATH = f"rif/{SMOKE_PROGRAM}"  # in the build tree, shared by every image
-CELLS_DIR = "cells"  # the build tree's cells/<tag>.json: each image's /opt/rif/cell.json
+CELLS_DIR = "cells"  # the build tree's cells/<tag>/cell.json: each image's /opt/rif/cell.json
 PIP_CACHE = "--mount=type=cache,id=rif-pip,target=/tmp"  # pip --cache-dir /tmp/pip
 WHEELS_DIR = "wheels"  # a local wheelhouse, linked into the build tree and bind-mounted, never copied
 WHEELS_MOUNT = "/mnt"  # where the build sees it: a folder every base image has, so no mount point is left
@@ -183,8 +183,13 @@ def image_labels(cell: CellSpec, content_hash: str) -> dict[str, str]:
     return labels
 
 
+def cell_dir(cell: CellSpec) -> str:
+    """A folder of its own per image: its RUN step binds exactly this folder, so no mount stub is ever made."""
+    return f"{CELLS_DIR}/{cell.tag}"
+
+
 def cell_path(cell: CellSpec) -> str:
-    return f"{CELLS_DIR}/{cell.tag}.json"
+    return f"{cell_dir(cell)}/{CELL_FILE}"
 
 
 def cell_json(cell: CellSpec) -> bytes:
@@ -328,7 +333,7 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> l
         lock_mounts={name: [PIP_CACHE, f"--mount=type=bind,source={step_wheels(text)},target={WHEELS_MOUNT}"]
                      for name, text in locks.items()} if source.wheelhouse else {},
         torch_requirement=[f"torch=={first.torch_wheel}"],
-        cell_file={s.cell.tag: cell_path(s.cell) for s in stages.values()},
+        cell_file={s.cell.tag: cell_dir(s.cell) for s in stages.values()},
         rif_dir=RIF_DIR, venv_dir=VENV_DIR, cell_json=CELL_FILE, smoke_program=SMOKE_PROGRAM,
         base_ref=lockfile.pinned_base(locks[lockfile.BASE_FILE]) if locks else first.os_release.base,
         locked=bool(locks), lock_dir=lock_dir, lock_mount=LOCK_MOUNT,

@@ -21,7 +21,9 @@ def test_every_target_builds_on_the_host_network_and_exports_to_one_layout(tmp_p
     assert {t: v["network"] for t, v in extra["target"].items()} == {"a": "host", "b": "host"}
     [output] = extra["target"]["b"]["output"]
     assert output.startswith(f"type=oci,tar=false,dest={tmp_path / 'layout'},name=rif-local/x:b-2,")
-    assert {"rewrite-timestamp=true", "compression=zstd"} <= set(output.split(","))
+    assert "compression=zstd" in output.split(",")
+    # The template sets each step's file times; BuildKit's rewrite would recompress every layer on every export.
+    assert "rewrite-timestamp" not in output
     assert "force-compression" not in output  # compressed layers (the base's, cached steps') are reused as they are
     assert bake.override({"a": "n"}) == {"target": {"a": {"network": "host"}}}  # plain: into the engine
 

@@ -36,6 +36,12 @@ def test_a_step_on_the_context_is_a_race_a_copy_alone_is_not() -> None:
                            "    --mount=type=bind,source=wheels,target=/mnt \\\n    pip install torch")
     assert runs_on_context("COPY rif/x /opt/x\nRUN apt-get install -y gcc")
     assert not runs_on_context("RUN pip install torch\nCOPY rif/x /opt/x\nUSER root")
+    # the factory's own files come in from their folders, like a COPY: racy only for a RUN after them
+    assert not runs_on_context("RUN --mount=type=bind,source=rif,target=/mnt install /mnt/x /opt/x\n"
+                               "RUN --mount=type=bind,source=cells/a_runtime,target=/mnt install /mnt/c /opt/c")
+    assert runs_on_context("RUN --mount=type=bind,source=cells/a_runtime,target=/mnt install /mnt/c /opt/c\n"
+                           "RUN apt-get install -y gcc")
+    assert runs_on_context("RUN --mount=type=bind,source=cells/a/b,target=/mnt true")
     assert not runs_on_context("COPY --from=base /a /b\nRUN true\n"
                                "RUN --mount=type=bind,from=base,source=/a,target=/b true")
 

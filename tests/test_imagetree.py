@@ -14,7 +14,7 @@ from tests.conftest import ROOT, builder_cli, load_cells
 ONE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
 TWO = ONE + "  flavor: [runtime, devel]\n"
 OTHER = "matrix:\n  os: [ubuntu-24.04]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
-GROUP, DEVEL = "cpu_debian12_py3.11_torch2.13.0", "cells/cpu_debian12_py3.11_torch2.13.0_devel.json"
+GROUP, DEVEL = "cpu_debian12_py3.11_torch2.13.0", "cells/cpu_debian12_py3.11_torch2.13.0_devel/cell.json"
 
 
 def test_rendering_the_production_matrix_into_a_checkout_leaves_git_and_notes_untouched(tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
     before, after = layers(namespace, old_runtime), layers(namespace, new_runtime)
     log = (ROOT / ".rif" / "logs" / f"{RUNTIME}.log").read_text()
     torch_steps = [line for line in log.splitlines() if "[torch " in line or line.endswith(" CACHED")]
-    # layers: base, apt, groups, torch, torch's deps | numpy's step, the two COPYs (new parent folders), WORKDIR
+    # layers: base, apt, groups, torch, torch's deps | numpy's step, the smoke program's and the cell's steps, WORKDIR
     assert before[:5] == after[:5] and before[5] != after[5], (before, after, torch_steps)
     out = docker_client.containers.run(f"{namespace}/pytorch:{RUNTIME}", ["pip", "list", "--format=json"],
                                        remove=True)

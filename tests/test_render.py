@@ -73,7 +73,7 @@ def test_local_wheelhouse_is_the_same_template_with_another_source(tmp_path: Pat
     (tmp_path / "torch-2.13.0-cp311-none-any.whl").write_bytes(b"wheel")
     index = render_cell(cell).dockerfile
     local = render_cell(cell, WheelSource(tmp_path)).dockerfile
-    assert "--index-url https://mirror.example.org/whl/cpu" in index and "type=bind" not in index
+    assert "--index-url https://mirror.example.org/whl/cpu" in index and "source=wheels" not in index
     assert "--no-index --find-links /mnt" in local and "--mount=type=bind,source=wheels,target=/mnt" in local
     assert "COPY wheels" not in local and "COPY --from" not in local  # wheels never enter a layer
     differ = set(index.splitlines()) ^ set(local.splitlines())
@@ -156,7 +156,10 @@ def test_tree_holds_exactly_what_the_dockerfiles_copy_and_bind(tmp_path: Path) -
     tree = tmp_path / "tree"
     imagetree.write(tree, rendered, prune=False, source=source)
     files = sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file())
-    copied = {m for r in rendered for m in re.findall(r"^COPY (\S+) ", r.dockerfile, re.MULTILINE)}
+    bound = {m for r in rendered for m in re.findall(r"--mount=type=bind,source=(rif|cells/[^,]+),", r.dockerfile)}
+    # each bind mount is a folder holding exactly the one file its step installs (no mount stub in any layer)
+    copied = {"rif/torch-smoke.pyz" if b == "rif" else f"{b}/cell.json" for b in bound}
+    assert "rif" in bound and {f"cells/{r.cell.tag}" for r in rendered} <= bound
     expected = {imagetree.MANIFEST, imagetree.BAKE_FILE, "wheels/x.whl", *copied,
                 *(f"{r.group}/Dockerfile" for r in rendered)}
     assert files == sorted(expected)
@@ -221,13 +224,13 @@ def test_a_therock_devel_image_adds_the_rocm_sdk_of_its_own_release(tmp_path: Pa
     stage = devel.dockerfile.split(f"AS {devel.stage}\n")[1].split("\nFROM ")[0]
     assert "'rocm[devel]==7.14.0'" in stage and "rocm-sdk init" in stage
     assert 'ln -s "$(rocm-sdk path --root)" /opt/rocm' in stage and "ROCM_HOME=/opt/rocm" in stage
-    assert json.loads(devel.files[f"cells/{devel.cell.tag}.json"])["rocm_sdk"] is True
+    assert json.loads(devel.files[f"cells/{devel.cell.tag}/cell.json"])["rocm_sdk"] is True
     runtime = rendered["rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx1151_therock_runtime"]
-    assert json.loads(runtime.files[f"cells/{runtime.cell.tag}.json"])["rocm_sdk"] is False
+    assert json.loads(runtime.files[f"cells/{runtime.cell.tag}/cell.json"])["rocm_sdk"] is False
     for r in render_all(golden_cells()):  # pytorch.org and cpu devel images promise no SDK (yet)
         if r.cell.channel != "therock":
             assert "rocm-sdk" not in r.dockerfile
-            assert json.loads(r.files[f"cells/{r.cell.tag}.json"])["rocm_sdk"] is False
+            assert json.loads(r.files[f"cells/{r.cell.tag}/cell.json"])["rocm_sdk"] is False
 
 
 def test_a_pytorch_devel_image_adds_the_sdk_from_amds_apt_repository_through_a_pinned_key(tmp_path: Path) -> None:
@@ -238,10 +241,10 @@ def test_a_pytorch_devel_image_adds_the_sdk_from_amds_apt_repository_through_a_p
     # the patch release the rocm7.2 wheels were built on (pytorch's manywheel build.sh: 7.2 -> 7.2.1)
     assert "https://repo.radeon.com/rocm/apt/7.2.1 noble main" in noble.dockerfile
     assert "signed-by=/etc/apt/keyrings/rocm.gpg" in noble.dockerfile and "rocm-hip-sdk" in noble.dockerfile
-    assert json.loads(noble.files[f"cells/{noble.cell.tag}.json"])["rocm_sdk"] is True
+    assert json.loads(noble.files[f"cells/{noble.cell.tag}/cell.json"])["rocm_sdk"] is True
     bookworm = rendered["rocm7.2_debian12_py3.11_torch2.13.0_all_devel"]  # AMD documents no Debian suite
     assert "repo.radeon.com" not in bookworm.dockerfile
-    assert json.loads(bookworm.files[f"cells/{bookworm.cell.tag}.json"])["rocm_sdk"] is False
+    assert json.loads(bookworm.files[f"cells/{bookworm.cell.tag}/cell.json"])["rocm_sdk"] is False
 
 
 @pytest.mark.skipif(shutil.which("gpg") is None, reason="needs gpg")
