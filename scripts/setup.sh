@@ -68,7 +68,7 @@ if [ "$existing" = no ] && { [ -z "$(engine_version)" ] || [ "$(engine_version)"
   ln -sf "$(command -v tini-static)" "$ENGINE/usr/bin/docker-init"
   "$ENGINE/usr/sbin/dockerd" --version
 fi
-# buildx 0.18+ (bake's fs entitlements, rewrite-timestamp, zstd); else sid's 0.29 as the user's CLI plugin.
+# buildx 0.18+ (bake's fs entitlements, OCI layout export, zstd); else sid's 0.29 as the user's CLI plugin.
 buildx_minor=$(docker buildx version 2>/dev/null | sed -n 's/.* v\{0,1\}0\.\([0-9]*\).*/\1/p' || true)
 if [ "${buildx_minor:-0}" -lt 18 ]; then
   [ -x "$ENGINE/usr/libexec/docker/cli-plugins/docker-buildx" ] || sid_download "$ENGINE.buildx" docker-buildx

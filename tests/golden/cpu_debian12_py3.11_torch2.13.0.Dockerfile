@@ -52,7 +52,7 @@ RUN --mount=type=cache,id=rif-pip,target=/tmp \
  && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
 RUN --mount=type=bind,source=rif,target=/mnt \
     T=$(date +%s) \
- && install -D --mode=0644 /mnt/torch-smoke.pyz /opt/rif/torch-smoke.pyz \
+ && install -D --mode=0755 /mnt/torch-smoke.pyz /opt/rif/torch-smoke.pyz \
  && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
 RUN --mount=type=bind,source=cells/cpu_debian12_py3.11_torch2.13.0_runtime,target=/mnt \
     T=$(date +%s) \
