@@ -16,12 +16,12 @@ RUN --mount=type=cache,id=rif-apt-debian-12,target=/var/cache/apt,sharing=locked
  && SOURCE_DATE_EPOCH=0 python3 -m venv /opt/venv \
  && apt-get purge -y --auto-remove python3-venv python3-pip-whl python3-setuptools-whl \
  && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log /var/log/alternatives.log /var/cache/ldconfig/aux-cache \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
 RUN T=$(date +%s) \
  && groupadd -f video && groupadd -f --system render \
  && ln -s /opt/rif/torch-smoke.pyz /usr/local/bin/torch-smoke \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CMD ["bash"]
@@ -33,14 +33,14 @@ RUN --mount=type=cache,id=rif-pip,target=/tmp \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://mirror.example.org/whl/cpu \
     --no-deps torch==2.13.0 \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://mirror.example.org/whl/cpu \
     torch==2.13.0 \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 
 FROM torch AS runtime
 # The small, often-updated packages last, so their updates re-push only this layer.
@@ -49,14 +49,14 @@ RUN --mount=type=cache,id=rif-pip,target=/tmp \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://mirror.example.org/whl/cpu \
     torch==2.13.0 numpy \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 RUN --mount=type=bind,source=rif,target=/mnt \
     T=$(date +%s) \
  && install -D --mode=0755 /mnt/torch-smoke.pyz /opt/rif/torch-smoke.pyz \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 RUN --mount=type=bind,source=cells/cpu_debian12_py3.11_torch2.13.0_runtime,target=/mnt \
     T=$(date +%s) \
  && install -D --mode=0644 /mnt/cell.json /opt/rif/cell.json \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 USER root
 WORKDIR /root

@@ -16,13 +16,13 @@ RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=loc
  && SOURCE_DATE_EPOCH=0 python3 -m venv /opt/venv \
  && apt-get purge -y --auto-remove python3-venv python3-pip-whl python3-setuptools-whl \
  && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log /var/log/alternatives.log /var/cache/ldconfig/aux-cache \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
 RUN T=$(date +%s) \
  && groupadd -f video && groupadd -f --system render \
  && useradd --create-home --shell /bin/bash --groups video,render ml \
  && ln -s /opt/rif/torch-smoke.pyz /usr/local/bin/torch-smoke \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CMD ["bash"]
@@ -34,14 +34,14 @@ RUN --mount=type=cache,id=rif-pip,target=/tmp \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     --no-deps torch==2.9.1+rocm7.13.0 \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     torch==2.9.1+rocm7.13.0 \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 
 FROM torch AS runtime-gfx94x-dcgpu
 # This family's device packages only: the layer the family images do not share.
@@ -50,22 +50,22 @@ RUN --mount=type=cache,id=rif-pip,target=/tmp \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     'torch[device-gfx942]==2.9.1+rocm7.13.0' 'torchvision[device-gfx942]==0.24.1+rocm7.13.0' \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # The small, often-updated packages last, so their updates re-push only this layer.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     torch==2.9.1+rocm7.13.0 torchvision==0.24.1+rocm7.13.0 torchaudio==2.9.1+rocm7.13.0 numpy \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 RUN --mount=type=bind,source=rif,target=/mnt \
     T=$(date +%s) \
  && install -D --mode=0755 /mnt/torch-smoke.pyz /opt/rif/torch-smoke.pyz \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 RUN --mount=type=bind,source=cells/rocm7.13_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_therock_runtime,target=/mnt \
     T=$(date +%s) \
  && install -D --mode=0644 /mnt/cell.json /opt/rif/cell.json \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 USER ml
 WORKDIR /home/ml
 
@@ -78,7 +78,7 @@ RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=loc
  && apt-get update \
  && apt-get install -y --no-install-recommends build-essential python3-dev git ninja-build \
  && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log /var/log/alternatives.log /var/cache/ldconfig/aux-cache \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # The ROCm SDK of the wheels' own release (hipcc, HIP and math-library headers); `rocm-sdk init` links the
 # device files in, and /opt/rocm is where ROCM_HOME and torch.utils.cpp_extension find it.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
@@ -86,17 +86,17 @@ RUN --mount=type=cache,id=rif-pip,target=/tmp \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     'rocm[devel]==7.13.0' \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 RUN T=$(date +%s) \
  && rocm-sdk init \
  && ln -s "$(rocm-sdk path --root)" /opt/rocm \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 ENV ROCM_HOME=/opt/rocm \
     ROCM_PATH=/opt/rocm \
     PATH=/opt/rocm/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 RUN --mount=type=bind,source=cells/rocm7.13_ubuntu24.04_py3.12_torch2.9.1_gfx94X-dcgpu_therock_devel,target=/mnt \
     T=$(date +%s) \
  && install -D --mode=0644 /mnt/cell.json /opt/rif/cell.json \
- && find / -xdev -newermt "@$T" ! -path /etc/hosts ! -path /etc/resolv.conf -exec touch --no-dereference --date=@0 -- {} +
+ && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 USER ml
 WORKDIR /home/ml
