@@ -2,11 +2,13 @@
 
 Manifests are only served in the format asked for, so every request names the Docker and OCI media types.
 Auth follows the distribution spec's flow: every request goes out without credentials until the registry
-challenges it; Basic credentials go only to a registry that asks for Basic; a Bearer token is fetched
-from the challenge's realm for the scope the operation needs (`pull` to read, `pull,push` to write),
-cached per repository and scope until it expires. Plain HTTP, and credentials over it, only for loopback
-and for the hosts named insecure (`--insecure-registry`, as Docker's `insecure-registries`): a realm on
-any other host gets no password over plain HTTP, whatever the registry says.
+challenges it (the registry itself: a 401 from a host it redirected to is not answered, or that host could
+name a realm of its own and receive the password); Basic credentials go only to a registry that asks for
+Basic; a Bearer token is fetched from the challenge's realm for the scope the operation needs (`pull` to
+read, `pull,push` to write), cached per repository and scope until it expires. Plain HTTP, and credentials
+over it, only for loopback and for the hosts named insecure (`--insecure-registry`, as Docker's
+`insecure-registries`): a realm on any other host gets no password over plain HTTP, whatever the registry
+says.
 Every failure is a RegistryError carrying the HTTP status, the registry's error code and message, and what
 to do about it (builder.hints); the one retry policy (builder.retry) decides what is worth another try.
 Every request goes through builder.httpsafe (credentials kept on their origin, proxies, size caps, a total
@@ -286,6 +288,10 @@ class RegistryClient:
             except urllib.error.HTTPError as exc:
                 if exc.code == 404 and missing_ok:
                     return None
+                if exc.code == 401 and not httpsafe.same_origin(exc.url, req.full_url):
+                    raise AuthError(f"registry {self.address} redirected {method} {path} to "
+                                    f"{host_port(urllib.parse.urlsplit(exc.url).netloc)}, which asks for credentials: "
+                                    "a challenge from off the registry's origin is not answered", 401) from None
                 if exc.code == 401 and attempt == 1 and self._answer_challenge(exc, repository, scope):
                     continue
                 raise self._error(exc, method, path, repository) from None

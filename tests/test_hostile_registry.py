@@ -360,3 +360,20 @@ def test_commands_against_a_hostile_registry_end_with_one_line(serve: Callable[.
     proc = cli(tmp_path, "diff", f"{reg.address}/ns/r@{MANIFEST_DIGEST}", f"{reg.address}/ns/r:good")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error:")
+
+
+def test_a_challenge_from_the_host_a_registry_redirected_to_gets_no_password(serve: Callable[..., Server]) -> None:
+    """The registry needs no login, but sends the blob read elsewhere; that host challenges with a realm of its own:
+    answering it would hand the registry's password to a host the registry never named as its realm."""
+    def elsewhere(seen: Seen) -> Reply:
+        if seen.path.startswith("/token"):
+            return 200, {}, json.dumps({"token": "T"}).encode()
+        if seen.auth == "Bearer T":
+            return 200, {}, BLOB
+        return 401, {"WWW-Authenticate": f'Bearer realm="http://{other.address}/token"'}, b""
+
+    other = serve(elsewhere)
+    reg = serve(lambda s: (307, {"Location": f"http://{other.address}/b"}, b""))
+    with pytest.raises(RegistryError, match="not answered"):
+        RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST)
+    assert other.seen and other.auths == [] and not any(s.path.startswith("/token") for s in other.seen)
