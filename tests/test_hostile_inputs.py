@@ -280,6 +280,22 @@ def test_hostile_labels_cost_nothing_but_their_own_text() -> None:
     assert "images/pytorch/other.html" in pages and f"images/pytorch/{ROCM_TAG}.html" in pages
 
 
+def test_a_lone_surrogate_in_a_label_or_record_costs_nothing_but_its_own_text(tmp_path: Path) -> None:
+    """JSON's "\\udcff" parses to a str no UTF-8 encodes: written as it was, it broke the whole site."""
+    fake = one_image()
+    fake.push("rocm/pytorch", ["other"], labels(ROCM_TAG, HASH_ROCM, **{"org.opencontainers.image.title": "a\udcffb"}),
+              [10], ["RUN echo \ud800"])
+    failed = record_row("failed-tag", HASH_ROCM, None, state="failed", failure="boom \udcff", failed_stage="build")
+    record = tmp_path / "r.json"
+    record.write_text(json.dumps({"registry": "x", "finished": "2026", "images": [failed]}))  # ASCII: \\udcff
+    rows, _ = load_records([record])
+    catalog = site.collect(fake, REGISTRY, ["pytorch"], rows, [])
+    written = site.write_site(tmp_path / "site", site.render_pages(catalog))
+    pages = {p.relative_to(tmp_path / "site").as_posix(): p.read_text(encoding="utf-8") for p in written}
+    assert "\\ud800" in pages["images/pytorch/other.html"]  # the step, with its escape shown
+    assert "\\udcff" in pages["index.html"]  # the failed record's failure
+
+
 def test_a_page_that_cannot_be_rendered_costs_only_itself() -> None:
     from builder.site.model import Layer
 

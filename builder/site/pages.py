@@ -179,8 +179,14 @@ def write_site(out: Path, files: dict[str, str]) -> list[Path]:
         for name in previous:
             if isinstance(name, str) and name not in files:
                 safefs.remove_inside(out, name)
-        written = [safefs.write_inside(out, name, text.encode("utf-8")) for name, text in sorted(files.items())]
+        written = [safefs.write_inside(out, name, _utf8(text)) for name, text in sorted(files.items())]
         safefs.write_inside(out, MARKER, (json.dumps({"files": sorted(files)}, indent=1) + "\n").encode())
     except OSError as exc:
         raise usage_error("--out", f"cannot write the catalog into {out}: {exc}") from None
     return written
+
+
+def _utf8(text: str) -> bytes:
+    """A page as UTF-8. A registry's or a record's JSON may hold a lone surrogate ("\\udcff"), which no UTF-8
+    encodes: it is written as that escape, visible, not a crash of the whole site."""
+    return text.encode("utf-8", errors="backslashreplace")
