@@ -31,18 +31,24 @@ if TYPE_CHECKING:
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 # control characters (newlines too: one value never forges a second line) and the invisible format
-# characters that reorder or hide text on a terminal (U+202E right-to-left override, zero-width spaces, ...)
+# characters that reorder or hide text on a terminal (U+202E right-to-left override, zero-width spaces, ...),
+# and lone surrogates (JSON's "\\udcff", a file name's undecodable byte), which no UTF-8 terminal can print
 CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
-                     "\ufff9-\ufffb]")
+                     "\ufff9-\ufffb\ud800-\udfff]")
 COLORS = {"published": "green", "validated": "green", "built": "green", "skipped": "cyan", "failed": "red",
           "would-build": "yellow", "would-skip": "cyan", "not-attempted": "yellow", "planned": "yellow"}
 CHECK_COLORS = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "magenta", "info": "cyan"}
 
 
 def safe(text: object) -> str:
-    """Text from outside, made printable on one line: control characters (newline included) shown as \\xNN,
-    invisible format characters (U+202E) as \\uNNNN, rich markup escaped."""
-    return escape(CONTROL.sub(_shown, str(text)))
+    """Text from outside, made printable on one line (`printable`), rich markup escaped."""
+    return escape(printable(text))
+
+
+def printable(text: object) -> str:
+    """Text from outside, for a plain print: control characters (newline included) shown as \\xNN, invisible
+    format characters (U+202E) and lone surrogates as \\uNNNN."""
+    return CONTROL.sub(_shown, str(text))
 
 
 def _shown(found: re.Match[str]) -> str:

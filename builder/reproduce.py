@@ -5,14 +5,24 @@ rebuild of the same inputs must give the same manifest digest. When it does not,
 is named and both versions of it are read as tar streams: the files added, removed or changed (content, mode,
 owner, time, link target) are listed, so a tampered layer or a build step that is not deterministic shows
 where it is.
+
+The published side is a registry's data, read as hostile: its manifest must name its blobs by sha256 digests
+(never a path), its layer is read as a stream with its extended headers capped (tarfile reads a pax or GNU
+long-name header whole into memory, and follows a GNU sparse map block after block), at most MAX_ENTRIES paths,
+MAX_TAR_BYTES and LAYER_DEADLINE_S, and every line printed from it is made printable first (a file name is any
+bytes: an escape sequence, a newline that forges a line).
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
+import math
 import tarfile
+import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +31,25 @@ from typing import IO, Any
 import zstandard
 
 from builder import ocilayout, tags
-from builder.registry import RegistryClient
+from builder.display import printable
+from builder.httpsafe import MAX_BLOB_BYTES, is_digest
+from builder.registry import LAYER_DEADLINE_S, RegistryClient
 from builder.scratch import scratch_dir
 
 MAX_FILES_SHOWN = 20
+MAX_HEADER_BYTES = 1 << 20  # a pax or GNU long-name header: a path of a few KB, never a MB
+MAX_ENTRIES = 1_000_000  # paths in one layer (ROCm's largest has a few hundred thousand): about 0.5 GB of entries
+MAX_TAR_BYTES = 256 << 30  # one layer's tar stream, decompressed: a gzip bomb ends here, or at the deadline
+_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
+             tarfile.SOLARIS_XHDTYPE)
+
+
+class ReproduceError(RuntimeError):
+    """The image cannot be rebuilt from here: not found, not the factory's, other inputs, or the build failed."""
+
+
+class LayerError(ReproduceError):
+    """A layer or manifest that cannot be compared: not a tar, or past a limit. One line, never a traceback."""
 
 
 @dataclass(frozen=True)
@@ -54,13 +79,14 @@ class Verdict:
         return self.published == self.rebuilt
 
     def lines(self) -> list[str]:
+        """What is printed: names from a layer or config are anyone's bytes, shown printable, one per line."""
         if self.identical:
             return [f"{self.ref}: identical: the cold rebuild's manifest is {self.rebuilt}"]
         out = [f"{self.ref}: differs: published {self.published}, rebuilt {self.rebuilt}", f"  {self.what}"]
         out += [f"    {f}" for f in self.files[:MAX_FILES_SHOWN]]
         if len(self.files) > MAX_FILES_SHOWN:
             out.append(f"    ... and {len(self.files) - MAX_FILES_SHOWN} more")
-        return out
+        return [printable(line) for line in out]
 
 
 def compression_of(manifest: dict[str, Any]) -> str:
@@ -78,26 +104,40 @@ def compare(ref: str, published: tuple[str, bytes], rebuilt: tuple[str, bytes], 
     verdict = Verdict(ref, published[0], rebuilt[0])
     if verdict.identical:
         return verdict
-    a, b = json.loads(published[1]), json.loads(rebuilt[1])
-    a_layers, b_layers = a.get("layers") or [], b.get("layers") or []
+    a_layers, a_config = _blobs_of(published[1], "published")
+    b_layers, b_config = _blobs_of(rebuilt[1], "rebuilt")
     for index, (x, y) in enumerate(zip(a_layers, b_layers, strict=False)):
-        if x.get("digest") != y.get("digest"):
+        if x != y:
             verdict.layer = index
-            verdict.files = diff_layers(published_blob(str(x["digest"])), rebuilt_blob(str(y["digest"])))
-            verdict.what = (f"layer {index} of {len(a_layers)} differs (published {x['digest']}, rebuilt "
-                            f"{y['digest']}): {len(verdict.files)} path(s) differ" +
+            verdict.files = diff_layers(published_blob(x), rebuilt_blob(y))
+            verdict.what = (f"layer {index} of {len(a_layers)} differs (published {x}, rebuilt {y}): "
+                            f"{len(verdict.files)} path(s) differ" +
                             (":" if verdict.files else " (same files: the archive's order or compression differs)"))
             return verdict
     if len(a_layers) != len(b_layers):
         verdict.layer = min(len(a_layers), len(b_layers))
         verdict.what = f"the published image has {len(a_layers)} layers, the rebuild {len(b_layers)}"
-    elif (a.get("config") or {}).get("digest") != (b.get("config") or {}).get("digest"):
+    elif a_config != b_config:
         verdict.what = "every layer is the same; the image config differs:"
-        verdict.files = diff_configs(published_blob(str(a["config"]["digest"])).read(),
-                                     rebuilt_blob(str(b["config"]["digest"])).read())
+        verdict.files = diff_configs(published_blob(a_config).read(MAX_BLOB_BYTES),
+                                     rebuilt_blob(b_config).read(MAX_BLOB_BYTES))
     else:
         verdict.what = "the same config and layers; the manifests differ (annotations or media types)"
     return verdict
+
+
+def _blobs_of(manifest: bytes, which: str) -> tuple[list[str], str]:
+    """A manifest's layer digests and config digest: sha256 digests only (one is a file name under a scratch
+    folder: `/etc/shadow` or `../x` named as a layer would be read as one)."""
+    try:
+        data = json.loads(manifest)
+        layers = [layer["digest"] for layer in data.get("layers") or []]
+        config = data["config"]["digest"]
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        raise LayerError(f"the {which} manifest is not an image manifest") from None
+    if not all(is_digest(d) for d in [*layers, config]):
+        raise LayerError(f"the {which} manifest names a layer or config by no sha256 digest: refused")
+    return layers, config
 
 
 def diff_layers(a: IO[bytes], b: IO[bytes]) -> list[str]:
@@ -116,26 +156,82 @@ def diff_layers(a: IO[bytes], b: IO[bytes]) -> list[str]:
 
 
 def diff_configs(a: bytes, b: bytes) -> list[str]:
-    x, y = json.loads(a), json.loads(b)
-    return [f"~ {key}" for key in sorted(x.keys() | y.keys()) if x.get(key) != y.get(key)]
+    try:
+        x, y = json.loads(a), json.loads(b)
+        return [f"~ {key}" for key in sorted(x.keys() | y.keys()) if x.get(key) != y.get(key)]
+    except (ValueError, AttributeError, RecursionError):
+        raise LayerError("an image config is not a JSON object") from None
 
 
-def entries(blob: IO[bytes]) -> dict[str, Entry]:
+def entries(blob: IO[bytes], deadline_s: float = LAYER_DEADLINE_S) -> dict[str, Entry]:
+    """What a layer holds, path by path. A LayerError when it is no tar (or no gzip/zstd of one), or past a
+    limit (MAX_HEADER_BYTES, MAX_ENTRIES, MAX_TAR_BYTES, deadline_s): memory and time stay bounded."""
     out: dict[str, Entry] = {}
-    with tarfile.open(fileobj=_decompressed(blob), mode="r|") as tar:
-        for member in tar:
-            digest = ""
-            handle = tar.extractfile(member) if member.isfile() else None
-            if handle is not None:
-                sha = hashlib.sha256()
-                while chunk := handle.read(1 << 20):
-                    sha.update(chunk)
-                digest = sha.hexdigest()
-            kind = "file" if member.isfile() else "dir" if member.isdir() else "link" if member.issym() else \
-                "hardlink" if member.islnk() else "other"
-            out[member.name.removeprefix("./")] = Entry(kind, member.mode, f"{member.uid}:{member.gid}",
-                                                         int(member.mtime), member.size, member.linkname, digest)
+    stream = _Capped(_decompressed(blob), MAX_TAR_BYTES, deadline_s)
+    try:
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Member) as tar:
+            for member in tar:
+                digest = ""
+                handle = tar.extractfile(member) if member.isfile() else None
+                if handle is not None:
+                    sha = hashlib.sha256()
+                    while chunk := handle.read(1 << 20):
+                        sha.update(chunk)
+                    digest = sha.hexdigest()
+                kind = "file" if member.isfile() else "dir" if member.isdir() else "link" if member.issym() else \
+                    "hardlink" if member.islnk() else "other"
+                name = member.name.removeprefix("./")
+                if name not in out and len(out) >= MAX_ENTRIES:
+                    raise LayerError(f"a layer of more than {MAX_ENTRIES} paths: not compared")
+                mtime = member.mtime if math.isfinite(member.mtime) else -1  # a pax header may say nan or inf
+                out[name] = Entry(kind, member.mode, f"{member.uid}:{member.gid}", int(mtime), member.size,
+                                  member.linkname, digest)
+    except (tarfile.TarError, zlib.error, zstandard.ZstdError, EOFError, OSError, ValueError,
+            OverflowError) as exc:
+        raise LayerError(f"a layer that is not a readable tar archive: {type(exc).__name__}: {exc}"[:300]) from None
     return out
+
+
+class _Member(tarfile.TarInfo):
+    """A tar header from a layer anyone may have written. tarfile reads a pax or GNU long-name header whole
+    into memory (a 1 MB gzip says 1 GB), and a GNU sparse map block after block without end: the first is
+    refused past MAX_HEADER_BYTES, the second always (BuildKit writes neither)."""
+
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise LayerError("a layer with a GNU sparse member: not compared")
+        if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
+            raise LayerError(f"a layer with a {self.size}-byte extended header (at most {MAX_HEADER_BYTES} read): "
+                             "not compared")
+        found: tarfile.TarInfo = tarfile.TarInfo._proc_member(self, tar)  # type: ignore[attr-defined]
+        return found
+
+    def _proc_gnusparse_10(self, next: tarfile.TarInfo, pax_headers: dict[str, str], tar: tarfile.TarFile) -> None:
+        raise LayerError("a layer with a GNU sparse member: not compared")
+
+
+class _Capped(io.RawIOBase):
+    """A layer's tar stream that ends (LayerError) past limit bytes or deadline_s: a decompression bomb is
+    read for a bounded time."""
+
+    def __init__(self, stream: IO[bytes], limit: int, deadline_s: float) -> None:
+        super().__init__()
+        self._stream, self._limit, self._left, self._seconds = stream, limit, limit, deadline_s
+        self._end = time.monotonic() + deadline_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if time.monotonic() > self._end:
+            raise LayerError(f"a layer not read within {self._seconds:g} s: not compared")
+        view = memoryview(buffer).cast("B")
+        data = self._stream.read(min(len(view), self._left + 1))
+        if len(data) > self._left:
+            raise LayerError(f"a layer of more than {self._limit} bytes unpacked: not compared")
+        self._left -= len(data)
+        view[:len(data)] = data
+        return len(data)
 
 
 def _decompressed(blob: IO[bytes]) -> IO[bytes]:
@@ -147,10 +243,6 @@ def _decompressed(blob: IO[bytes]) -> IO[bytes]:
     if magic == b"\x28\xb5\x2f\xfd":
         return zstandard.ZstdDecompressor().stream_reader(blob)
     return blob
-
-
-class ReproduceError(RuntimeError):
-    """The image cannot be rebuilt from here: not found, not the factory's, other inputs, or the build failed."""
 
 
 Rebuild = Callable[[str, str, Path, str], str]  # (cell tag, content hash, layout, compression) -> manifest digest
@@ -171,6 +263,8 @@ def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuil
         image = ocilayout.by_digest(layout, digest)
 
         def published_blob(blob: str) -> IO[bytes]:
+            if not is_digest(blob):  # a name under tmp: never a path of the registry's choosing
+                raise LayerError(f"{ref}: its manifest names a blob by no sha256 digest: refused")
             path = tmp / blob.replace(":", "-")
             if not path.exists():
                 api.blob_to(repository, blob, path)

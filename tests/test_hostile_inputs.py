@@ -3,16 +3,20 @@ nothing written outside --out, no hang, no crash; a bad tag or record costs only
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
+import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
 
-from builder import imagetree, safefs, site
+from builder import display, imagetree, reproduce, safefs, site, tags
 from builder.display import safe
 from builder.registry import Manifest, RegistryError
 from builder.render import bake_target, render_all
@@ -309,3 +313,116 @@ def test_a_page_that_cannot_be_rendered_costs_only_itself() -> None:
     assert f"images/pytorch/{ROCM_TAG}.html" in pages and "images/pytorch/other.html" not in pages
     assert "other: page not rendered (TypeError)" in " ".join(catalog.warnings)
     assert "pytorch/other" not in pages["index.html"]
+
+
+# -- layers and manifests compared by `builder reproduce` -------------------------------------------------------
+
+def raw_tar(*headers: tuple[str, bytes, int], body: bytes = b"") -> bytes:
+    """Hand-made tar headers (name, type, declared size), then body: what no honest tar writer emits."""
+    out = b""
+    for name, kind, size in headers:
+        out += tarfile.TarInfo._create_header(  # type: ignore[attr-defined]
+            {"name": name, "mode": 0o644, "uid": 0, "gid": 0, "size": size, "mtime": 0, "chksum": 0, "type": kind,
+             "linkname": "", "uname": "", "gname": "", "devmajor": 0, "devminor": 0, "prefix": ""},
+            tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
+    return out + body
+
+
+def gzipped(*parts: bytes, repeat: int = 1) -> bytes:
+    """parts, the last one repeated: a few KB that unpack to repeat times its size."""
+    zipper = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = b"".join(zipper.compress(p) for p in parts[:-1])
+    out += b"".join(zipper.compress(parts[-1]) for _ in range(repeat))
+    return out + zipper.flush()
+
+
+BIG = 64 << 20
+
+
+@pytest.mark.parametrize("layer", [
+    gzipped(raw_tar(("././@LongLink", tarfile.GNUTYPE_LONGNAME, BIG)), b"A" * (1 << 20), repeat=BIG >> 20),
+    gzipped(raw_tar(("pax", tarfile.XHDTYPE, BIG)), b"A" * (1 << 20), repeat=BIG >> 20),
+    gzipped(raw_tar(("pax", tarfile.XHDTYPE, 512)), (b"22 GNU.sparse.major=1\n22 GNU.sparse.minor=0\n").ljust(512)
+            + raw_tar(("f", tarfile.REGTYPE, 0)) + b"99999999\n", b"1\n" * (1 << 19), repeat=BIG >> 20),
+    gzipped(raw_tar(("s", tarfile.GNUTYPE_SPARSE, 0)), b"\0" * (1 << 20), repeat=1),
+], ids=["gnu-longname", "pax", "gnu-sparse-1.0", "gnu-sparse"])
+def test_a_layer_that_unpacks_a_header_into_memory_is_refused_in_bounded_memory(layer: bytes) -> None:
+    """A few KB of gzip declaring a 64 MB header (or a sparse map without end): tarfile would read it whole."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(reproduce.LayerError, match="not compared"):
+            reproduce.entries(io.BytesIO(layer))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+
+
+def test_a_layer_past_its_limits_is_a_one_line_layer_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    names = raw_tar(*((f"f{i}", tarfile.REGTYPE, 0) for i in range(20)))
+    monkeypatch.setattr(reproduce, "MAX_ENTRIES", 10)
+    with pytest.raises(reproduce.LayerError, match="more than 10 paths"):
+        reproduce.entries(io.BytesIO(names))
+    monkeypatch.setattr(reproduce, "MAX_ENTRIES", 100)
+    monkeypatch.setattr(reproduce, "MAX_TAR_BYTES", 4096)
+    with pytest.raises(reproduce.LayerError, match="more than 4096 bytes unpacked"):
+        reproduce.entries(io.BytesIO(gzipped(names)))
+    with pytest.raises(reproduce.LayerError, match="within 0 s"):
+        reproduce.entries(io.BytesIO(names), deadline_s=0)
+    for junk in (b"\x1f\x8b" + b"junk" * 200, b"\x28\xb5\x2f\xfd" + b"junk" * 200, b"x" * 513):
+        with pytest.raises(reproduce.LayerError, match="not a readable tar"):
+            reproduce.entries(io.BytesIO(junk))
+
+
+def test_file_names_from_a_published_layer_reach_the_terminal_printable() -> None:
+    def layer(*infos: tarfile.TarInfo) -> bytes:
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for info in infos:
+                tar.addfile(info, io.BytesIO(b""))
+        return out.getvalue()
+
+    evil = tarfile.TarInfo("x\x1b]0;owned\x07\n    - forged line \udcff")
+    nan = tarfile.TarInfo("nan")
+    nan.pax_headers = {"mtime": "nan"}
+    published, rebuilt = layer(evil, nan), layer(tarfile.TarInfo("nan"))
+    manifests = [json.dumps({"config": {"digest": digest_of(b"{}")}, "layers": [{"digest": digest_of(body)}]}).encode()
+                 for body in (published, rebuilt)]
+    verdict = reproduce.compare("r", (digest_of(manifests[0]), manifests[0]), (digest_of(manifests[1]), manifests[1]),
+                                lambda d: io.BytesIO(published), lambda d: io.BytesIO(rebuilt))
+    lines = verdict.lines()
+    assert len(lines) == 4 and lines[2] == "    ~ nan (mtime)"
+    assert not any(display.CONTROL.search(line) for line in lines)
+    "\n".join(lines).encode("utf-8")  # printable by a plain print(): no lone surrogate
+
+
+def test_a_published_manifest_that_names_a_local_file_as_a_layer_is_not_read(tmp_path: Path) -> None:
+    """The registry's manifest names its layer `/path/to/some.tar`: the scratch path built from it was that file."""
+    victim = tmp_path / "backup.tar"
+    with tarfile.open(victim, "w") as tar:
+        info = tarfile.TarInfo(f"home/{SECRET}")
+        tar.addfile(info, io.BytesIO(b""))
+    config = json.dumps({"config": {"Labels": {tags.TAG_LABEL: "t", tags.HASH_LABEL: "h"}}}).encode()
+    body = json.dumps({"config": {"digest": digest_of(config)}, "layers": [{"digest": str(victim)}]}).encode()
+    empty = b"\0" * 1024  # the rebuild's layer: an empty tar
+    rebuilt = json.dumps({"config": {"digest": digest_of(config)}, "layers": [{"digest": digest_of(empty)}]}).encode()
+
+    class Api:
+        def manifest(self, repository: str, reference: str) -> Manifest:
+            return Manifest(body, "m", digest_of(body))
+
+        def config(self, repository: str, manifest: Manifest) -> dict[str, object]:
+            return dict(json.loads(config))
+
+        def blob_to(self, repository: str, digest: str, path: Path) -> None:
+            raise AssertionError("nothing is downloaded for a layer named by a path")
+
+    def rebuild(tag: str, content_hash: str, out: Path, compression: str) -> str:
+        (out / "blobs" / "sha256").mkdir(parents=True)
+        for blob in (rebuilt, empty):
+            (out / "blobs" / "sha256" / digest_of(blob).removeprefix("sha256:")).write_bytes(blob)
+        return digest_of(rebuilt)
+
+    with pytest.raises(reproduce.ReproduceError, match="no sha256 digest"):
+        verdict = reproduce.check("r", "ns/r", "t", Api(), rebuild)  # type: ignore[arg-type]
+        assert SECRET not in "\n".join(verdict.lines())
