@@ -88,6 +88,22 @@ def test_catalog_out_never_deletes_or_overwrites_outside_through_its_marker_or_l
     assert victim.read_text() == "keep"
 
 
+def test_a_forged_catalog_marker_removes_only_what_a_catalog_writes(tmp_path: Path) -> None:
+    """The marker is data from disk (a gh-pages checkout anyone may push to): it named `.git/config`, and the
+    rerun deleted it. Only names render_pages gives a file are removed; a stale page still goes."""
+    out = tmp_path / "site"
+    keep = [".git/config", "CNAME", ".nojekyll", "images/logo.png", "docs/index.html"]
+    for name in [*keep, "images/pytorch/old-tag.html"]:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("keep")
+    (out / MARKER).write_text(json.dumps({"files": [*keep, "images/pytorch/old-tag.html", "index.html"]}))
+    site.write_site(out, {"index.html": "new"})
+    assert all((out / name).read_text() == "keep" for name in keep)
+    assert not (out / "images/pytorch/old-tag.html").exists()
+    pages = site.render_pages(site.collect(one_image(), REGISTRY, ["pytorch"], [], []))
+    assert all(site.is_site_file(name) for name in pages)  # every file a catalog writes, a rerun may replace
+
+
 def test_render_out_replaces_linked_files_and_leaves_their_targets_alone(tmp_path: Path) -> None:
     out = tmp_path / "images"
     rendered = render_all(load_cells(tmp_path, "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"))

@@ -21,11 +21,11 @@ from builder.plan import COMMAND_LINE, check_registry
 from builder.publish import Target
 from builder.site.collect import collect
 from builder.site.model import Catalog
-from builder.site.pages import md_escape, md_fence, render_pages, write_site
+from builder.site.pages import is_site_file, md_escape, md_fence, render_pages, write_site
 from builder.site.records import DEFAULT_REPOSITORY, REPOSITORY_RE, RecordRow, RegistryReader, load_records
 
-__all__ = ["Catalog", "InputError", "build_catalog", "collect", "load_records", "md_escape", "md_fence",
-           "render_pages", "repositories_of", "write_site"]
+__all__ = ["Catalog", "InputError", "build_catalog", "collect", "is_site_file", "load_records", "md_escape",
+           "md_fence", "render_pages", "repositories_of", "write_site"]
 
 
 def repositories_of(rows: list[RecordRow], given: list[str] | None) -> list[str]:

@@ -22,6 +22,8 @@ from builder.site.records import CHART_WIDTH, CHECK_STATUSES, MARKER, REFERENCES
 from builder.validate import Check
 
 MAX_MARKER_BYTES = 4 << 20
+SITE_FILES = frozenset({"index.html", "index.md", "records.json"})  # besides images/<repository>/<tag>.{html,md}
+PAGE_RE = re.compile(r"images/(?:[a-z0-9][a-z0-9._-]*/)+[A-Za-z0-9_][A-Za-z0-9_.-]*\.(?:html|md)")
 
 # -- rendering ------------------------------------------------------------------------------------------------
 
@@ -161,8 +163,9 @@ def render_pages(catalog: Catalog) -> dict[str, str]:
 def write_site(out: Path, files: dict[str, str]) -> list[Path]:
     """Write the files; a catalog written there before is replaced, nothing else in out is ever touched.
 
-    The marker's names are data from disk: only relative names inside out are removed, a link is removed
-    (never what it names), and files are written without following links (builder.safefs)."""
+    The marker's names are data from disk: only names a catalog writes (is_site_file) are removed, relative
+    and inside out, a link is removed (never what it names), and files are written without following links
+    (builder.safefs): a marker that names `.git/config` or `CNAME` removes nothing."""
     marker = out / MARKER
     if out.exists() and not out.is_dir():
         raise usage_error("--out", f"{out} is not a directory")
@@ -177,13 +180,18 @@ def write_site(out: Path, files: dict[str, str]) -> list[Path]:
     previous = listed if isinstance(listed, list) else []
     try:
         for name in previous:
-            if isinstance(name, str) and name not in files:
+            if isinstance(name, str) and name not in files and is_site_file(name):
                 safefs.remove_inside(out, name)
         written = [safefs.write_inside(out, name, _utf8(text)) for name, text in sorted(files.items())]
         safefs.write_inside(out, MARKER, (json.dumps({"files": sorted(files)}, indent=1) + "\n").encode())
     except OSError as exc:
         raise usage_error("--out", f"cannot write the catalog into {out}: {exc}") from None
     return written
+
+
+def is_site_file(name: str) -> bool:
+    """A name render_pages gives a file: the index, the records, an image's page."""
+    return name in SITE_FILES or (PAGE_RE.fullmatch(name) is not None and ".." not in name.split("/"))
 
 
 def _utf8(text: str) -> bytes:
