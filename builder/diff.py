@@ -23,6 +23,9 @@ REF_RE = re.compile(r"^(?P<registry>[A-Za-z0-9.-]+(?::[0-9]{1,5})?|\[[0-9A-Fa-f:
                     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})|@(?P<digest>sha256:[0-9a-f]{64}))$")
 
 
+DEADLINE_S = 600.0  # every registry read for one image (a few manifests and blobs), together
+
+
 class NoSbom(Exception):
     """The image is there, with no SBOM attached."""
 
@@ -59,7 +62,7 @@ class Inventory:
 
 def fetch(ref: ImageRef, insecure: frozenset[str] = frozenset()) -> Inventory:
     """The image's digest and the packages its attached SBOM lists. RegistryError, or NoSbom."""
-    api = RegistryClient(ref.registry, creds.lookup(ref.registry), insecure=insecure)
+    api = RegistryClient(ref.registry, creds.lookup(ref.registry), insecure=insecure).until(DEADLINE_S)
     manifest = api.manifest(ref.repository, ref.reference)
     if manifest is None:
         raise NoSbom(f"{ref}: no such image in the registry")

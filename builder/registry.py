@@ -33,7 +33,7 @@ from typing import Any
 
 from builder import hints, httpsafe, retry
 from builder.credentials import Credentials, describe
-from builder.retry import AuthError, RegistryError, TransientError
+from builder.retry import AuthError, DeadlineError, RegistryError, TransientError
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
@@ -48,8 +48,8 @@ MAX_LAYER_BYTES = 64 << 30  # a layer read to a file (builder reproduce): ROCm's
 LAYER_DEADLINE_S = 3600.0
 TOKEN_RE = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")  # one header value: no space, no CR/LF
 
-__all__ = ["AuthError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback", "plain_http_ok",
-           "referrers_tag"]
+__all__ = ["AuthError", "DeadlineError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback",
+           "plain_http_ok", "referrers_tag"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,8 @@ class RegistryClient:
         self._tokens: dict[tuple[str, str], _Token] = {}
         self._basic = False  # the registry asked for Basic: send it from now on
         self.deadline_s = httpsafe.DEADLINE_S  # one request, start to last byte
+        self.ends: float | None = None  # a whole command's deadline (time.monotonic()), set by until()
+        self._budget_s = 0.0
 
     # -- reads -------------------------------------------------------------------------------------
     def ping(self, repository: str, write: bool = False) -> None:
@@ -283,7 +285,7 @@ class RegistryClient:
                 req.add_header("Authorization", auth)
             try:
                 with sink.open("wb") if sink is not None else contextlib.nullcontext() as out:
-                    got = httpsafe.request(req, limit, f"{method} {self.address}/v2/{path}", self.deadline_s, out)
+                    got = httpsafe.request(req, limit, f"{method} {self.address}/v2/{path}", self._seconds(), out)
                 return _Response(got.body, got.headers)
             except urllib.error.HTTPError as exc:
                 if exc.code == 404 and missing_ok:
@@ -296,6 +298,23 @@ class RegistryClient:
                     continue
                 raise self._error(exc, method, path, repository) from None
         raise AssertionError("unreachable")
+
+    def until(self, seconds: float) -> RegistryClient:
+        """Every later request ends within seconds from now, all together: a registry answering each of a
+        catalog's thousands of requests just inside its own deadline cannot hold the command for days."""
+        self.ends = time.monotonic() + seconds
+        self._budget_s = seconds
+        return self
+
+    def _seconds(self) -> float:
+        """This request's deadline: its own, or what is left of the command's, whichever ends first."""
+        if self.ends is None:
+            return self.deadline_s
+        left = self.ends - time.monotonic()
+        if left <= 0:
+            raise DeadlineError(f"registry {self.address}: no answers within the command's {self._budget_s:g} s: "
+                                "stopped")
+        return min(self.deadline_s, left)
 
     def _authorization(self, repository: str, scope: str) -> str | None:
         token = self._tokens.get((repository, scope))
@@ -341,7 +360,7 @@ class RegistryClient:
                                 "there")
             req.add_header("Authorization", _basic(self.credentials))
         try:
-            got = httpsafe.request(req, httpsafe.MAX_TOKEN_BYTES, f"token from {where}", self.deadline_s)
+            got = httpsafe.request(req, httpsafe.MAX_TOKEN_BYTES, f"token from {where}", self._seconds())
             data = _json(got.body, f"token from {where}")
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):

@@ -41,6 +41,10 @@ class AuthError(RegistryError):
     """401/403: retrying with the same credentials cannot help."""
 
 
+class DeadlineError(RegistryError):
+    """A whole command's time with a registry is spent: no further request is sent, none is retried."""
+
+
 class TransientError(RegistryError):
     """Worth another try: the registry or the network may recover (5xx, 429, resets, timeouts)."""
 

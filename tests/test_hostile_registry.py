@@ -24,7 +24,7 @@ import pytest
 
 from builder import httpsafe, retry
 from builder.credentials import Credentials
-from builder.registry import RegistryClient, RegistryError
+from builder.registry import DeadlineError, RegistryClient, RegistryError
 from tests.conftest import ROOT
 
 ONCE = retry.Policy(attempts=1, backoff_s=0.01, total_s=5)
@@ -377,3 +377,26 @@ def test_a_challenge_from_the_host_a_registry_redirected_to_gets_no_password(ser
     with pytest.raises(RegistryError, match="not answered"):
         RegistryClient(reg.address, CREDS, policy=ONCE).blob("ns/r", BLOB_DIGEST)
     assert other.seen and other.auths == [] and not any(s.path.startswith("/token") for s in other.seen)
+
+
+def test_a_registry_slow_on_every_request_cannot_hold_a_catalog_past_its_deadline(
+        serve: Callable[..., Server], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each answer well inside its own deadline, but thousands of them (5000 tags, a few requests each, each
+    retried): only the command's deadline, shared by every request, bounds the whole."""
+    from builder import site
+
+    def answer(seen: Seen) -> Reply:
+        if seen.path.endswith("/tags/list"):
+            return 200, {}, json.dumps({"tags": [f"t{i}" for i in range(500)]}).encode()
+        time.sleep(0.2)
+        return 200, {}, MANIFEST if "/manifests/" in seen.path else BLOB
+
+    for name in ("RIF_REGISTRY_USER", "RIF_REGISTRY_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.setattr(site, "DEADLINE_S", 1.0)
+    reg = serve(answer)
+    started = time.monotonic()
+    with pytest.raises(DeadlineError, match="within the command's 1 s"):
+        site.build_catalog(f"{reg.address}/ns", tmp_path / "site", repositories=["r"])
+    assert time.monotonic() - started < 5 and len(reg.seen) < 30

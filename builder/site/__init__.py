@@ -24,6 +24,8 @@ from builder.site.model import Catalog
 from builder.site.pages import is_site_file, md_escape, md_fence, render_pages, write_site
 from builder.site.records import DEFAULT_REPOSITORY, REPOSITORY_RE, RecordRow, RegistryReader, load_records
 
+DEADLINE_S = 3600.0  # every registry read of one catalog, together: thousands of tags, each a few requests
+
 __all__ = ["Catalog", "InputError", "build_catalog", "collect", "is_site_file", "load_records", "md_escape",
            "md_fence", "render_pages", "repositories_of", "write_site"]
 
@@ -45,7 +47,7 @@ def build_catalog(registry: str, out: Path, records: list[Path] | None = None,
     """`builder catalog`: read the registry (plain HTTP only if loopback or named insecure), write the site."""
     registry = check_registry(registry)
     if reader is None:
-        reader = Target.of(registry, insecure=insecure).api
+        reader = Target.of(registry, insecure=insecure).api.until(DEADLINE_S)
     rows, warnings = load_records(records or [])
     names = repositories_of(rows, repositories)
     dirs = [*(images_dirs or []), Path("images")]

@@ -14,7 +14,7 @@ from builder.imagetree import BAKE_FILE
 from builder.publish import compressed_size
 from builder.registry import Manifest
 from builder.render import bake_target
-from builder.retry import AuthError, RegistryError
+from builder.retry import AuthError, DeadlineError, RegistryError
 from builder.site.model import Catalog, ImageEntry, Layer, Published
 from builder.site.records import (
     MAX_BAKE_BYTES,
@@ -184,7 +184,7 @@ def collect(reader: RegistryReader, registry: str, repositories: list[str], rows
         path = f"{namespace}/{repository}" if namespace else repository
         try:
             listed = [t for t in reader.tags(path) if isinstance(t, str)]
-        except AuthError:
+        except (AuthError, DeadlineError):  # the whole catalog stops: no tag can be read
             raise
         except TAG_FAULTS as exc:  # a repository whose tag list cannot be read costs its pages only
             warnings.append(f"{registry}/{repository}: tags unreadable: {_fault(exc)}: no pages")
@@ -211,7 +211,7 @@ def collect(reader: RegistryReader, registry: str, repositories: list[str], rows
                 published = configs.get(top.digest)
                 if published is None:
                     published = configs[top.digest] = _published(reader, path, top, image)
-            except AuthError:
+            except (AuthError, DeadlineError):
                 raise
             except TAG_FAULTS as exc:  # one unreadable or hostile tag costs its page, not the catalog
                 warnings.append(f"{registry}/{repository}:{tag}: {_fault(exc)}: no page")
