@@ -85,6 +85,12 @@ class TheRockRelease(BaseModel):
     python: tuple[str, ...]
     index: IndexKind  # where its stable wheels are: one index per family, whl-multi-arch, or whl-next
     families: tuple[str, ...] = ()  # per-family lines: the families whose index it published to
+    # per-family lines: the folder of the index when TheRock named the family otherwise at that tag (7.12 published
+    # gfx90a's wheels under whl/gfx90a/, the family gfx.yaml calls gfx90a-dcgpu)
+    index_dirs: dict[str, str] = {}
+    # torch minor -> the exact torch release the line builds (7.14 builds torch 2.12 as 2.12.0, not pytorch.org's
+    # 2.12.1): TheRock builds ROCm's fork of a torch release branch, whose version is not pytorch.org's newest patch
+    torch_versions: dict[str, str] = {}
     exclude_targets: dict[str, tuple[str, ...]] = {}  # torch minor -> targets it builds no wheels of
     companions: dict[str, dict[str, str]] = {}  # torch minor -> exact companion versions (torchaudio 2.11.0.2)
     prerelease: bool = False  # branched, not tagged: its wheels are release candidates, not on the stable index
@@ -137,7 +143,9 @@ class Compat(BaseModel):
     def therock_index(self, release: TheRockRelease, family: str | None) -> str:
         """The index that serves a TheRock release's wheels; a per-family index needs the family's name."""
         url = self.indexes[f"therock-{release.index}"]
-        return url.format(family=family or "") if release.index == "per-family" else url
+        if release.index != "per-family":
+            return url
+        return url.format(family=release.index_dirs.get(family, family) if family else "")
 
 
 @cache

@@ -43,7 +43,8 @@ def python_wheels(cell: CellSpec) -> str | None:
     if minor is None:
         return None
     release = cell.therock_release
-    have = release.python if release else minor.python
+    # TheRock builds no Python that torch itself does not support (therock-7.13's workflow: no 3.14 for torch 2.8)
+    have = tuple(p for p in release.python if p in minor.python) if release else minor.python
     if cell.python not in have:
         where = " on TheRock's index" if cell.channel == "therock" else ""
         return (f"torch {torch_minor(cell.torch)} has no wheels{where} for Python {cell.python} ({cell.os}'s "
@@ -118,8 +119,23 @@ def therock_torch_targets(cell: CellSpec) -> str | None:
     if not missing:
         return None
     return (f"TheRock {cell.rocm} builds torch {torch_minor(cell.torch)} without {', '.join(missing)} "
-            "(its configure_pytorch_release_matrix.py excludes it): no device package for "
+            "(its release build matrix excludes it): no device package for "
             f"{cell.gfx}; use another torch release of that line")
+
+
+def therock_torch_version(cell: CellSpec) -> str | None:
+    """TheRock builds ROCm's fork of a torch release branch: its wheels carry that branch's version (2.12.0 on 7.14 and
+    10.0), not always pytorch.org's newest patch release, and a pin of any other patch finds no wheel."""
+    release = cell.therock_release
+    if release is None:
+        return None
+    minor = torch_minor(cell.torch)
+    want = release.torch_versions.get(minor)
+    public = cell.torch.split("+")[0]
+    if want is None or public == want:
+        return None
+    return (f"TheRock {cell.rocm} builds torch {minor} as {want} (torch=={want}+{release.local}), not {public}: "
+            f"use torch {want} for the therock channel")
 
 
 def therock_stable_targets(cell: CellSpec) -> str | None:
@@ -192,6 +208,7 @@ RULES: list[tuple[str, Rule]] = [
     ("therock-released", therock_released),
     ("therock-family-index", therock_family_index),
     ("therock-torch-targets", therock_torch_targets),
+    ("therock-torch-version", therock_torch_version),
     ("therock-stable-targets", therock_stable_targets),
     ("os-support", os_supports_rocm),
     ("gfx-channel", gfx_channel),

@@ -25,6 +25,8 @@ from tests.conftest import BASE, CPU_TAG, PRODUCT, axes, builder_cli, expand_tex
 PYTORCH = "https://download.pytorch.org/whl/"
 THEROCK = "https://repo.amd.com/rocm/whl-multi-arch/"
 WHL_NEXT = "https://stable.repo.amd.com/rocm/whl-next/"
+FAMILIES_7_12 = ("gfx906-dgpu, gfx908-dcgpu, gfx90a-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx110X-all, gfx1150, gfx1151, "
+                 "gfx1152, gfx1153, gfx120X-all")
 PER_FAMILY = "https://repo.amd.com/rocm/whl/"
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}[0-9a-f]$")  # gfx900, gfx90a, gfx942, gfx1030, gfx1151
 KNOWN = "2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13, 2.14, 2.15"
@@ -74,8 +76,20 @@ def expand(tmp_path: Path, case: Case) -> Outcome:
 
 GOOD: list[tuple[str, Case, tuple[str | None, str | None, str]]] = [
     # TheRock's own release line (section 3): each release builds its own torch minors.
+    # TheRock builds torch 2.9.1 with torchvision 0.24.0 and torchaudio 2.9.0 (build_portable_linux_pytorch_wheels.yml).
     ("therock-rocm7.13-torch2.9.1-mi300", Case("ubuntu-24.04", "rocm7.13", "2.9.1", "gfx94X-dcgpu", "therock"),
-     ("0.24.1", "2.9.1", THEROCK)),
+     ("0.24.0", "2.9.0", THEROCK)),
+    ("therock-rocm7.12-torch2.9.1-strix-halo", Case("ubuntu-24.04", "rocm7.12", "2.9.1", "gfx1151", "therock"),
+     ("0.24.0", "2.9.0", f"{PER_FAMILY}gfx1151/")),
+    # 7.12 published gfx90a's and gfx908's wheels under the bare target's folder (fetch_package_targets.py at the tag).
+    ("therock-rocm7.12-torch2.10.0-mi210", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx90a-dcgpu", "therock"),
+     ("0.25.0", "2.10.0", f"{PER_FAMILY}gfx90a/")),
+    ("therock-rocm7.12-torch2.10.0-mi100", Case("ubuntu-22.04", "rocm7.12", "2.10.0", "gfx908-dcgpu", "therock"),
+     ("0.25.0", "2.10.0", f"{PER_FAMILY}gfx908/")),
+    ("therock-rocm7.12-torch2.10.0-gfx1153", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx1153", "therock"),
+     ("0.25.0", "2.10.0", f"{PER_FAMILY}gfx1153/")),
+    ("therock-rocm7.11-torch2.8.0-rdna3", Case("ubuntu-24.04", "rocm7.11", "2.8.0", "gfx110X-all", "therock"),
+     ("0.23.0", "2.8.0", f"{PER_FAMILY}gfx110X-all/")),
     ("therock-rocm7.12-torch2.8.0-mi350", Case("ubuntu-24.04", "rocm7.12", "2.8.0", "gfx950-dcgpu", "therock"),
      ("0.23.0", "2.8.0", f"{PER_FAMILY}gfx950-dcgpu/")),
     ("therock-rocm7.10-torch2.7.1-rdna4", Case("ubuntu-24.04", "rocm7.10", "2.7.1", "gfx120X-all", "therock"),
@@ -86,8 +100,8 @@ GOOD: list[tuple[str, Case, tuple[str | None, str | None, str]]] = [
     # 10.0 is released, on whl-next; its torchaudio for 2.13 is the 4-part 2.11.0.2.
     ("therock-rocm10.0-torch2.13.0-mi300", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"),
      ("0.28.0", "2.11.0.2", WHL_NEXT)),
-    ("therock-rocm10.0-torch2.12.1-mi450", Case("ubuntu-24.04", "rocm10.0", "2.12.1", "gfx125X-dcgpu", "therock"),
-     ("0.27.1", "2.11.0", WHL_NEXT)),
+    ("therock-rocm10.0-torch2.12.0-mi450", Case("ubuntu-24.04", "rocm10.0", "2.12.0", "gfx125X-dcgpu", "therock"),
+     ("0.27.0", "2.11.0", WHL_NEXT)),
     ("therock-rocm7.14-torch2.11.0-mi450", Case("ubuntu-24.04", "rocm7.14", "2.11.0", "gfx125X-dcgpu", "therock"),
      ("0.26.0", "2.11.0", THEROCK)),
     ("pytorch-rocm7.14-torch2.14.0-all", Case("ubuntu-24.04", "rocm7.14", "2.14.0", ALL_TARGETS),
@@ -177,28 +191,57 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
     # 7.9-7.12: one index per family, for the families defined at the tag only.
     ("therock-7.12-has-no-gfx90c-index", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx90c-igpu", "therock"),
      [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
-                               "extras) and none for gfx90c-igpu: its families are gfx906-dgpu, gfx908-dcgpu, "
-                               "gfx90a-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx101X-dgpu, gfx103X-all, gfx110X-all, "
-                               "gfx1150, gfx1151, gfx1152, gfx1153, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) "
+                               f"extras) and none for gfx90c-igpu: its families are {FAMILIES_7_12}; multi-arch "
+                               "lines (7.13, 7.14, 10.0) serve every target")]),
+    # 7.10-7.12 published gfx103X-dgpu (a subset) and 7.9/7.10 gfx110X-dgpu (no gfx1103), never gfx103X-all/gfx110X-all;
+    # gfx101X-dgpu had expect_pytorch_failure (no torch wheels): fetch_package_targets.py at each tag.
+    ("therock-7.12-has-no-gfx103X-all-index", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx103X-all", "therock"),
+     [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
+                               f"extras) and none for gfx103X-all: its families are {FAMILIES_7_12}; multi-arch "
+                               "lines (7.13, 7.14, 10.0) serve every target")]),
+    ("therock-7.12-has-no-gfx101X-torch", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx101X-dgpu", "therock"),
+     [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
+                               f"extras) and none for gfx101X-dgpu: its families are {FAMILIES_7_12}; multi-arch "
+                               "lines (7.13, 7.14, 10.0) serve every target")]),
+    ("therock-7.10-gfx110X-dgpu-lacks-gfx1103", Case("ubuntu-24.04", "rocm7.10", "2.9.1", "gfx110X-all", "therock"),
+     [("therock-family-index", "TheRock 7.10 published per-family wheels (one index per family, no [device-*] "
+                               "extras) and none for gfx110X-all: its families are gfx90X-dcgpu, gfx94X-dcgpu, "
+                               "gfx950-dcgpu, gfx1150, gfx1151, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) "
                                "serve every target")]),
+    ("therock-7.9-had-no-gfx90X-torch", Case("ubuntu-24.04", "rocm7.9", "2.9.0", "gfx90X-dcgpu", "therock"),
+     [("therock-family-index", "TheRock 7.9 published per-family wheels (one index per family, no [device-*] "
+                               "extras) and none for gfx90X-dcgpu: its families are gfx94X-dcgpu, gfx950-dcgpu, "
+                               "gfx1151, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) serve every target")]),
+    # therock-7.12's release_portable_linux_pytorch_wheels.yml: no gfx1153 for release/2.8 and release/2.9
+    ("therock-7.12-torch2.9-without-gfx1153", Case("ubuntu-24.04", "rocm7.12", "2.9.1", "gfx1153", "therock"),
+     [("therock-torch-targets", "TheRock 7.12 builds torch 2.9 without gfx1153 (its release build matrix "
+                                "excludes it): no device package for gfx1153; use another torch "
+                                "release of that line")]),
+    # TheRock builds ROCm's release/2.12 as 2.12.0 (TheRock#6223), never pytorch.org's 2.12.1
+    ("therock-7.14-builds-2.12.0-not-2.12.1", Case("ubuntu-24.04", "rocm7.14", "2.12.1", "gfx94X-dcgpu", "therock"),
+     [("therock-torch-version", "TheRock 7.14 builds torch 2.12 as 2.12.0 (torch==2.12.0+rocm7.14.0), not 2.12.1: "
+                                "use torch 2.12.0 for the therock channel")]),
+    ("therock-10.0-builds-2.12.0-not-2.12.1", Case("ubuntu-24.04", "rocm10.0", "2.12.1", "gfx1151", "therock"),
+     [("therock-torch-version", "TheRock 10.0 builds torch 2.12 as 2.12.0 (torch==2.12.0+rocm10.0.0), not 2.12.1: "
+                                "use torch 2.12.0 for the therock channel")]),
     ("therock-7.10-had-no-gfx908-family", Case("ubuntu-24.04", "rocm7.10", "2.8.0", "gfx908-dcgpu", "therock"),
      [("therock-family-index", "TheRock 7.10 published per-family wheels (one index per family, no [device-*] "
                                "extras) and none for gfx908-dcgpu: its families are gfx90X-dcgpu, gfx94X-dcgpu, "
-                               "gfx950-dcgpu, gfx101X-dgpu, gfx103X-all, gfx110X-all, gfx1150, gfx1151, gfx1152, "
-                               "gfx1153, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) serve every target")]),
+                               "gfx950-dcgpu, gfx1150, gfx1151, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) "
+                               "serve every target")]),
     # a line that builds a torch release without some targets (configure_pytorch_release_matrix.py)
-    ("therock-7.14-torch2.12-without-gfx1250", Case("ubuntu-24.04", "rocm7.14", "2.12.1", "gfx125X-dcgpu", "therock"),
-     [("therock-torch-targets", "TheRock 7.14 builds torch 2.12 without gfx1250 (its configure_pytorch_release_"
-                                "matrix.py excludes it): no device package for gfx125X-dcgpu; use another torch "
+    ("therock-7.14-torch2.12-without-gfx1250", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx125X-dcgpu", "therock"),
+     [("therock-torch-targets", "TheRock 7.14 builds torch 2.12 without gfx1250 (its release build matrix "
+                                "excludes it): no device package for gfx125X-dcgpu; use another torch "
                                 "release of that line")]),
     ("therock-10.0-torch2.13-without-gfx90c", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx90c-igpu", "therock"),
-     [("therock-torch-targets", "TheRock 10.0 builds torch 2.13 without gfx90c (its configure_pytorch_release_"
-                                "matrix.py excludes it): no device package for gfx90c-igpu; use another torch "
+     [("therock-torch-targets", "TheRock 10.0 builds torch 2.13 without gfx90c (its release build matrix "
+                                "excludes it): no device package for gfx90c-igpu; use another torch "
                                 "release of that line"),
       ("therock-stable-targets", "TheRock publishes the device packages of gfx90c to its dev and nightly indexes "
                                  f"only, not {WHL_NEXT}: choose a family without it (gfx90X-dcgpu was split: "
                                  "gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")]),
-    ("therock-10.0-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm10.0", "2.12.1", "gfx906-dgpu", "therock"),
+    ("therock-10.0-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm10.0", "2.12.0", "gfx906-dgpu", "therock"),
      [("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
                                  f"only, not {WHL_NEXT}: choose a family without it (gfx90X-dcgpu was split: "
                                  "gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")]),
@@ -638,7 +681,8 @@ def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary()
     # more distinct reasons, still a screen.
     assert len(reasons) == len(set(reasons)) and len(reasons) < 32, reasons
     lines = run.stdout.split("ROCm lines of the product, kept or dropped:")[1].split("cells of the product")[0]
-    assert "therock rocm10.0: kept: 112 cells, torch 2.13.0, 2.12.1; not torch 2.14.1: channel-wheels" in lines
+    assert "therock rocm10.0: kept: 112 cells, torch 2.13.0, 2.12.0; not torch 2.14.1: channel-wheels" in lines
+    assert "therock rocm7.14: kept: 14 cells, torch 2.12.0;" in lines
     assert "therock rocm7.12: dropped\n      channel-wheels: torch 2.12 has no wheels for ROCm 7.12 on TheRock's " \
            "per-family index; it has 7.14, 10.0" in lines
     assert "192 cells: rocm7.1_" in dropped

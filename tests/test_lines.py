@@ -51,7 +51,7 @@ def test_every_therock_line_names_the_index_that_serves_it(tmp_path: Path, line:
         [cell] = therock_cell(tmp_path, line, torch, gfx)
         extras = installs.device_extras(cell)
         if release.index == "per-family":
-            assert cell.index_url == f"https://repo.amd.com/rocm/whl/{gfx}/"
+            assert cell.index_url == f"https://repo.amd.com/rocm/whl/{release.index_dirs.get(gfx, gfx)}/"
             assert extras == ""
         else:
             want = {"multi-arch": "https://repo.amd.com/rocm/whl-multi-arch/",
@@ -146,3 +146,33 @@ def test_line_verdicts_say_why_each_line_is_kept_or_dropped(tmp_path: Path) -> N
     assert old.cells == 0 and old.verdict.startswith("dropped: channel-wheels: torch 2.13 has no wheels for ROCm "
                                                      "7.12 on TheRock's per-family index")
     assert all(not r.startswith("exclude[") for r in verdicts[("pytorch", "rocm7.12")].why)
+
+
+def test_therock_builds_no_python_its_torch_release_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """therock-7.13's release workflow builds Python 3.10-3.14 but excludes 3.14 for torch 2.8 (torch 2.8 has no 3.14):
+    a line's Pythons are those of the line and of the torch release together."""
+    oses = catalog.os_releases()
+    fake = {**oses, "ubuntu-24.04": oses["ubuntu-24.04"].model_copy(update={"python": "3.14"})}
+    monkeypatch.setattr(catalog, "os_releases", lambda: fake)
+    [old] = therock_cell(tmp_path, "7.13", "2.8.0", "gfx94X-dcgpu")
+    assert compat.python_wheels(old) == ("torch 2.8 has no wheels on TheRock's index for Python 3.14 (ubuntu-24.04's "
+                                         "Python); it has 3.10, 3.11, 3.12, 3.13")
+    [new] = therock_cell(tmp_path, "7.13", "2.9.1", "gfx94X-dcgpu")
+    assert compat.python_wheels(new) is None
+
+
+@pytest.mark.parametrize(("line", "torch", "pins"), [
+    # TheRock builds ROCm's release/2.12 as 2.12.0 on 7.14 and 10.0 (TheRock#6223), with torchvision 0.27.0
+    ("7.14", "2.12.0", ("torch==2.12.0+rocm7.14.0", "torchvision==0.27.0+rocm7.14.0", "torchaudio==2.11.0+rocm7.14.0")),
+    ("10.0", "2.12.0", ("torch==2.12.0+rocm10.0.0", "torchvision==0.27.0+rocm10.0.0", "torchaudio==2.11.0+rocm10.0.0")),
+    ("10.0", "2.13.0", ("torch==2.13.0+rocm10.0.0", "torchvision==0.28.0+rocm10.0.0",
+                        "torchaudio==2.11.0.2+rocm10.0.0")),
+    # torch 2.9.1 with torchvision 0.24.0 and torchaudio 2.9.0 (therock-7.12 build_portable_linux_pytorch_wheels.yml)
+    ("7.12", "2.9.1", ("torch==2.9.1+rocm7.12.0", "torchvision==0.24.0+rocm7.12.0", "torchaudio==2.9.0+rocm7.12.0")),
+])
+def test_therock_pins_the_versions_its_line_publishes(tmp_path: Path, line: str, torch: str,
+                                                      pins: tuple[str, str, str]) -> None:
+    [cell] = therock_cell(tmp_path, line, torch, "gfx1151")
+    assert compat.violations(cell) == []
+    assert (f"torch=={cell.torch_wheel}", f"torchvision=={cell.torchvision}{cell.local_version}",
+            f"torchaudio=={cell.torchaudio}{cell.local_version}") == pins

@@ -133,7 +133,7 @@ def test_index_url_defaults_per_platform_and_index_urls_override(tmp_path: Path)
           gfx: [gfx1151]
         include:
           - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.12.1", gfx: gfx1151}
-          - {os: ubuntu-24.04, platform: rocm7.14, torch: "2.12.1", gfx: gfx110X-all, channel: therock}
+          - {os: ubuntu-24.04, platform: rocm7.14, torch: "2.12.0", gfx: gfx110X-all, channel: therock}
         """)
     assert {c.tag: c.index_url for c in cells} == {
         "cpu_debian12_py3.11_torch2.13.0_runtime": "http://10.0.0.1/simple",
@@ -141,7 +141,7 @@ def test_index_url_defaults_per_platform_and_index_urls_override(tmp_path: Path)
         "rocm7.1_debian12_py3.11_torch2.13.0_gfx1151_runtime": "https://download.pytorch.org/whl/rocm7.1",
         "rocm7.2_ubuntu24.04_py3.12_torch2.12.1_gfx1151_runtime": "https://mirror.example.org:8443/whl/rocm7.2",
         # a platform's override is for the pytorch channel only: therock keeps TheRock's index
-        "rocm7.14_ubuntu24.04_py3.12_torch2.12.1_gfx110X-all_therock_runtime":
+        "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx110X-all_therock_runtime":
             "https://repo.amd.com/rocm/whl-multi-arch/",
     }
 

@@ -49,14 +49,14 @@ RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
-    'torch[device-gfx942]==2.9.1+rocm7.13.0' 'torchvision[device-gfx942]==0.24.1+rocm7.13.0' \
+    'torch[device-gfx942]==2.9.1+rocm7.13.0' 'torchvision[device-gfx942]==0.24.0+rocm7.13.0' \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # The small, often-updated packages last, so their updates re-push only this layer.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
  && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
-    torch==2.9.1+rocm7.13.0 torchvision==0.24.1+rocm7.13.0 torchaudio==2.9.1+rocm7.13.0 numpy \
+    torch==2.9.1+rocm7.13.0 torchvision==0.24.0+rocm7.13.0 torchaudio==2.9.0+rocm7.13.0 numpy \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 RUN --mount=type=bind,source=rif,target=/mnt \
     T=$(date +%s) \
