@@ -19,6 +19,7 @@ import io
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
 import urllib.error
 import urllib.request
@@ -26,7 +27,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import docker
 import pytest
@@ -186,6 +187,53 @@ def labelled_image(client: docker.DockerClient, base: str, tag: str, labels: dic
     dockerfile = f"FROM {base}\nLABEL " + " ".join(f'{k}="{v}"' for k, v in labels.items()) + "\n"
     image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False)
     return str(image.id)
+
+
+def saved_image(client: docker.DockerClient, image_id: str) -> Iterator[tuple[str, tarfile.TarInfo | None, IO[bytes]]]:
+    """Every blob of the image's `docker save` (an OCI layout), streamed, never held whole (a torch layer is
+    GBs): (blob, None, its bytes) for a manifest, config or index; (blob, entry, its bytes) for each regular
+    file of each layer. Read each stream before the next item. Fails unless every layer was read."""
+    image = client.images.get(image_id)
+    stream = io.BufferedReader(_Chunks(image.save(chunk_size=1 << 20)), 1 << 20)
+    layers = 0
+    with tarfile.open(fileobj=stream, mode="r|") as outer:
+        for member in outer:
+            if not (member.name.startswith("blobs/") and member.isreg()):
+                continue
+            blob = outer.extractfile(member)
+            assert blob is not None
+            if blob.peek(1)[:1] == b"{":  # type: ignore[attr-defined]  # a manifest, config or index
+                yield member.name, None, blob
+                continue
+            layers += 1
+            try:
+                with tarfile.open(fileobj=blob, mode="r|*") as layer:  # gzip (or plain) tar
+                    for entry in layer:
+                        content = layer.extractfile(entry) if entry.isreg() else None
+                        yield member.name, entry, content if content is not None else io.BytesIO()
+            except tarfile.ReadError as exc:  # the empty layer (an empty archive) holds no names
+                assert "empty" in str(exc), exc
+    assert layers == len(set(image.attrs["RootFS"]["Layers"]))  # every layer was read (a repeated one is one blob)
+
+
+class _Chunks(io.RawIOBase):
+    """docker-py's chunk iterator as a raw stream, for tarfile's streaming mode."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.rest = chunks, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while not self.rest:
+            try:
+                self.rest = next(self.chunks)
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self.rest))
+        buffer[:size], self.rest = self.rest[:size], self.rest[size:]
+        return size
 
 
 @pytest.fixture(scope="session")

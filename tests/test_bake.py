@@ -3,11 +3,9 @@ in any layer, each wheel downloaded once per machine, and the committed bake fil
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
-import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +15,7 @@ import pytest
 
 from builder.bake import host_network
 from builder.render import bake_target
-from tests.conftest import DATA, ROOT, builder_cli, write_matrix
+from tests.conftest import DATA, ROOT, builder_cli, saved_image, write_matrix
 from tests.synthwheels import WheelIndex, therock_like
 
 pytestmark = pytest.mark.docker
@@ -81,43 +79,8 @@ def test_family_images_share_every_layer_below_their_device_packages(
 
 
 def _layer_names(client: docker.DockerClient, image_id: str) -> Iterator[tuple[str, str]]:
-    """(layer, path) for every file of every layer, read from `docker save` (an OCI layout) as a stream."""
-    image = client.images.get(image_id)
-    stream = io.BufferedReader(_Chunks(image.save(chunk_size=1 << 20)), 1 << 20)
-    layers = 0
-    with tarfile.open(fileobj=stream, mode="r|") as outer:
-        for member in outer:
-            if not (member.name.startswith("blobs/") and member.isreg()):
-                continue
-            inner = outer.extractfile(member)
-            assert inner is not None
-            if inner.peek(1)[:1] == b"{":  # type: ignore[attr-defined]  # a manifest, config or index
-                continue
-            layers += 1
-            try:
-                with tarfile.open(fileobj=inner, mode="r|*") as layer:  # gzip (or plain) tar
-                    yield from ((member.name, m.name) for m in layer)
-            except tarfile.ReadError as exc:  # the empty layer (an empty archive) holds no names
-                assert "empty" in str(exc), exc
-    assert layers == len(set(image.attrs["RootFS"]["Layers"]))  # every layer was read (a repeated one is one blob)
-
-
-class _Chunks(io.RawIOBase):
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks, self.rest = chunks, b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        while not self.rest:
-            try:
-                self.rest = next(self.chunks)
-            except StopIteration:
-                return 0
-        size = min(len(buffer), len(self.rest))
-        buffer[:size], self.rest = self.rest[:size], self.rest[size:]
-        return size
+    """(layer, path) for every entry of every layer."""
+    return ((blob, entry.name) for blob, entry, _ in saved_image(client, image_id) if entry is not None)
 
 
 def test_no_layer_of_any_image_holds_a_wheel_or_a_pip_cache(families: dict[str, docker.models.images.Image],
