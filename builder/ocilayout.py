@@ -147,8 +147,18 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def load(client: docker.DockerClient, image: Image, refs: list[str]) -> str:
-    """Load image into the engine under refs; its ID there, which is its manifest digest (containerd store)."""
+    """Load image into the engine under refs; its ID there, which is its manifest digest (containerd store).
+
+    An engine that already holds that very manifest (a rerun, a warm rebuild) only gets the names: the ID is
+    the digest of the bytes, so nothing is sent again (a ROCm image is GBs to stream and unpack)."""
     try:
+        if _holds(client, image.digest):
+            for ref in refs:
+                repository, _, tag = ref.rpartition(":")
+                if not repository or "/" in tag:  # a port, not a tag
+                    repository, tag = ref, "latest"
+                client.api.tag(image.digest, repository, tag)
+            return image.digest
         for chunk in client.api.load_image(load_tar(image, refs)):  # type: ignore[no-untyped-call]
             if isinstance(chunk, dict) and chunk.get("error"):
                 raise LayoutError(f"the engine refused {refs[0]}: {chunk['error']}")
@@ -159,3 +169,10 @@ def load(client: docker.DockerClient, image: Image, refs: list[str]) -> str:
         raise LayoutError(f"the engine holds {refs[0]} as {loaded}, not the built manifest {image.digest}: its image "
                           "store is not containerd's (features.containerd-snapshotter), run scripts/setup.sh")
     return loaded
+
+
+def _holds(client: docker.DockerClient, digest: str) -> bool:
+    try:
+        return str(client.images.get(digest).id) == digest
+    except docker.errors.ImageNotFound:
+        return False

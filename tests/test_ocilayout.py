@@ -75,3 +75,37 @@ def test_local_names_are_normalised_as_containerd_names_them() -> None:
     assert ocilayout.full_name("rocm-image-factory/pytorch:t") == "docker.io/rocm-image-factory/pytorch:t"
     assert ocilayout.full_name("127.0.0.1:5000/ns/x:t") == "127.0.0.1:5000/ns/x:t"
     assert ocilayout.full_name("localhost/x:t") == "localhost/x:t"
+
+
+class _Engine:
+    """An engine that already holds one image: records what load() asks of it (pure logic, no engine)."""
+
+    def __init__(self, holds: str) -> None:
+        self.holds, self.tagged, self.loaded = holds, list[tuple[str, str, str]](), 0
+        self.images, self.api = self, self
+
+    def get(self, ref: str) -> object:
+        if ref != self.holds:
+            raise ocilayout.docker.errors.ImageNotFound(ref)
+        return type("Found", (), {"id": self.holds})()
+
+    def tag(self, image_id: str, repository: str, tag: str) -> bool:
+        self.tagged.append((image_id, repository, tag))
+        return True
+
+    def load_image(self, data: object) -> list[object]:
+        self.loaded += 1
+        return []
+
+
+def test_an_engine_holding_the_manifest_gets_names_only_and_no_blob_is_read(tmp_path: Path) -> None:
+    image(tmp_path, "x/mine:1", b"mine")
+    found = ocilayout.find(tmp_path, "x/mine:1")
+    found.blob_path(found.layers[0].digest).unlink()  # a load would fail: nothing may be read
+    engine = _Engine(found.digest)
+    refs = ["127.0.0.1:5000/ns/pytorch:t", "127.0.0.1:5000/ns/pytorch:t-0123456789ab", "127.0.0.1:5000/ns/untagged"]
+    assert ocilayout.load(engine, found, refs) == found.digest  # type: ignore[arg-type]
+    assert engine.loaded == 0
+    assert engine.tagged == [(found.digest, "127.0.0.1:5000/ns/pytorch", "t"),
+                             (found.digest, "127.0.0.1:5000/ns/pytorch", "t-0123456789ab"),
+                             (found.digest, "127.0.0.1:5000/ns/untagged", "latest")]
