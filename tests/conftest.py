@@ -284,7 +284,16 @@ def reclaim(client: docker.DockerClient, before: set[str]) -> None:
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(image.id, force=True)
     with contextlib.suppress(docker.errors.APIError):
-        client.api.prune_builds(keep_storage=BUILD_CACHE_KEEP)
+        trim_build_cache(client, BUILD_CACHE_KEEP)
+
+
+def trim_build_cache(client: docker.DockerClient, keep: int) -> None:
+    """BuildKit's cache down to keep bytes, least recently used first. API 1.48 (Docker 28) renamed the limit
+    max-used-space and ignores keep-storage, docker-py's only parameter: sent alone, it emptied the cache after
+    every test, and each test then built torch again (0% cached). Both names go, for any engine's API."""
+    api = client.api
+    params = {"keep-storage": keep, "reserved-space": keep, "max-used-space": keep}
+    api._result(api._post(api._url("/build/prune"), params=params), True)  # type: ignore[no-untyped-call]
 
 
 @contextlib.contextmanager
