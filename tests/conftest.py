@@ -17,6 +17,7 @@ import contextlib
 import functools
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -266,10 +267,11 @@ def namespace(registry: str) -> Iterator[str]:
 # A CI machine's free disk varies (tens of GB down to a few). Tests that change an input (a base, a wheel, a
 # lock) rebuild the 750 MB torch layer under a new cache key, and every run of the lifecycle leaves a content-
 # named image: unreclaimed, the suite's footprint grows by about 20 GB. After each docker test its own images go
-# and BuildKit's cache is trimmed (least recently used first) to BUILD_CACHE_KEEP; after each module, the images
-# its module-scoped fixtures made go too.
+# (and BuildKit's cache is trimmed to BUILD_CACHE_KEEP when the engine's disk is short); after each module, the
+# images its module-scoped fixtures made go too.
 SUITE_IMAGE_PREFIXES = ("rocm-image-factory/", "t/", "127.0.0.1:", "localhost:")
 BUILD_CACHE_KEEP = 5 * 2**30  # bytes: room for the shared torch layers, so later tests still hit the cache
+MIN_FREE = 20 * 2**30  # bytes free on the engine's disk below which the build cache is trimmed
 
 
 def made_by_suite(tags: list[str]) -> bool:
@@ -278,22 +280,33 @@ def made_by_suite(tags: list[str]) -> bool:
 
 
 def reclaim(client: docker.DockerClient, before: set[str]) -> None:
-    """Remove the suite-named images that are not in `before`, then trim the build cache."""
+    """Remove the suite-named images that are not in `before`; trim the build cache only when disk runs short."""
     for image in client.images.list():
         if image.id not in before and made_by_suite(image.tags):
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(image.id, force=True)
-    with contextlib.suppress(docker.errors.APIError):
-        trim_build_cache(client, BUILD_CACHE_KEEP)
+    with contextlib.suppress(docker.errors.APIError, OSError):
+        if short_of_disk(shutil.disk_usage(engine_root(client)).free):
+            trim_build_cache(client, BUILD_CACHE_KEEP)
+
+
+def short_of_disk(free: int) -> bool:
+    """Trimming BuildKit's cache after every test made later tests build torch again (Docker 28 pruned the very
+    steps they shared): the cache is trimmed only when the engine's disk is short."""
+    return free < MIN_FREE
+
+
+@functools.cache
+def engine_root(client: docker.DockerClient) -> str:
+    return str(client.info()["DockerRootDir"])
 
 
 def trim_build_cache(client: docker.DockerClient, keep: int) -> None:
-    """BuildKit's cache down to keep bytes, least recently used first. API 1.48 (Docker 28) renamed the limit
-    max-used-space and ignores keep-storage, docker-py's only parameter: sent alone, it emptied the cache after
-    every test, and each test then built torch again (0% cached). Both names go, for any engine's API."""
+    """BuildKit's cache down to about keep bytes, least recently used first. API 1.48 (Docker 28) renamed the
+    limit max-used-space and ignores keep-storage, docker-py's only parameter: both names go, for any engine."""
     api = client.api
     params = {"keep-storage": keep, "reserved-space": keep, "max-used-space": keep}
-    api._result(api._post(api._url("/build/prune"), params=params), True)  # type: ignore[no-untyped-call]
+    api._result(api._post(api._url("/build/prune"), params=params), True)
 
 
 @contextlib.contextmanager
