@@ -1,7 +1,7 @@
 """Cold runners (issue 22, item 4): what a numpy bump costs a runner that starts with an empty engine.
 
-Every publish job runs on a fresh runner: no BuildKit cache, no images. Byte-reproducible layers (an OCI layout
-with rewritten timestamps) mean a rebuild of unchanged steps gives the bytes the registry already has, so only
+Every publish job runs on a fresh runner: no BuildKit cache, no images. Byte-reproducible layers (every step sets
+the times of what it wrote) mean a rebuild of unchanged steps gives the bytes the registry already has, so only
 numpy's layer and what sits above it go up again; BuildKit's cache in the registry (`--cache-registry`) means
 the unchanged steps (torch) are not even run again.
 

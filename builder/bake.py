@@ -250,6 +250,8 @@ def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path |
                no_cache: bool) -> _Run:
     run = _Run(set(targets))
     tags = _tags(bake_file)
+    if export:  # buildx grants fs.write only on a folder that exists (`builder reproduce` names a new one)
+        export.layout.mkdir(parents=True, exist_ok=True)
     with scratch_dir("rif-bake-") as tmp:
         metadata, extra = tmp / "metadata.json", tmp / "override.json"
         extra.write_text(json.dumps(override({t: (tags.get(t) or [t])[-1] for t in targets}, export)))

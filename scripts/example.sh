@@ -14,4 +14,7 @@ builder build --matrix examples/local.yaml --wheelhouse .rif/wheelhouse \
   --push --registry "$RIF_TEST_REGISTRY/rocm" --report .rif/records/example.json "$@"
 echo "published: $(python3 -c "import urllib.request; print(urllib.request.urlopen('http://$RIF_TEST_REGISTRY/v2/rocm/pytorch/tags/list').read().decode())")"
 # The catalog of what the registry now holds: one page per image (HTML and Markdown) and an index.
-builder catalog --registry "$RIF_TEST_REGISTRY/rocm" --records .rif/records --out .rif/site
+# The example's own build tree, where the pages find each image's Dockerfile (the committed images/ holds the
+# production matrix).
+builder render --matrix examples/local.yaml --out .rif/example-images >/dev/null
+builder catalog --registry "$RIF_TEST_REGISTRY/rocm" --records .rif/records --out .rif/site --images .rif/example-images

@@ -98,7 +98,9 @@ def test_publish_twice_publishes_then_skips(auth_registry: AuthRegistry, base_im
         scopes = {s for grant in auth_registry.token.grants for s in grant.scopes}
         assert f"repository:{repo}:pull" in scopes
         assert scopes & {f"repository:{repo}:pull,push", f"repository:{repo}:push,pull"}
-        assert all(s.startswith(f"repository:{repo}:") for s in scopes), scopes
+        # Only pull beside that: dockerd asks to pull from repositories it knows a layer from on this registry
+        # (cross-repository mounts; containerd's store remembers earlier registries on a reused port too).
+        assert all(s.startswith(f"repository:{repo}:") or s.endswith(":pull") for s in scopes), scopes
         assert {grant.account for grant in auth_registry.token.grants} == {USER}
         assert auth_registry.token.refused == 0
 
