@@ -20,6 +20,7 @@ from typing import Any
 
 import docker
 from docker.errors import DockerException
+from docker.utils import parse_repository_tag
 
 from builder.dockerapi import EngineUnavailable
 
@@ -154,10 +155,8 @@ def load(client: docker.DockerClient, image: Image, refs: list[str]) -> str:
     try:
         if _holds(client, image.digest):
             for ref in refs:
-                repository, _, tag = ref.rpartition(":")
-                if not repository or "/" in tag:  # a port, not a tag
-                    repository, tag = ref, "latest"
-                client.api.tag(image.digest, repository, tag)
+                repository, tag = parse_repository_tag(ref)
+                client.api.tag(image.digest, repository, tag or "latest")
             return image.digest
         for chunk in client.api.load_image(load_tar(image, refs)):  # type: ignore[no-untyped-call]
             if isinstance(chunk, dict) and chunk.get("error"):
