@@ -29,10 +29,10 @@ import docker
 import yaml
 from floor import BASE, base_packages, floor_parts, image_size
 
-from builder import imagetree
-from builder.bake import bake, host_network
-from builder.matrix import load_matrix
-from builder.render import RenderedCell, WheelSource, render_all
+from builder.build.bake import bake, host_network
+from builder.matrix.expand import load_matrix
+from builder.render import tree as imagetree
+from builder.render.dockerfile import RenderedCell, WheelSource, render_all
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = ROOT / "tests" / "data" / "e2e.yaml"

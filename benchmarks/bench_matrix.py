@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from builder import catalog
-from builder.matrix import expand_matrix
-from builder.plan import plan_images
-from builder.render import render_cell
+from builder.core import facts as catalog
+from builder.matrix.expand import expand_matrix
+from builder.matrix.selection import plan_images
+from builder.render.dockerfile import render_cell
 
 SYNTHETIC = """\
 matrix:

@@ -55,11 +55,12 @@ from localregistry import Image, LocalRegistry, kill_pushes
 from synthwheels import Sizes, WheelSet
 from wheelindex import WheelIndex
 
-from builder import catalog, imagetree
-from builder.bake import host_network
-from builder.matrix import expand_matrix
-from builder.render import RenderedCell, WheelSource, render_all
-from builder.spec import CellSpec
+from builder.build.bake import host_network
+from builder.core import facts as catalog
+from builder.core.spec import CellSpec
+from builder.matrix.expand import expand_matrix
+from builder.render import tree as imagetree
+from builder.render.dockerfile import RenderedCell, WheelSource, render_all
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEEL_CACHE = Path("/tmp/rif-bench-wheels")
@@ -68,7 +69,7 @@ BUILDER_REPO = f"rocm-image-factory/{IMAGE}"
 FAMILIES = ("gfx94X-dcgpu", "gfx1151", "gfx950-dcgpu")
 FLAVORS = ("runtime", "devel")
 BASE = "debian:12"
-PIP_CACHE_ID = "rif-pip"  # the new template's cache mount (builder/render.py PIP_CACHE)
+PIP_CACHE_ID = "rif-pip"  # the new template's cache mount (builder/render/dockerfile.py PIP_CACHE)
 MB, GB = 1e6, 1e9
 PUSH_WORKERS = 2
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import docker
 
-from builder.dockerapi import run_captured
+from builder.build.engine import run_captured
 
 BASE = "debian:12"
 

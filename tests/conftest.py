@@ -34,9 +34,9 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from builder.errors import InputError, Problem
-from builder.matrix import Expansion, expand_matrix, load_matrix
-from builder.spec import CellSpec
+from builder.core.errors import InputError, Problem
+from builder.core.spec import CellSpec
+from builder.matrix.expand import Expansion, expand_matrix, load_matrix
 
 pytest_plugins = ["pytester"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.yamlsrc import MAX_BYTES, MAX_NODES
+from builder.matrix.yamlsrc import MAX_BYTES, MAX_NODES
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = Path(__file__).resolve().parent / "data" / "bad"
@@ -31,7 +31,7 @@ BASE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
 
 # The real entry point, under an address-space limit set before anything of the package is imported.
 LIMITED = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT})); "
-           "sys.argv[0] = 'builder'; from builder.cli import main; main()")
+           "sys.argv[0] = 'builder'; from builder.cli.app import main; main()")
 # Control characters (C0 but tab and newline, DEL, C1) and bidi/zero-width marks: none may come out raw.
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u202a-\u202e\u2066-\u2069\ufeff]")
 

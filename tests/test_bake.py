@@ -13,8 +13,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.bake import host_network
-from builder.render import bake_target
+from builder.build.bake import host_network
+from builder.render.dockerfile import bake_target
 from tests.conftest import DATA, ROOT, builder_cli, saved_image, write_matrix
 from tests.synthwheels import WheelIndex, therock_like
 

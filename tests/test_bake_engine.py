@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import bake
+from builder.build import bake
 
 
 def test_every_target_builds_on_the_host_network_and_exports_to_one_layout(tmp_path: Path) -> None:

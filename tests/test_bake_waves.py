@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.bake import Stage, waves
-from builder.contenthash import runs_on_context
-from builder.render import RenderedCell, WheelSource, render_images
+from builder.build.bake import Stage, waves
+from builder.render.contenthash import runs_on_context
+from builder.render.dockerfile import RenderedCell, WheelSource, render_images
 from tests.conftest import load_cells
 
 FAMILIES = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n"

@@ -1,10 +1,10 @@
-"""builder.baseimage: the host's apt mirror, read from deb822 and one-line sources."""
+"""builder.build.baseimage: the host's apt mirror, read from deb822 and one-line sources."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from builder import baseimage
+from builder.build import baseimage
 
 DEB822 = """Types: deb
 URIs: http://mirror.example/debian

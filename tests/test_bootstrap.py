@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from builder import catalog
+from builder.core import facts as catalog
 from builder.which import gfx_from_version
 
 rb = pytest.importorskip("rocm_bootstrap", reason="rocm-bootstrap (the `test` extra) is not installed")

@@ -191,8 +191,8 @@ def test_every_kind_of_matrix_problem_is_reported_in_one_run(tmp_path: Path) -> 
 def test_the_cell_table_stays_readable_at_80_columns() -> None:
     from rich.console import Console
 
-    from builder import display
-    from builder.matrix import expand_matrix
+    from builder.cli import display
+    from builder.matrix.expand import expand_matrix
 
     console = Console(width=80, file=io.StringIO(), record=True)
     original = display.out

@@ -1,6 +1,6 @@
 """The compatibility rules and their data, held to shared/rocm-facts.md.
 
-Cells are built the way a maintainer builds them: a small matrix file expanded by builder.matrix, so every
+Cells are built the way a maintainer builds them: a small matrix file expanded by builder.matrix.expand, so every
 case goes through the schema, the companion defaults, the index choice and compat.violations together.
 Section numbers below are those of rocm-facts.md.
 """
@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from builder import catalog, compat
-from builder.matrix import expand_matrix
-from builder.spec import ALL_TARGETS, CellSpec
+from builder.core import facts as catalog
+from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.matrix import compat
+from builder.matrix.expand import expand_matrix
 from tests.conftest import BASE, CPU_TAG, PRODUCT, axes, builder_cli, expand_text, inc, problems_of, write_matrix
 
 PYTORCH = "https://download.pytorch.org/whl/"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.registry import RegistryClient
-from builder.tags import HASH_LABEL, IMMUTABLE_SUFFIX_RE, REFERRERS_TAG_RE, short_hash
+from builder.core.tags import HASH_LABEL, IMMUTABLE_SUFFIX_RE, REFERRERS_TAG_RE, short_hash
+from builder.registry.client import RegistryClient
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]

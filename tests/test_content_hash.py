@@ -12,9 +12,10 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from builder import contenthash, render
-from builder.render import WheelSource, render_cell
-from builder.spec import CellSpec
+from builder.core.spec import CellSpec
+from builder.render import contenthash
+from builder.render import dockerfile as render
+from builder.render.dockerfile import WheelSource, render_cell
 from tests.conftest import load_cells
 
 MATRIX = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import credentials
+from builder.registry import credentials
 
 
 def test_environment_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.registry import RegistryClient
-from builder.render import HASH_LABEL
-from builder.tags import REFERRERS_TAG_RE
+from builder.core.tags import REFERRERS_TAG_RE
+from builder.registry.client import RegistryClient
+from builder.render.dockerfile import HASH_LABEL
 from tests import synthwheels
 from tests.conftest import DATA, builder_cli
 

@@ -32,12 +32,12 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder import retry
-from builder.credentials import Credentials
-from builder.push import push_image
-from builder.registry import RegistryClient
-from builder.retry import RegistryError
-from builder.tags import REFERRERS_TAG_RE
+from builder.core.tags import REFERRERS_TAG_RE
+from builder.publish.push import push_image
+from builder.registry import retry
+from builder.registry.client import RegistryClient
+from builder.registry.credentials import Credentials
+from builder.registry.retry import RegistryError
 from tests.faults import Fault, FaultProxy, Rule
 from tests.registries import Registry, need_docker_registry, write_htpasswd
 from tests.test_publish import MATRIX, RUNTIME

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from builder import ghrows
-from builder.errors import InputError
-from builder.matrix import expand_matrix
-from builder.plan import plan_images, select, shard
-from builder.render import bake_target, group_key
-from builder.spec import CellSpec
+from builder.core.errors import InputError
+from builder.core.spec import CellSpec
+from builder.matrix.expand import expand_matrix
+from builder.matrix.selection import plan_images, select, shard
+from builder.publish import rows as ghrows
+from builder.render.dockerfile import bake_target, group_key
 from tests.conftest import ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))

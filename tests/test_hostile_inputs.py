@@ -16,10 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from builder import display, imagetree, reproduce, safefs, site, tags
-from builder.display import safe
-from builder.registry import Manifest, RegistryError
-from builder.render import bake_target, render_all
+from builder import site
+from builder.audit import reproduce
+from builder.cli import display
+from builder.cli.display import safe
+from builder.core import files as safefs
+from builder.core import tags
+from builder.registry.client import Manifest, RegistryError
+from builder.render import tree as imagetree
+from builder.render.dockerfile import bake_target, render_all
 from builder.site.records import MARKER, load_records
 from tests.conftest import ROOT, load_cells
 from tests.test_site import HASH_ROCM, REGISTRY, ROCM_TAG, FakeRegistry, digest_of, labels, record_row, write_record
@@ -280,7 +285,7 @@ def test_a_repository_whose_tag_list_is_unreadable_costs_only_its_pages() -> Non
     (b'{"bomFormat": "CycloneDX", "components": [5, {"purl": "pkg:pypi/a", "name": "a", "version": "1",'
      b' "properties": [{"name": {"x": 1}}]}]}', ["a"])], ids=["deep", "components", "entries"])
 def test_a_hostile_sbom_is_an_sbom_error_or_loses_only_odd_entries(body: bytes, names: list[str] | None) -> None:
-    from builder import sbom
+    from builder.validate import sbom
 
     if names is None:
         with pytest.raises(sbom.SbomError):

@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from builder import httpsafe, retry
-from builder.credentials import Credentials
-from builder.registry import DeadlineError, RegistryClient, RegistryError
+from builder.registry import retry
+from builder.registry import transport as httpsafe
+from builder.registry.client import DeadlineError, RegistryClient, RegistryError
+from builder.registry.credentials import Credentials
 from tests.conftest import ROOT
 
 ONCE = retry.Policy(attempts=1, backoff_s=0.01, total_s=5)
@@ -293,7 +294,7 @@ def test_a_one_byte_at_a_time_server_cannot_hold_a_read_past_its_deadline(drip: 
 
 def test_diff_by_digest_never_reports_another_image(serve: Callable[..., Server], monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
-    from builder import diff
+    from builder.audit import diff
 
     for name in ("RIF_REGISTRY_USER", "RIF_REGISTRY_PASSWORD"):
         monkeypatch.delenv(name, raising=False)

@@ -14,11 +14,11 @@ from typing import BinaryIO
 
 import pytest
 
-from builder import matrix
-from builder.errors import InputError, Problem
-from builder.matrix import MAX_CELLS, MAX_EXCLUDE_CHECKS, expand_matrix
-from builder.tags import HASH_CHARS, MAX_TAG_CHARS
-from builder.yamlsrc import MAX_BYTES, MAX_DEPTH, MAX_NODES, dotted, load_located
+from builder.core.errors import InputError, Problem
+from builder.core.tags import HASH_CHARS, MAX_TAG_CHARS
+from builder.matrix import expand as matrix
+from builder.matrix.expand import MAX_CELLS, MAX_EXCLUDE_CHECKS, expand_matrix
+from builder.matrix.yamlsrc import MAX_BYTES, MAX_DEPTH, MAX_NODES, dotted, load_located
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
@@ -120,7 +120,7 @@ def test_a_file_larger_than_it_says_is_read_only_to_the_limit(tmp_path: Path, mo
         def fdopen(self, fd: int, mode: str) -> Spy:
             return Spy(os.fdopen(fd, "rb"))
 
-    monkeypatch.setattr("builder.yamlsrc.os", SizeUnknown())
+    monkeypatch.setattr("builder.matrix.yamlsrc.os", SizeUnknown())
     problem = only_problem(file)
     assert problem.message == f"more than {MAX_BYTES:,} bytes, over the limit of {MAX_BYTES:,} bytes for a matrix file"
     assert reads == [MAX_BYTES + 1]

@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from builder import cli, jobs
-from builder.cli import app
-from builder.plan import check_insecure
-from builder.publish import Target
-from builder.push import _classify
-from builder.registry import AuthError, RegistryClient, RegistryError, host_port, plain_http_ok
-from builder.retry import TransientError
+from builder.cli import app as cli
+from builder.cli.app import app
+from builder.matrix.selection import check_insecure
+from builder.publish import jobs
+from builder.publish.promote import Target
+from builder.publish.push import _classify
+from builder.registry.client import AuthError, RegistryClient, RegistryError, host_port, plain_http_ok
+from builder.registry.retry import TransientError
 from tests.conftest import DATA
 from tests.test_registry import (
     BASIC,
@@ -215,7 +216,7 @@ def test_every_pushing_command_asks_a_registry_named_insecure_over_http(
 @pytest.mark.parametrize("value", ["user:hunter2@reg.lan:5000", "http://reg.lan:5000", "reg.lan:5000/ns",
                                    "REG.lan", "reg lan", "", "reg.lan:", "https://u:hunter2@reg.lan"])
 def test_a_bad_insecure_registry_is_refused_without_echoing_a_password(value: str) -> None:
-    from builder.errors import InputError
+    from builder.core.errors import InputError
 
     with pytest.raises(InputError) as exc:
         check_insecure(["reg.lan:5000", value])

@@ -8,8 +8,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder import jobs, pipeline
-from builder.registry import RegistryClient
+from builder.publish import jobs
+from builder.publish import lifecycle as pipeline
+from builder.registry.client import RegistryClient
 from tests.conftest import DATA, builder_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
@@ -48,7 +49,7 @@ def test_every_command_goes_through_run_image(monkeypatch: pytest.MonkeyPatch, n
     """Structural: the CLI commands reach images only through pipeline.run_image (spied in-process)."""
     from typer.testing import CliRunner
 
-    from builder.cli import app
+    from builder.cli.app import app
 
     report = tmp_path / "r.json"
     argv = commands(namespace, wheelhouse, report)

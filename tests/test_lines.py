@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from builder import catalog, compat, installs
-from builder.lines import line_verdicts
-from builder.matrix import expand_matrix
+from builder.core import facts as catalog
+from builder.core.spec import CellSpec
+from builder.matrix import compat
+from builder.matrix.expand import expand_matrix
+from builder.matrix.explain import line_verdicts
+from builder.render import installs
 from builder.smoke.torch_smoke import install
-from builder.spec import CellSpec
 from tests.test_smoke_fakes import ROCM_CELL, fake_torch, outcome, smoke
 
 LINES = list(catalog.compat().therock)

@@ -9,8 +9,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder import lock, lockfile
-from builder.spec import CellSpec
+from builder.core.spec import CellSpec
+from builder.render import lockfile
+from builder.render import resolve as lock
 from tests.conftest import load_cells
 from tests.synthwheels import WheelIndex, therock_like, wheel
 

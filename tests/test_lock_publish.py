@@ -16,8 +16,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.bake import host_network
-from builder.registry import RegistryClient
+from builder.build.bake import host_network
+from builder.registry.client import RegistryClient
 from tests.conftest import ROOT, builder_cli, write_matrix
 from tests.synthwheels import rebrand
 

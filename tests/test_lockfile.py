@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import lockfile
-from builder.lockfile import LockProblem, Pin, Step
-from builder.render import WheelSource, lock_steps, render_all
-from builder.spec import CellSpec
+from builder.core.spec import CellSpec
+from builder.render import lockfile
+from builder.render.dockerfile import WheelSource, lock_steps, render_all
+from builder.render.lockfile import LockProblem, Pin, Step
 from tests.conftest import builder_cli, load_cells, write_matrix
 
 TWO_OS = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n"

@@ -1,6 +1,6 @@
 """Test and benchmark traffic stays on loopback: nothing is served on the docker0 bridge or any other address.
 
-Builds run on the host's network (builder.bake.override), so a wheel index or registry a test starts on
+Builds run on the host's network (builder.build.bake.override), so a wheel index or registry a test starts on
 127.0.0.1 is reachable from a RUN step; the engine scripts/setup.sh starts has no bridge at all.
 """
 
@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from builder import bake
+from builder.build import bake
 from tests.conftest import ROOT
 
 SOURCES = sorted(p for p in [*(ROOT / "tests").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]

@@ -1,4 +1,4 @@
-"""builder.matrix: matrix file -> CellSpecs (product, channels, index URLs, includes, excludes)."""
+"""builder.matrix.expand: matrix file -> CellSpecs (product, channels, index URLs, includes, excludes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.matrix import Expansion
+from builder.matrix.expand import Expansion
 from tests.conftest import (
     BASE,
     CPU_TAG,

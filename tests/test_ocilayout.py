@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import ocilayout
+from builder.build import ocilayout
 
 
 def blob(layout: Path, data: bytes) -> str:

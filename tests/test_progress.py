@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from builder.logs import logged_run, strip_ansi
-from builder.progress import RunView
+from builder.cli.progress import RunView
+from builder.core.logfiles import logged_run, strip_ansi
 
 
 def test_plain_mode_prints_a_line_per_stage_and_logs_lines_to_files(tmp_path: Path) -> None:

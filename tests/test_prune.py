@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from builder import tags
-from builder.prune import LocalName, stale
+from builder.build.prune import LocalName, stale
+from builder.core import tags
 from tests.conftest import builder_cli, labelled_image
 
 NS = tags.LOCAL_NAMESPACE

@@ -19,10 +19,12 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder import jobs, pipeline, tags
-from builder.credentials import Credentials
-from builder.publish import Target
-from builder.registry import RegistryClient
+from builder.core import tags
+from builder.publish import jobs
+from builder.publish import lifecycle as pipeline
+from builder.publish.promote import Target
+from builder.registry.client import RegistryClient
+from builder.registry.credentials import Credentials
 from tests.conftest import ROOT, labelled_image, saved_image
 from tests.faults import FaultProxy
 from tests.registries import Registry, free_port, need_docker_registry, write_htpasswd
@@ -47,7 +49,7 @@ def cell_override(flavor: str, tag: str, extra: str) -> str:
 
 def runtime_as(extra: str) -> str:
     """The runtime cell with one input changed, through an include WITHOUT `tag:`: same readable tag, and
-    still the `latest` candidate (builder.plan.latest_cell never picks an explicit-tag cell)."""
+    still the `latest` candidate (builder.matrix.selection.latest_cell never picks an explicit-tag cell)."""
     return (MATRIX + "exclude:\n  - {flavor: runtime}\ninclude:\n"
             f"  - {{os: debian-12, platform: cpu, torch: {TORCH}, flavor: runtime, {extra}}}\n")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.credentials import Credentials
-from builder.registry import RegistryClient
+from builder.registry.client import RegistryClient
+from builder.registry.credentials import Credentials
 from tests.registries import Registry, TokenServer, need_docker_registry, write_htpasswd
 from tests.test_publish import DEVEL, MATRIX, RUNTIME, image_tags, publish
 

@@ -18,9 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from builder import retry
-from builder.credentials import Credentials
-from builder.registry import AuthError, Manifest, RegistryClient, RegistryError, is_loopback
+from builder.registry import retry
+from builder.registry.client import AuthError, Manifest, RegistryClient, RegistryError, is_loopback
+from builder.registry.credentials import Credentials
 
 FAST = retry.Policy(attempts=3, backoff_s=0.01, total_s=5)
 SECRET = "pa55-word"

@@ -16,12 +16,13 @@ from typing import Any, cast
 import docker
 import pytest
 
-from builder import hints, record
-from builder.jobs import Job
-from builder.pipeline import Options, run_image
-from builder.publish import Target
-from builder.push import _classify
-from builder.registry import Manifest, RegistryClient, RegistryError
+from builder.publish import record
+from builder.publish.jobs import Job
+from builder.publish.lifecycle import Options, run_image
+from builder.publish.promote import Target
+from builder.publish.push import _classify
+from builder.registry import hints
+from builder.registry.client import Manifest, RegistryClient, RegistryError
 from tests.conftest import builder_cli
 from tests.test_registry import (
     CREDS,

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from builder import bakefile, catalog, imagetree
-from builder.contenthash import stage_chains
-from builder.installs import apt_sdk_steps
-from builder.matrix import load_matrix
-from builder.render import (
+from builder.core import facts as catalog
+from builder.core.spec import CellSpec
+from builder.matrix.expand import load_matrix
+from builder.render import bakefile
+from builder.render import tree as imagetree
+from builder.render.contenthash import stage_chains
+from builder.render.dockerfile import (
     HASH_LABEL,
     RenderedCell,
     WheelSource,
@@ -23,7 +25,7 @@ from builder.render import (
     render_cell,
     render_images,
 )
-from builder.spec import CellSpec
+from builder.render.installs import apt_sdk_steps
 from tests.conftest import DATA, ROOT, builder_cli, load_cells
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

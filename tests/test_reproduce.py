@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from builder import reproduce
-from builder.registry import RegistryClient
+from builder.audit import reproduce
+from builder.registry.client import RegistryClient
 from tests.conftest import builder_cli, write_matrix
 
 MATRIX = ("image: {image}\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"

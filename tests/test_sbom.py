@@ -10,11 +10,12 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder import diff, sbom
-from builder.errors import InputError
-from builder.publish import EMPTY_DIGEST, OCI_MANIFEST, Target
-from builder.record import ImageReport
-from builder.registry import Manifest, RegistryClient, referrers_tag
+from builder.audit import diff
+from builder.core.errors import InputError
+from builder.publish.promote import EMPTY_DIGEST, OCI_MANIFEST, Target
+from builder.publish.record import ImageReport
+from builder.registry.client import Manifest, RegistryClient, referrers_tag
+from builder.validate import sbom
 from tests.conftest import builder_cli
 from tests.faults import FaultProxy
 

@@ -1,4 +1,4 @@
-"""builder.schema: the matrix file's schema, and the InputErrors that name file, line and key."""
+"""builder.matrix.schema: the matrix file's schema, and the InputErrors that name file, line and key."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import schema
+from builder.matrix import schema
 from tests.conftest import (
     BASE,
     CPU_TAG,

@@ -9,8 +9,8 @@ from types import FrameType
 
 import pytest
 
-from builder import scratch
-from builder.clikit import Terminated
+from builder.cli.kit import Terminated
+from builder.core import scratch
 
 
 def test_the_folder_is_private_and_removed_after_use() -> None:

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from builder import site, tags
-from builder.registry import Manifest
-from builder.render import bake_target
+from builder import site
+from builder.core import tags
+from builder.registry.client import Manifest
+from builder.render.dockerfile import bake_target
 from tests.conftest import DATA, ROOT, builder_cli, unavailable
 
 REGISTRY = "registry.example/rocm"
@@ -37,7 +38,7 @@ def digest_of(body: bytes) -> str:
 
 
 class FakeRegistry:
-    """tags/manifest/config as builder.registry.RegistryClient answers them, from a dict."""
+    """tags/manifest/config as builder.registry.client.RegistryClient answers them, from a dict."""
 
     def __init__(self) -> None:
         self.tag_lists: dict[str, list[str]] = {}

@@ -16,7 +16,7 @@ from typing import Any
 import docker
 import pytest
 
-from builder.dockerapi import run_captured
+from builder.build.engine import run_captured
 from tests.conftest import builder_cli
 
 pytestmark = pytest.mark.docker

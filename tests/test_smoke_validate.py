@@ -1,4 +1,4 @@
-"""The builder's side of the smoke test (builder.validate): GPU run options and reading torch-smoke's report."""
+"""The builder's side of the smoke test (builder.validate.runner): GPU run options and reading torch-smoke's report."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from builder.validate import gpu_run_options, parse_smoke
+from builder.validate.runner import gpu_run_options, parse_smoke
 
 
 def test_gpu_run_options_pass_the_hosts_numeric_gids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("builder.validate.grp.getgrnam", lambda name: SimpleNamespace(gr_gid=110))
+    monkeypatch.setattr("builder.validate.runner.grp.getgrnam", lambda name: SimpleNamespace(gr_gid=110))
     (tmp_path / "dri").mkdir()
     (tmp_path / "kfd").touch()
     (tmp_path / "dri" / "renderD128").touch()

@@ -1,4 +1,4 @@
-"""builder.spec: CellSpec's gfx targets, content cell and the expectations an image is validated against."""
+"""builder.core.spec: CellSpec's gfx targets, content cell and the expectations an image is validated against."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from builder import catalog
-from builder.matrix import load_matrix
-from builder.spec import ALL_TARGETS, CellSpec
+from builder.core import facts as catalog
+from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.matrix.expand import load_matrix
 from tests.conftest import (
     ROOT,
     expand_text,

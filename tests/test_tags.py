@@ -1,4 +1,4 @@
-"""builder.tags: the readable tag of a cell, and the tag the matrix expansion gives it."""
+"""builder.core.tags: the readable tag of a cell, and the tag the matrix expansion gives it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.tags import readable_tag
+from builder.core.tags import readable_tag
 from tests.conftest import (
     expand_text,
 )

@@ -1,10 +1,10 @@
-"""builder.validate: the validation reports (junit from testinfra, torch-smoke's JSON) parsed into checks."""
+"""builder.validate.runner: the validation reports (junit from testinfra, torch-smoke's JSON) parsed into checks."""
 
 from __future__ import annotations
 
 import json
 
-from builder.validate import parse_junit, parse_smoke
+from builder.validate.runner import parse_junit, parse_smoke
 
 JUNIT = """<testsuites><testsuite>
 <testcase classname="t" name="test_ok[docker://abc]"/>

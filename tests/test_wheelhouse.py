@@ -1,11 +1,11 @@
-"""builder.wheelhouse: one pip download per Python version and index."""
+"""builder.render.wheelhouse: one pip download per Python version and index."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from builder import wheelhouse
-from builder.matrix import load_matrix
+from builder.matrix.expand import load_matrix
+from builder.render import wheelhouse
 from tests.conftest import DATA
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from builder import catalog, which
-from builder.errors import InputError
-from builder.matrix import load_matrix
+from builder import which
+from builder.core import facts as catalog
+from builder.core.errors import InputError
+from builder.matrix.expand import load_matrix
 from tests.conftest import DATA, builder_cli, write_matrix
 
 HOSTS = DATA / "sysfs"

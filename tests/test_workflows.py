@@ -288,9 +288,9 @@ def outputs(path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("match", ["", "cpu_*"])
 def test_the_plan_script_shards_every_combination(tmp_path: Path, match: str) -> None:
-    from builder import ghrows
-    from builder.matrix import expand_matrix
-    from builder.plan import select
+    from builder.matrix.expand import expand_matrix
+    from builder.matrix.selection import select
+    from builder.publish import rows as ghrows
 
     doc = load(ROOT / ".github" / "workflows" / "publish.yml")
     (step,) = [s for s in doc["jobs"]["plan"]["steps"] if s.get("id") == "shards"]
@@ -367,8 +367,8 @@ def run_publish_step(tmp_path: Path, group: str, cells: str, images: str, dry_ru
 
 
 def test_the_cell_job_passes_every_cell_of_its_group_to_one_publish(tmp_path: Path) -> None:
-    from builder import ghrows
-    from builder.matrix import expand_matrix
+    from builder.matrix.expand import expand_matrix
+    from builder.publish import rows as ghrows
 
     rows = ghrows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
     for i, row in enumerate(rows):

@@ -1,4 +1,4 @@
-"""builder.yamlsrc: YAML with the line of every key and item, syntax and duplicate-key errors, file errors."""
+"""builder.matrix.yamlsrc: YAML with the line of every key and item, syntax and duplicate-key errors, file errors."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.errors import Problem
-from builder.yamlsrc import LocatedYaml, dotted, load_located
+from builder.core.errors import Problem
+from builder.matrix.yamlsrc import LocatedYaml, dotted, load_located
 from tests.conftest import (
     BASE,
     load_cells,

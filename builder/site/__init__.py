@@ -2,7 +2,7 @@
 
 What users of AMD's images ask (where is the Dockerfile, why is the image 54 GB, what is in it, does it run on
 my GPU) is answered per image from two sources: the registry (its tags, each tag's manifest and config:
-labels, layer sizes, build history) and the run records every command writes (builder/record.py: installed
+labels, layer sizes, build history) and the run records every command writes (builder/publish/record.py: installed
 size, the smoke-test report). The site is plain files: no external resource, the index filters with a little
 inline script, so it works offline, from file:// and on GitHub Pages.
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.errors import InputError, Problem
-from builder.plan import COMMAND_LINE, check_registry
-from builder.publish import Target
+from builder.core.errors import InputError, Problem
+from builder.matrix.selection import COMMAND_LINE, check_registry
+from builder.publish.promote import Target
 from builder.site.collect import collect
 from builder.site.model import Catalog
 from builder.site.pages import is_site_file, md_escape, md_fence, render_pages, write_site

@@ -8,13 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from builder import safefs, tags
-from builder.httpsafe import is_digest
-from builder.imagetree import BAKE_FILE
-from builder.publish import compressed_size
-from builder.registry import Manifest
-from builder.render import bake_target
-from builder.retry import AuthError, DeadlineError, RegistryError
+from builder.core import files as safefs
+from builder.core import tags
+from builder.publish.promote import compressed_size
+from builder.registry.client import Manifest
+from builder.registry.retry import AuthError, DeadlineError, RegistryError
+from builder.registry.transport import is_digest
+from builder.render.dockerfile import bake_target
+from builder.render.tree import BAKE_FILE
 from builder.site.model import Catalog, ImageEntry, Layer, Published
 from builder.site.records import (
     MAX_BAKE_BYTES,
@@ -139,7 +140,7 @@ def _dockerfile(dirs: list[Path], names: list[str], content_hash: str | None) ->
 
 
 def _bake_target_file(directory: Path, tag: str) -> tuple[str, str, str | None] | None:
-    """Files are read as builder.safefs reads a tree: regular files inside it, never through a link."""
+    """Files are read as builder.core.files reads a tree: regular files inside it, never through a link."""
     bake_file = directory / BAKE_FILE
     try:
         target = json.loads(safefs.read_regular(bake_file, MAX_BAKE_BYTES))["target"][bake_target(tag)]

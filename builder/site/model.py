@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from builder import tags
-from builder.catalog import gfx_families
+from builder.core import tags
+from builder.core.facts import gfx_families
 from builder.site.records import RecordRow
-from builder.validate import Check
+from builder.validate.runner import Check
 
 
 @dataclass(frozen=True)

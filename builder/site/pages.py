@@ -14,12 +14,13 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from builder import safefs, tags
-from builder.plan import usage_error
-from builder.render import template_dir
+from builder.core import files as safefs
+from builder.core import tags
+from builder.matrix.selection import usage_error
+from builder.render.dockerfile import template_dir
 from builder.site.model import Catalog, ImageEntry, human_size
 from builder.site.records import CHART_WIDTH, CHECK_STATUSES, MARKER, REFERENCES
-from builder.validate import Check
+from builder.validate.runner import Check
 
 MAX_MARKER_BYTES = 4 << 20
 SITE_FILES = frozenset({"index.html", "index.md", "records.json"})  # besides images/<repository>/<tag>.{html,md}
@@ -165,7 +166,7 @@ def write_site(out: Path, files: dict[str, str]) -> list[Path]:
 
     The marker's names are data from disk: only names a catalog writes (is_site_file) are removed, relative
     and inside out, a link is removed (never what it names), and files are written without following links
-    (builder.safefs): a marker that names `.git/config` or `CNAME` removes nothing."""
+    (builder.core.files): a marker that names `.git/config` or `CNAME` removes nothing."""
     marker = out / MARKER
     if out.exists() and not out.is_dir():
         raise usage_error("--out", f"{out} is not a directory")

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from builder import safefs
-from builder.httpsafe import is_digest
-from builder.registry import Manifest
-from builder.validate import Check
+from builder.core import files as safefs
+from builder.registry.client import Manifest
+from builder.registry.transport import is_digest
+from builder.validate.runner import Check
 
 DEFAULT_REPOSITORY = "pytorch"
 MARKER = ".rif-catalog.json"  # names the files a previous catalog wrote into --out, so a rerun replaces them
@@ -57,7 +57,7 @@ REFERENCES = (
 
 
 class RegistryReader(Protocol):
-    """What the catalog reads from a registry (builder.registry.RegistryClient; a fake in tests)."""
+    """What the catalog reads from a registry (builder.registry.client.RegistryClient; a fake in tests)."""
 
     def tags(self, repository: str) -> list[str]: ...
 
@@ -146,7 +146,7 @@ def _packages(value: object) -> tuple[str, ...]:
 
 
 def parse_record(data: object, source: str) -> list[RecordRow]:
-    """The rows of one record (builder/record.py's format); rows without a tag are dropped."""
+    """The rows of one record (builder/publish/record.py's format); rows without a tag are dropped."""
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise ValueError("not a run record (no `images` list)")
     finished, registry = _str(data.get("finished")) or "", _str(data.get("registry"))

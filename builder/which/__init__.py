@@ -27,10 +27,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from builder import tags
-from builder.matrix import expand_matrix
-from builder.plan import check_registry
-from builder.spec import CellSpec
+from builder.core import tags
+from builder.core.spec import CellSpec
+from builder.matrix.expand import expand_matrix
+from builder.matrix.selection import check_registry
 from builder.which.host import Gpu, Groups, Host, detect, device_groups
 from builder.which.images import (
     Filters,

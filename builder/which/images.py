@@ -8,9 +8,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from builder import catalog, tags
-from builder.plan import usage_error
-from builder.spec import ALL_TARGETS, CellSpec
+from builder.core import facts as catalog
+from builder.core import tags
+from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.matrix.selection import usage_error
 from builder.which.host import Gpu
 from builder.which.pcitable import FLAVORS, ROCM_RE, TARGET_RE, families_of, pci_table
 

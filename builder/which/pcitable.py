@@ -11,7 +11,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from builder import catalog
+from builder.core import facts as catalog
 
 AMD = 0x1002
 KFD_NODES = Path("sys/class/kfd/kfd/topology/nodes")

@@ -1,0 +1,1 @@
+"""Published images read back: diff two images, reproduce one."""

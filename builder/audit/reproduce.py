@@ -1,0 +1,273 @@
+"""`builder reproduce REF`: is a published image exactly what this repository builds? Where not, what differs.
+
+Images are byte-reproducible (an OCI layout with rewritten timestamps, SOURCE_DATE_EPOCH fixed), so a cold
+rebuild of the same inputs must give the same manifest digest. When it does not, the first layer that differs
+is named and both versions of it are read as tar streams: the files added, removed or changed (content, mode,
+owner, time, link target) are listed, so a tampered layer or a build step that is not deterministic shows
+where it is.
+
+The published side is a registry's data, read as hostile: its manifest must name its blobs by sha256 digests
+(never a path), its layer is read as a stream with its extended headers capped (tarfile reads a pax or GNU
+long-name header whole into memory, and follows a GNU sparse map block after block), at most MAX_ENTRIES paths,
+MAX_TAR_BYTES and LAYER_DEADLINE_S, and every line printed from it is made printable first (a file name is any
+bytes: an escape sequence, a newline that forges a line).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+import tarfile
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import zstandard
+
+from builder.build import ocilayout
+from builder.cli.display import printable
+from builder.core import tags
+from builder.core.scratch import scratch_dir
+from builder.registry.client import LAYER_DEADLINE_S, RegistryClient
+from builder.registry.transport import MAX_BLOB_BYTES, is_digest
+
+MAX_FILES_SHOWN = 20
+MAX_HEADER_BYTES = 1 << 20  # a pax or GNU long-name header: a path of a few KB, never a MB
+MAX_ENTRIES = 1_000_000  # paths in one layer (ROCm's largest has a few hundred thousand): about 0.5 GB of entries
+MAX_TAR_BYTES = 256 << 30  # one layer's tar stream, decompressed: a gzip bomb ends here, or at the deadline
+_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
+             tarfile.SOLARIS_XHDTYPE)
+
+
+class ReproduceError(RuntimeError):
+    """The image cannot be rebuilt from here: not found, not the factory's, other inputs, or the build failed."""
+
+
+class LayerError(ReproduceError):
+    """A layer or manifest that cannot be compared: not a tar, or past a limit. One line, never a traceback."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a layer says of one path: enough to tell two versions apart."""
+
+    kind: str
+    mode: int
+    owner: str
+    mtime: int
+    size: int
+    link: str
+    sha256: str
+
+
+@dataclass
+class Verdict:
+    ref: str
+    published: str  # manifest digest in the registry
+    rebuilt: str  # manifest digest of the cold rebuild
+    layer: int | None = None  # index of the first differing layer; None: the layers agree
+    what: str = ""  # what differs, in words
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return self.published == self.rebuilt
+
+    def lines(self) -> list[str]:
+        """What is printed: names from a layer or config are anyone's bytes, shown printable, one per line."""
+        if self.identical:
+            return [f"{self.ref}: identical: the cold rebuild's manifest is {self.rebuilt}"]
+        out = [f"{self.ref}: differs: published {self.published}, rebuilt {self.rebuilt}", f"  {self.what}"]
+        out += [f"    {f}" for f in self.files[:MAX_FILES_SHOWN]]
+        if len(self.files) > MAX_FILES_SHOWN:
+            out.append(f"    ... and {len(self.files) - MAX_FILES_SHOWN} more")
+        return [printable(line) for line in out]
+
+
+def compression_of(manifest: dict[str, Any]) -> str:
+    """The layers' compression of a published manifest, which a rebuild must use to give the same bytes."""
+    types = {str(layer.get("mediaType", "")) for layer in manifest.get("layers") or []}
+    return "zstd" if any(t.endswith("+zstd") for t in types) else "gzip"
+
+
+Blobs = Callable[[str], IO[bytes]]  # a blob by digest, seekable (a file: a multi-GB layer is never held in memory)
+
+
+def compare(ref: str, published: tuple[str, bytes], rebuilt: tuple[str, bytes], published_blob: Blobs,
+            rebuilt_blob: Blobs) -> Verdict:
+    """published/rebuilt: (manifest digest, manifest bytes)."""
+    verdict = Verdict(ref, published[0], rebuilt[0])
+    if verdict.identical:
+        return verdict
+    a_layers, a_config = _blobs_of(published[1], "published")
+    b_layers, b_config = _blobs_of(rebuilt[1], "rebuilt")
+    for index, (x, y) in enumerate(zip(a_layers, b_layers, strict=False)):
+        if x != y:
+            verdict.layer = index
+            verdict.files = diff_layers(published_blob(x), rebuilt_blob(y))
+            verdict.what = (f"layer {index} of {len(a_layers)} differs (published {x}, rebuilt {y}): "
+                            f"{len(verdict.files)} path(s) differ" +
+                            (":" if verdict.files else " (same files: the archive's order or compression differs)"))
+            return verdict
+    if len(a_layers) != len(b_layers):
+        verdict.layer = min(len(a_layers), len(b_layers))
+        verdict.what = f"the published image has {len(a_layers)} layers, the rebuild {len(b_layers)}"
+    elif a_config != b_config:
+        verdict.what = "every layer is the same; the image config differs:"
+        verdict.files = diff_configs(published_blob(a_config).read(MAX_BLOB_BYTES),
+                                     rebuilt_blob(b_config).read(MAX_BLOB_BYTES))
+    else:
+        verdict.what = "the same config and layers; the manifests differ (annotations or media types)"
+    return verdict
+
+
+def _blobs_of(manifest: bytes, which: str) -> tuple[list[str], str]:
+    """A manifest's layer digests and config digest: sha256 digests only (one is a file name under a scratch
+    folder: `/etc/shadow` or `../x` named as a layer would be read as one)."""
+    try:
+        data = json.loads(manifest)
+        layers = [layer["digest"] for layer in data.get("layers") or []]
+        config = data["config"]["digest"]
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        raise LayerError(f"the {which} manifest is not an image manifest") from None
+    if not all(is_digest(d) for d in [*layers, config]):
+        raise LayerError(f"the {which} manifest names a layer or config by no sha256 digest: refused")
+    return layers, config
+
+
+def diff_layers(a: IO[bytes], b: IO[bytes]) -> list[str]:
+    """Paths whose entries differ between two layer blobs, each with the way it differs."""
+    x, y = entries(a), entries(b)
+    out = []
+    for path in sorted(x.keys() | y.keys()):
+        if path not in y:
+            out.append(f"- {path} (only in the published layer)")
+        elif path not in x:
+            out.append(f"+ {path} (only in the rebuild)")
+        elif x[path] != y[path]:
+            fields = [f for f in Entry.__dataclass_fields__ if getattr(x[path], f) != getattr(y[path], f)]
+            out.append(f"~ {path} ({', '.join(fields)})")
+    return out
+
+
+def diff_configs(a: bytes, b: bytes) -> list[str]:
+    try:
+        x, y = json.loads(a), json.loads(b)
+        return [f"~ {key}" for key in sorted(x.keys() | y.keys()) if x.get(key) != y.get(key)]
+    except (ValueError, AttributeError, RecursionError):
+        raise LayerError("an image config is not a JSON object") from None
+
+
+def entries(blob: IO[bytes], deadline_s: float = LAYER_DEADLINE_S) -> dict[str, Entry]:
+    """What a layer holds, path by path. A LayerError when it is no tar (or no gzip/zstd of one), or past a
+    limit (MAX_HEADER_BYTES, MAX_ENTRIES, MAX_TAR_BYTES, deadline_s): memory and time stay bounded."""
+    out: dict[str, Entry] = {}
+    stream = _Capped(_decompressed(blob), MAX_TAR_BYTES, deadline_s)
+    try:
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Member) as tar:
+            for member in tar:
+                digest = ""
+                handle = tar.extractfile(member) if member.isfile() else None
+                if handle is not None:
+                    sha = hashlib.sha256()
+                    while chunk := handle.read(1 << 20):
+                        sha.update(chunk)
+                    digest = sha.hexdigest()
+                kind = "file" if member.isfile() else "dir" if member.isdir() else "link" if member.issym() else \
+                    "hardlink" if member.islnk() else "other"
+                name = member.name.removeprefix("./")
+                if name not in out and len(out) >= MAX_ENTRIES:
+                    raise LayerError(f"a layer of more than {MAX_ENTRIES} paths: not compared")
+                mtime = member.mtime if math.isfinite(member.mtime) else -1  # a pax header may say nan or inf
+                out[name] = Entry(kind, member.mode, f"{member.uid}:{member.gid}", int(mtime), member.size,
+                                  member.linkname, digest)
+    except (tarfile.TarError, zlib.error, zstandard.ZstdError, EOFError, OSError, ValueError,
+            OverflowError) as exc:
+        raise LayerError(f"a layer that is not a readable tar archive: {type(exc).__name__}: {exc}"[:300]) from None
+    return out
+
+
+class _Member(tarfile.TarInfo):
+    """A tar header from a layer anyone may have written. tarfile reads a pax or GNU long-name header whole
+    into memory (a 1 MB gzip says 1 GB), and a GNU sparse map block after block without end: the first is
+    refused past MAX_HEADER_BYTES, the second always (BuildKit writes neither)."""
+
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise LayerError("a layer with a GNU sparse member: not compared")
+        if self.type in _EXTENDED and self.size > MAX_HEADER_BYTES:
+            raise LayerError(f"a layer with a {self.size}-byte extended header (at most {MAX_HEADER_BYTES} read): "
+                             "not compared")
+        found: tarfile.TarInfo = tarfile.TarInfo._proc_member(self, tar)  # type: ignore[attr-defined]
+        return found
+
+    def _proc_gnusparse_10(self, next: tarfile.TarInfo, pax_headers: dict[str, str], tar: tarfile.TarFile) -> None:
+        raise LayerError("a layer with a GNU sparse member: not compared")
+
+
+class _Capped(io.RawIOBase):
+    """A layer's tar stream that ends (LayerError) past limit bytes or deadline_s: a decompression bomb is
+    read for a bounded time."""
+
+    def __init__(self, stream: IO[bytes], limit: int, deadline_s: float) -> None:
+        super().__init__()
+        self._stream, self._limit, self._left, self._seconds = stream, limit, limit, deadline_s
+        self._end = time.monotonic() + deadline_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if time.monotonic() > self._end:
+            raise LayerError(f"a layer not read within {self._seconds:g} s: not compared")
+        view = memoryview(buffer).cast("B")
+        data = self._stream.read(min(len(view), self._left + 1))
+        if len(data) > self._left:
+            raise LayerError(f"a layer of more than {self._limit} bytes unpacked: not compared")
+        self._left -= len(data)
+        view[:len(data)] = data
+        return len(data)
+
+
+def _decompressed(blob: IO[bytes]) -> IO[bytes]:
+    """The layer's tar stream, gzip or zstd by its magic bytes (blob: seekable, a file or a buffer)."""
+    magic = blob.read(4)
+    blob.seek(0)
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=blob)  # type: ignore[return-value]
+    if magic == b"\x28\xb5\x2f\xfd":
+        return zstandard.ZstdDecompressor().stream_reader(blob)
+    return blob
+
+
+Rebuild = Callable[[str, str, Path, str], str]  # (cell tag, content hash, layout, compression) -> manifest digest
+
+
+def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuild: Rebuild) -> Verdict:
+    """Rebuild the published image ref cold (rebuild) and compare it with what the registry holds."""
+    manifest = api.manifest(repository, reference)
+    if manifest is None:
+        raise ReproduceError(f"{ref}: no such image in the registry")
+    labels = api.config(repository, manifest).get("config", {}).get("Labels") or {}
+    tag, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
+    if not tag or not content_hash:
+        raise ReproduceError(f"{ref} was not built by rocm-image-factory (no {tags.TAG_LABEL} label)")
+    with scratch_dir("rif-reproduce-") as tmp:
+        layout = tmp / "layout"
+        digest = rebuild(str(tag), str(content_hash), layout, compression_of(json.loads(manifest.body)))
+        image = ocilayout.by_digest(layout, digest)
+
+        def published_blob(blob: str) -> IO[bytes]:  # blob: a sha256 digest (compare's _blobs_of checked it)
+            path = tmp / blob.replace(":", "-")
+            if not path.exists():
+                api.blob_to(repository, blob, path)
+            return path.open("rb")
+
+        return compare(ref, (manifest.digest, manifest.body), (image.digest, image.manifest), published_blob,
+                       lambda blob: image.blob_path(blob).open("rb"))

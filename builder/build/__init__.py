@@ -1,0 +1,1 @@
+"""Images in a BuildKit/engine: bake, OCI layouts, the engine connection, base images, pruning."""

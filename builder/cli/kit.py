@@ -1,0 +1,160 @@
+"""The command line's plumbing: shared options, exit codes, error handling, signals and help layout.
+
+Every `builder` command uses these, so bad input, interruptions and surprises end the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from functools import wraps
+from importlib.metadata import version
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+
+from builder.build.engine import EngineUnavailable
+from builder.cli import display as show
+from builder.core.errors import InputError
+from builder.registry.credentials import CredentialError
+from builder.registry.retry import RegistryError
+from builder.render import tree as imagetree
+from builder.render.dockerfile import NameClash
+from builder.render.lockfile import LockProblem
+from builder.render.resolve import LockError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+PRODUCTION_MATRIX, PRODUCTION_IMAGES = Path("matrix.yaml"), Path("images")
+MatrixOpt = Annotated[Path, typer.Option("--matrix", "-m", help="Matrix file (YAML).")]
+WheelhouseOpt = Annotated[Path | None, typer.Option(
+    "--wheelhouse", help="Install wheels from this directory (--no-index) instead of the cells' index URLs.",
+    exists=True, file_okay=False)]
+LocksOpt = Annotated[Path | None, typer.Option(
+    "--locks", metavar="DIR", file_okay=False,
+    help="Build exactly what DIR's lock files pin (`builder lock --out DIR`): the base image by digest and every "
+         "wheel by sha256 (--require-hashes). A missing or stale lock stops the run before any build.")]
+CellOpt = Annotated[list[str] | None, typer.Option(
+    "--cell", metavar="TAG", help="Only cells with this tag (repeatable).")]
+MatchOpt = Annotated[str | None, typer.Option(
+    "--match", metavar="GLOB", help="Only cells whose tag matches this glob (e.g. 'rocm7.2_*_gfx94X-dcgpu_*').")]
+RegistryOpt = Annotated[str | None, typer.Option(
+    "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
+    help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials: RIF_REGISTRY_USER and "
+         "RIF_REGISTRY_PASSWORD, or docker login.")]
+InsecureOpt = Annotated[list[str] | None, typer.Option(
+    "--insecure-registry", metavar="HOST[:PORT]",
+    help="Speak plain HTTP to this registry or token realm, and send it credentials (repeatable; as Docker's "
+         "insecure-registries). Loopback needs none; everything else is HTTPS.")]
+GpuOpt = Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks, with the host's ROCm devices.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
+                                        help="Accepted for old scripts: build logs always go to .rif/logs.")]
+
+
+class Progress(StrEnum):
+    auto = "auto"
+    plain = "plain"
+    json = "json"
+
+
+ProgressOpt = Annotated[Progress, typer.Option(
+    "--progress", help="auto: a live view on a terminal, plain lines otherwise; plain: one line per stage (CI "
+                       "logs); json: one JSON object per event. Build logs always go to .rif/logs/<tag>.log.")]
+
+
+class Terminated(Exception):
+    """SIGTERM, turned into an exception so cleanup and the run record happen as for Ctrl-C."""
+
+
+def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Bad input exits 2 with every problem listed; interruptions 130/143; anything unexpected 1, with a log."""
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            for problem in exc.problems:
+                show.error(str(problem))
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
+        except LockProblem as exc:
+            for stale in exc.problems:
+                show.error(f"lock: {stale}")
+            show.err.print("run `builder lock --matrix MATRIX --out DIR` (or `--update`) and commit the locks")
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
+        except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError, NameClash,
+                LockError) as exc:
+            show.error(str(exc))
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
+        except RegistryError as exc:  # the registry refused or is down before any image was touched
+            show.error(f"registry: {exc}")
+            raise typer.Exit(EXIT_FAILED) from exc
+        except KeyboardInterrupt:
+            show.error("interrupted")
+            raise typer.Exit(EXIT_SIGINT) from None
+        except Terminated:
+            show.error("terminated")
+            raise typer.Exit(EXIT_SIGTERM) from None
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as exc:
+            log = _crash_log()
+            show.error(f"unexpected {type(exc).__name__}: {exc} (traceback in {log})")
+            raise typer.Exit(EXIT_FAILED) from exc
+    return wrapper
+
+
+def _crash_log() -> Path:
+    path = Path(tempfile.gettempdir()) / f"rif-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    path.write_text(traceback.format_exc())
+    return path
+
+
+@contextmanager
+def terminates() -> Iterator[None]:
+    """SIGTERM raises Terminated while the block runs, so its cleanup and run record happen as for Ctrl-C."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+def show_version(value: bool) -> None:
+    if value:
+        show.out.print(f"builder (rocm-image-factory) {version('rocm-image-factory')}")
+        raise typer.Exit(EXIT_OK)
+
+
+def flags_as_flags(command: Any) -> None:
+    """Help shows `--push`, not `--push <bool>`: a flag takes no value."""
+    for param in command.params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    help_option = command.get_help_option
+
+    def flag_help(ctx: Any) -> Any:
+        option = help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = flag_help
+    for sub in getattr(command, "commands", {}).values():
+        flags_as_flags(sub)

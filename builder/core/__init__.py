@@ -1,0 +1,1 @@
+"""Plain values and files every room uses; imports nothing of the package."""

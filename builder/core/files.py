@@ -1,0 +1,106 @@
+"""Files read from trees and folders someone else may have prepared, and files written into --out.
+
+Reading: only a regular file (a FIFO would block, /dev/zero never ends), never through a final symbolic
+link (a Dockerfile linked to /proc/self/environ would publish the environment), at most a size cap, as the
+matrix reader (builder.matrix.yamlsrc) does. Writing and removing: only paths relative to the output folder, never
+through a link: a link where a file should be is replaced, not written through; a folder that is a link (or
+a marker naming `/etc/x` or `../x`) makes the write fail, and nothing outside the folder is touched.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path, PurePosixPath
+
+from builder.matrix.yamlsrc import FILE_KINDS
+
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class UnsafePath(OSError):
+    """Not a file this program reads or writes: its message says why (a link, a FIFO, too large, outside)."""
+
+
+def read_regular(path: Path, limit: int, *, follow: bool = False, cut: bool = False) -> bytes:
+    """The bytes of a regular file: not through a final link unless follow, at most limit (cut: the first
+    limit, else an UnsafePath past it)."""
+    try:
+        fd = os.open(path, _READ | (0 if follow else os.O_NOFOLLOW))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(errno.ELOOP, "a symbolic link: not followed", str(path)) from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = FILE_KINDS.get(stat.S_IFMT(info.st_mode), "something else")
+            raise UnsafePath(errno.EINVAL, f"{kind}, not a regular file", str(path))
+        if info.st_size > limit and not cut:
+            raise UnsafePath(errno.EFBIG, f"larger than {limit} bytes", str(path))
+        data = f.read(limit + 1)  # /proc and sysfs files say 0 or 4096 whatever they hold
+    if len(data) > limit and not cut:
+        raise UnsafePath(errno.EFBIG, f"larger than {limit} bytes", str(path))
+    return data[:limit]
+
+
+def relative_parts(name: object) -> tuple[str, ...] | None:
+    """The parts of a relative path that stays inside its folder (no `/x`, `..`, `.` or empty part), or None."""
+    if not isinstance(name, str) or not name or "\x00" in name or "\\" in name:
+        return None
+    path = PurePosixPath(name)
+    if path.is_absolute() or any(p in ("", ".", "..") for p in name.split("/")):
+        return None
+    return path.parts
+
+
+def inside(root: Path, path: Path) -> bool:
+    """path's folder, links resolved, is root or under it."""
+    return path.parent.resolve().is_relative_to(root.resolve())
+
+
+def _target(root: Path, name: str) -> Path:
+    parts = relative_parts(name)
+    if parts is None:
+        raise UnsafePath(errno.EINVAL, "not a relative path inside the output folder", name)
+    path = root.joinpath(*parts)
+    if not inside(root, path):
+        raise UnsafePath(errno.EXDEV, f"leads out of {root} (a symbolic link?): not touched", str(path))
+    return path
+
+
+def write_inside(root: Path, name: str, data: bytes, mode: int = 0o644) -> Path:
+    """Write root/name (folders made as needed): a link found there is replaced, never written through."""
+    parts = relative_parts(name)
+    if parts is None:
+        raise UnsafePath(errno.EINVAL, "not a relative path inside the output folder", name)
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root
+    for part in parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            raise UnsafePath(errno.EXDEV, "a symbolic link where a folder should be: not written through",
+                             str(folder))
+        folder.mkdir(exist_ok=True)
+    path = _target(root, name)
+    if path.is_symlink():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, mode)
+        f.write(data)
+    return path
+
+
+def remove_inside(root: Path, name: str) -> bool:
+    """Remove root/name when it is a file or a link (the link, not what it names); False when it is not."""
+    try:
+        path = _target(root, name)
+        info = path.lstat()
+    except OSError:
+        return False
+    if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
+        path.unlink()
+        return True
+    return False

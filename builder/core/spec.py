@@ -1,0 +1,163 @@
+"""CellSpec: the one record that flows through every stage, from matrix file to published image."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from builder.core import facts as catalog
+from builder.core.tags import readable_tag
+
+Flavor = Literal["runtime", "devel"]
+Channel = Literal["pytorch", "therock", "local"]
+ALL_TARGETS = "all"  # the gfx "family" of an image that carries every target its wheels were built for
+
+
+def torch_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+class CellSpec(BaseModel):
+    """One image to build: fully resolved, so later stages never go back to the matrix file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image: str
+    os: str
+    platform: str
+    torch: str
+    torchvision: str | None = None
+    torchaudio: str | None = None
+    gfx: str | None = None
+    flavor: Flavor
+    channel: Channel = "pytorch"
+    user: str = "root"
+    index_url: str
+    tag: str
+    explicit_tag: bool = False
+    expect_torch: str | None = None
+    source_url: str
+    line: int | None = None
+
+    @property
+    def rocm(self) -> str | None:
+        """ROCm version of a rocm platform ('rocm7.2' -> '7.2'); None for cpu."""
+        return self.platform.removeprefix("rocm") if self.platform.startswith("rocm") else None
+
+    @property
+    def os_release(self) -> catalog.OsRelease:
+        return catalog.os_releases()[self.os]
+
+    @property
+    def python(self) -> str:
+        return self.os_release.python
+
+    @property
+    def gfx_targets(self) -> tuple[str, ...]:
+        """The targets the image must carry kernels for; 'all' means every target of its wheels."""
+        if self.gfx is None:
+            return ()
+        if self.gfx == ALL_TARGETS:
+            minor = catalog.compat().torch.get(torch_minor(self.torch))
+            return minor.pytorch.targets(self.rocm) if minor else ()
+        return catalog.gfx_families()[self.gfx].targets
+
+    @property
+    def therock_release(self) -> catalog.TheRockRelease | None:
+        """The TheRock release a therock cell installs from (None off that channel, or for a line it lacks)."""
+        return catalog.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
+
+    @property
+    def local_version(self) -> str:
+        """`+rocm7.14.0` for a TheRock cell: its torch, torchvision and torchaudio wheels all carry the release's
+        local version, and one index serves several releases' builds of the same public version."""
+        release = self.therock_release
+        return f"+{release.local}" if release and "+" not in self.torch else ""
+
+    @property
+    def torch_wheel(self) -> str:
+        """The exact torch version the image installs: `==2.13.0` would match every local version an index
+        serves (+rocm7.14.0 and +rocm10.0.0 side by side on TheRock's), so ROCm cells pin the local part that
+        names their ROCm line, and one tag is always one wheel."""
+        rocm = self.rocm
+        if rocm is None or self.channel == "local" or "+" in self.torch:
+            return self.torch
+        if self.channel == "therock":
+            return self.torch + self.local_version
+        return f"{self.torch}+rocm{rocm}"  # pytorch.org: the index's own name (rocm7.2, rocm6.2.4)
+
+    @property
+    def sdk_rocm(self) -> str | None:
+        """The AMD ROCm release a pytorch.org devel image's SDK comes from: the patch release its wheels were built
+        on (rocm7.2 -> 7.2.1), None where they were built on TheRock's wheels (rocm7.14: no apt release of it)."""
+        rocm = self.rocm
+        minor = catalog.compat().torch.get(torch_minor(self.torch))
+        if rocm is None or self.channel != "pytorch":
+            return None
+        return minor.pytorch.sdk.get(rocm, rocm) if minor else rocm
+
+    @property
+    def has_rocm_sdk(self) -> bool:
+        """A devel image that carries the ROCm SDK of its wheels (hipcc, HIP and math-library headers): TheRock's
+        from the `rocm[devel]` wheels of the same release, pytorch.org's from AMD's apt repository at the patch
+        release the wheels were built on (on the OSes that repository has a suite for)."""
+        if self.flavor != "devel" or self.rocm is None:
+            return False
+        if self.channel == "therock":
+            return self.therock_release is not None
+        return (self.channel == "pytorch" and self.os in catalog.compat().amd_apt.suites
+                and self.sdk_rocm is not None)
+
+    @property
+    def hip_accept(self) -> tuple[str, ...]:
+        """Every HIP major.minor torch.version.hip may report on this image's line: the ROCm version for pytorch.org's
+        wheels, the release's list for TheRock's (10.0: its HIP 7.15, or 10.0 where pytorch#166336 applies)."""
+        rocm = self.rocm
+        if rocm is None:
+            return ()
+        release = self.therock_release
+        return release.hip if release else (".".join(rocm.split(".")[:2]),)
+
+    @property
+    def hip(self) -> str | None:
+        """The HIP major.minor the line ships (the first accepted value): what its SDK's hipcc says."""
+        accept = self.hip_accept
+        return accept[0] if accept else None
+
+    def content_cell(self) -> CellSpec:
+        """The cell whose image this cell's tag points at.
+
+        pytorch.org wheels carry every gfx target, so a pytorch-channel cell for one family is the same
+        image as the all-targets cell: it is built once and this cell's tag becomes one more tag of it.
+        """
+        if self.channel != "pytorch" or self.gfx in (None, ALL_TARGETS):
+            return self
+        tag = self.tag if self.explicit_tag else readable_tag(
+            self.platform, self.os, self.python, self.torch, ALL_TARGETS, self.flavor, self.channel)
+        return self.model_copy(update={"gfx": ALL_TARGETS, "tag": tag, "line": None})
+
+    def expectations(self) -> dict[str, Any]:
+        """What validation and the in-image smoke test hold the image to (baked in as cell.json)."""
+        return {
+            "tag": self.tag,
+            "platform": self.platform,
+            "channel": self.channel,
+            "os": self.os,
+            "flavor": self.flavor,
+            "python": self.python,
+            "user": self.user,
+            "torch": self.expect_torch or self.torch,
+            "torchvision": self.torchvision,
+            "torchaudio": self.torchaudio,
+            # torch.version.hip is "7.2.12345-abc" on ROCm wheels: the smoke test compares major.minor.
+            "hip": self.hip,
+            # Every value torch.version.hip may report on this line (compat.yaml `hip`, pytorch#166336/#168097).
+            "hip_accept": list(self.hip_accept),
+            "torch_wheel": self.torch_wheel,
+            "gfx_family": self.gfx,
+            "gfx_targets": list(self.gfx_targets),
+            # The image promises a ROCm SDK (hipcc, HIP and math-library headers), so torch-smoke's hip_compile
+            # holds it to compiling.
+            "rocm_sdk": self.has_rocm_sdk,
+        }

@@ -1,0 +1,1 @@
+"""The matrix file: YAML source, schema, compatibility rules, expansion, selection, explanations."""

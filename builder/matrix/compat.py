@@ -1,0 +1,257 @@
+"""The rules that say which cells can work, each with the plain-words reason a maintainer reads.
+
+Data comes from builder/data/{compat,os,gfx}.yaml (sources there); this module only applies it.
+A rule returns None when the cell passes, or the reason it cannot work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from builder.core import facts as catalog
+from builder.core.spec import ALL_TARGETS, CellSpec, torch_minor
+
+if TYPE_CHECKING:
+    from builder.matrix.schema import TorchRelease
+
+Rule = Callable[[CellSpec], "str | None"]
+
+INDEX_NAMES = {"per-family": "per-family index", "multi-arch": "multi-arch index (whl-multi-arch)",
+               "whl-next": "whl-next index"}
+
+
+def _minor(cell: CellSpec) -> catalog.TorchMinor | None:
+    return catalog.compat().torch.get(torch_minor(cell.torch))
+
+
+def _v(version: str) -> Version:
+    return Version(version)
+
+
+def known_torch(cell: CellSpec) -> str | None:
+    if _minor(cell) is None:
+        known = ", ".join(sorted(catalog.compat().torch, key=_v))
+        return f"no compatibility data for torch {torch_minor(cell.torch)} (known: {known})"
+    return None
+
+
+def python_wheels(cell: CellSpec) -> str | None:
+    minor = _minor(cell)
+    if minor is None:
+        return None
+    release = cell.therock_release
+    # TheRock builds no Python that torch itself does not support (therock-7.13's workflow: no 3.14 for torch 2.8)
+    have = tuple(p for p in release.python if p in minor.python) if release else minor.python
+    if cell.python not in have:
+        where = " on TheRock's index" if cell.channel == "therock" else ""
+        return (f"torch {torch_minor(cell.torch)} has no wheels{where} for Python {cell.python} ({cell.os}'s "
+                f"Python); it has {', '.join(have)}")
+    return None
+
+
+def channel_has_wheels(cell: CellSpec) -> str | None:
+    minor, rocm = _minor(cell), cell.rocm
+    if minor is None or cell.channel == "local":
+        return None
+    if cell.channel == "therock":
+        if rocm is None:
+            return "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel"
+        releases = catalog.compat().therock
+        if rocm not in releases:
+            return (f"TheRock has no ROCm {rocm} release: its own line is {', '.join(releases)} "
+                    "(pytorch.org's rocm7.1/rocm7.2 are another channel's)")
+        have = tuple(line for line, r in releases.items() if torch_minor(cell.torch) in r.torch)
+        where = f"TheRock's {INDEX_NAMES[releases[rocm].index]}"
+    else:
+        if rocm is None:
+            return None
+        have = minor.pytorch.rocm
+        where = "the pytorch.org index"
+    if rocm not in have:
+        has = f"it has {', '.join(have)}" if have else "it has none"
+        return f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on {where}; {has}"
+    return None
+
+
+def _on_line_index(cell: CellSpec) -> catalog.TheRockRelease | None:
+    """The cell's TheRock release when the cell installs from the index that line publishes to (a matrix that
+    points index_urls.therock elsewhere, a mirror or a dev index, has opted out of the stable index's limits)."""
+    release = cell.therock_release
+    if release is None or cell.index_url != catalog.compat().therock_index(release, cell.gfx):
+        return None
+    return release
+
+
+def therock_released(cell: CellSpec) -> str | None:
+    """A TheRock line that is branched but not tagged has release candidates only, not on the stable index;
+    a matrix that points the therock channel at an index that serves them (index_urls) opts in."""
+    release = _on_line_index(cell)
+    if release is None or not release.prerelease:
+        return None
+    released = [line for line, r in catalog.compat().therock.items() if not r.prerelease]
+    return (f"TheRock {cell.rocm} is not released yet (release candidates only, +rocm{release.version}rcN, not on "
+            f"{cell.index_url}): use {released[-1]}, or set index_urls.therock to an index that serves it")
+
+
+def therock_family_index(cell: CellSpec) -> str | None:
+    """TheRock 7.9-7.12 published one index per family, for the families defined at their tag only."""
+    release = _on_line_index(cell)
+    if release is None or release.index != "per-family" or cell.gfx in (None, ALL_TARGETS):
+        return None
+    if cell.gfx in release.families:
+        return None
+    newer = [line for line, r in catalog.compat().therock.items() if r.index != "per-family"]
+    return (f"TheRock {cell.rocm} published per-family wheels (one index per family, no [device-*] extras) and "
+            f"none for {cell.gfx}: its families are {', '.join(release.families)}; multi-arch lines "
+            f"({', '.join(newer)}) serve every target")
+
+
+def therock_torch_targets(cell: CellSpec) -> str | None:
+    """A TheRock line may build a torch release without some targets (7.14: torch 2.12 without gfx1250)."""
+    release = cell.therock_release
+    if release is None or cell.gfx in (None, ALL_TARGETS):
+        return None
+    excluded = release.exclude_targets.get(torch_minor(cell.torch), ())
+    missing = [t for t in cell.gfx_targets if t in excluded]
+    if not missing:
+        return None
+    return (f"TheRock {cell.rocm} builds torch {torch_minor(cell.torch)} without {', '.join(missing)} "
+            "(its release build matrix excludes it): no device package for "
+            f"{cell.gfx}; use another torch release of that line")
+
+
+def therock_torch_version(cell: CellSpec) -> str | None:
+    """TheRock builds ROCm's fork of a torch release branch: its wheels carry that branch's version (2.12.0 on 7.14 and
+    10.0), not always pytorch.org's newest patch release, and a pin of any other patch finds no wheel."""
+    release = cell.therock_release
+    if release is None:
+        return None
+    minor = torch_minor(cell.torch)
+    want = release.torch_versions.get(minor)
+    public = cell.torch.split("+")[0]
+    if want is None or public == want:
+        return None
+    return (f"TheRock {cell.rocm} builds torch {minor} as {want} (torch=={want}+{release.local}), not {public}: "
+            f"use torch {want} for the therock channel")
+
+
+def therock_stable_targets(cell: CellSpec) -> str | None:
+    dev_only = catalog.compat().therock_dev_only_targets
+    if cell.channel != "therock" or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
+        return None
+    release = _on_line_index(cell)
+    missing = [t for t in cell.gfx_targets if t in dev_only]
+    if not missing or release is None or release.index == "per-family":
+        return None
+    return (f"TheRock publishes the device packages of {', '.join(missing)} to its dev and nightly indexes only, "
+            f"not {cell.index_url}: choose a family without {'it' if len(missing) == 1 else 'them'} "
+            "(gfx90X-dcgpu was split: gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")
+
+
+def os_supports_rocm(cell: CellSpec) -> str | None:
+    rocm = cell.rocm
+    since = cell.os_release.rocm_since
+    if rocm is not None and _v(rocm) < _v(since):
+        return f"ROCm {rocm} does not support {cell.os} (ROCm supports it from {since})"
+    return None
+
+
+def gfx_channel(cell: CellSpec) -> str | None:
+    if cell.gfx == ALL_TARGETS and cell.channel == "therock":
+        return ("TheRock's all-targets wheels (device-all) make an 18.6 GB layer (ROCm-docker#166): "
+                "use the pytorch channel for an all-targets image")
+    return None
+
+
+def gfx_in_wheels(cell: CellSpec) -> str | None:
+    """pytorch.org wheels carry a fixed target list; a family with a target outside it gets no kernels."""
+    minor = _minor(cell)
+    if minor is None or cell.channel != "pytorch" or cell.gfx in (None, ALL_TARGETS):
+        return None
+    wheel_targets = minor.pytorch.targets(cell.rocm)
+    missing = [t for t in cell.gfx_targets if t not in wheel_targets]
+    if missing:
+        return (f"{', '.join(missing)} of {cell.gfx} {'is' if len(missing) == 1 else 'are'} not compiled into "
+                f"torch {torch_minor(cell.torch)}'s pytorch.org wheels (hipErrorNoBinaryForGpu): "
+                "use the therock channel for this family")
+    return None
+
+
+def gfx_supported_by_rocm(cell: CellSpec) -> str | None:
+    rocm = cell.rocm
+    if rocm is None or cell.gfx in (None, ALL_TARGETS):
+        return None
+    family = catalog.gfx_families()[cell.gfx]
+    if family.official_since and _v(rocm) < _v(family.official_since):
+        return f"{cell.gfx} ({', '.join(family.gpus)}) needs ROCm {family.official_since} or newer"
+    return None
+
+
+def companions_pair(cell: CellSpec) -> str | None:
+    minor = _minor(cell)
+    if minor is None:
+        return None
+    for name, version, want in (("torchvision", cell.torchvision, minor.torchvision),
+                                ("torchaudio", cell.torchaudio, minor.torchaudio)):
+        if version is not None and torch_minor(version) != want:
+            return f"{name} {version} does not pair with torch {torch_minor(cell.torch)} (it pairs with {want}.x)"
+    return None
+
+
+RULES: list[tuple[str, Rule]] = [
+    ("known-torch", known_torch),
+    ("python-wheels", python_wheels),
+    ("channel-wheels", channel_has_wheels),
+    ("therock-released", therock_released),
+    ("therock-family-index", therock_family_index),
+    ("therock-torch-targets", therock_torch_targets),
+    ("therock-torch-version", therock_torch_version),
+    ("therock-stable-targets", therock_stable_targets),
+    ("os-support", os_supports_rocm),
+    ("gfx-channel", gfx_channel),
+    ("gfx-in-wheels", gfx_in_wheels),
+    ("gfx-rocm", gfx_supported_by_rocm),
+    ("companions", companions_pair),
+]
+
+
+def violations(cell: CellSpec) -> list[tuple[str, str]]:
+    """Every (rule, reason) the cell breaks; [] when it can work."""
+    found = []
+    for name, rule in RULES:
+        reason = rule(cell)
+        if reason:
+            found.append((name, reason))
+    return found
+
+
+def companion_version(torch: str, companion_minor: str, follows_torch: bool, offset: int = 0) -> str:
+    """torchvision moves with every torch patch (2.9.1 -> 0.24.1); a companion left behind stays at .0."""
+    patch = int(torch.split(".")[2]) if torch.count(".") == 2 else 0
+    return f"{companion_minor}.{patch + offset if follows_torch else 0}"
+
+
+def default_companions(torch: str) -> tuple[str | None, str | None]:
+    """The torchvision and torchaudio versions that pair with a torch release, or None when unknown."""
+    minor = catalog.compat().torch.get(torch_minor(torch))
+    if minor is None:
+        return None, None
+    offset = minor.companion_patch_offset
+    vision = companion_version(torch, minor.torchvision, follows_torch=True, offset=offset)
+    audio = companion_version(torch, minor.torchaudio, follows_torch=minor.torchaudio == torch_minor(torch),
+                              offset=offset)
+    return vision, audio
+
+
+def line_companions(channel: str, platform: str, torch: TorchRelease, vision: str | None,
+                    audio: str | None) -> tuple[str | None, str | None]:
+    """A TheRock line may version a companion its own way (10.0: torchaudio 2.11.0.2 beside torch 2.13.0): its
+    exact version replaces the paired default unless the matrix set that companion itself."""
+    release = catalog.compat().therock.get(platform.removeprefix("rocm")) if channel == "therock" else None
+    exact = release.companions.get(torch_minor(torch.version), {}) if release else {}
+    explicit = torch.model_fields_set
+    return (vision if "torchvision" in explicit else exact.get("torchvision", vision),
+            audio if "torchaudio" in explicit else exact.get("torchaudio", audio))

@@ -1,0 +1,306 @@
+"""Stage 1: matrix file -> validated CellSpecs, and the cells the compatibility rules dropped (with why).
+
+Expansion follows GitHub Actions' mental model: the cartesian product of the axes, minus every `exclude`
+that matches, plus every `include` as an extra complete cell. Product cells that cannot work are dropped
+with the rule's reason; an explicit include that cannot work is an error unless it carries an override.
+Problems are collected and reported together, each with file, line and key.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+from pydantic import ValidationError
+
+from builder.core import facts as catalog
+from builder.core.errors import InputError, Problem
+from builder.core.spec import CellSpec
+from builder.core.tags import readable_tag, tag_problems
+from builder.matrix import compat
+from builder.matrix.schema import Exclude, Include, MatrixFile, TorchRelease
+from builder.matrix.yamlsrc import LocatedYaml, PathKey, load_located
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """A cell before its derived fields are filled in; path points at where it came from."""
+
+    os: str
+    platform: str
+    torch: TorchRelease
+    gfx: str | None
+    flavor: str
+    channel: str
+    path: PathKey
+    user: str | None = None
+    tag: str | None = None
+    expect_torch: str | None = None
+    override: str | None = None
+
+
+@dataclass(frozen=True)
+class Dropped:
+    cell: CellSpec
+    rule: str
+    reason: str
+    override: str | None = None  # the maintainer's reason for building it anyway
+
+
+def why_all_dropped(dropped: list[Dropped]) -> str:
+    """Each distinct reason once, with its count: the error a fully dropped matrix must still explain."""
+    counts: dict[tuple[str, str], int] = {}
+    for d in dropped:
+        counts[(d.rule, d.reason)] = counts.get((d.rule, d.reason), 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return "".join(f"; {n} dropped by {rule}: {reason}" for (rule, reason), n in ranked)
+
+
+@dataclass
+class Expansion:
+    default_os: str = ""  # the first os of the matrix: where `latest` points
+    cells: list[CellSpec] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+    overridden: list[Dropped] = field(default_factory=list)
+
+
+def load_matrix(file: Path) -> list[CellSpec]:
+    """The cells to build; raises InputError listing every problem."""
+    return expand_matrix(file).cells
+
+
+def expand_matrix(file: Path) -> Expansion:
+    """Parse, validate, expand and prune a matrix file."""
+    located = load_located(file)
+    model = _validate(located)
+    _check_size(located, model)
+    problems = _duplicate_axis_values(located, model)
+    duplicated_axes = bool(problems)  # duplicate values make duplicate cells: report the cause only
+    product = list(_product(model))
+    kept: list[_Draft] = []
+    excluded: list[tuple[_Draft, int]] = []
+    for draft in product:
+        hit = next((i for i, ex in enumerate(model.exclude) if _matches(draft, ex)), None)
+        if hit is None:
+            kept.append(draft)
+        else:
+            excluded.append((draft, hit))
+    problems += _unused_excludes(located, model, product)
+    kept += [_from_include(inc, ("include", i)) for i, inc in enumerate(model.include)]
+    problems += _include_tag_problems(located, model)
+    gfx_problems = _gfx_problems(located, model, kept)
+    problems += gfx_problems
+    if gfx_problems:  # cells without a usable family cannot be finished; every other problem is still found
+        kept = [d for d in kept if (d.platform == "cpu") == (d.gfx is None)]
+    result = Expansion(default_os=model.matrix.os[0])
+    paths: dict[int, PathKey] = {}
+    for draft, hit in excluded:
+        result.dropped.append(Dropped(_finish(draft, model, located), f"exclude[{hit}]",
+                                      f"excluded by the matrix (line {located.line_of(('exclude', hit))})"))
+    for draft in kept:
+        cell = _finish(draft, model, located)
+        paths[id(cell)] = draft.path
+        broken = compat.violations(cell)
+        if not broken:
+            result.cells.append(cell)
+        elif draft.path[0] != "include":
+            result.dropped += [Dropped(cell, rule, reason) for rule, reason in broken]
+        elif draft.override:
+            result.cells.append(cell)
+            result.overridden += [Dropped(cell, rule, reason, draft.override) for rule, reason in broken]
+        else:
+            problems += [located.problem(draft.path, f"{reason} (rule {rule}; add override: {{reason: ...}} "
+                                                     "to build it anyway)") for rule, reason in broken]
+    if not result.cells and not problems:
+        problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"
+                                        + why_all_dropped(result.dropped)))
+    if not duplicated_axes:
+        problems += _duplicate_tags(located, result.cells, paths)
+    if problems:
+        raise InputError(problems)
+    return result
+
+
+def _validate(located: LocatedYaml) -> MatrixFile:
+    if not isinstance(located.data, dict):
+        raise InputError([located.problem((), "the matrix file must be a mapping")])
+    try:
+        return MatrixFile.model_validate(located.data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            # Drop pydantic's markers for validators and dict keys: they are not part of the YAML path.
+            path = tuple(p for p in err["loc"]
+                         if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]")))
+            problems.append(located.problem(_in_file(located.data, path), _message(err)))
+        raise InputError(problems) from exc
+
+
+MAX_CELLS = 10_000
+"""Most cells a matrix may expand to, product and includes together (the production matrix: 540)."""
+MAX_EXCLUDE_CHECKS = 100_000
+"""Most (product cell, exclude) pairs matched; each costs about 10 us, and every exclude meets every cell."""
+
+
+def _check_size(located: LocatedYaml, model: MatrixFile) -> None:
+    """Refuse a matrix too large to expand, from the axis lengths alone, before any cell exists."""
+    axes = model.matrix
+    rocm = sum(p != "cpu" for p in axes.platform)
+    lengths = {"os": len(axes.os), "torch": len(axes.torch), "flavor": len(axes.flavor),
+               "channel": len(axes.channel)}
+    product = rocm * len(axes.gfx) + len(axes.platform) - rocm  # the gfx axis multiplies rocm platforms only
+    for n in lengths.values():
+        product *= n
+    shape = " x ".join(f"{n} {axis}" for axis, n in lengths.items())
+    shape += f" x ({rocm} rocm platforms x {len(axes.gfx)} gfx + {len(axes.platform) - rocm} cpu)"
+    cells = product + len(model.include)
+    includes = f", plus {len(model.include):,} includes" if model.include else ""
+    if cells > MAX_CELLS:
+        raise InputError([located.problem(("matrix",), (
+            f"expands to {cells:,} cells ({shape} = {product:,}{includes}), over the limit of {MAX_CELLS:,}: "
+            "shorten the longest axes or split the matrix into several files"))])
+    checks = product * len(model.exclude)
+    if checks > MAX_EXCLUDE_CHECKS:
+        raise InputError([located.problem(("exclude",), (
+            f"{len(model.exclude)} excludes over {product:,} product cells ({shape}) are {checks:,} matches, over "
+            f"the limit of {MAX_EXCLUDE_CHECKS:,}: merge excludes (a key's list matches any of its values) or "
+            "shorten the axes"))])
+
+
+def _include_tag_problems(located: LocatedYaml, model: MatrixFile) -> list[Problem]:
+    """An include's own tag is held to the tag policy: not `latest`, not shaped like an immutable tag."""
+    return [located.problem(("include", i, "tag"), message)
+            for i, inc in enumerate(model.include) if inc.tag is not None for message in tag_problems(inc.tag)]
+
+
+def _in_file(data: object, path: PathKey) -> PathKey:
+    """Cut a path where it leaves the file: `exclude[0].torch[0]` for a scalar the schema made a list."""
+    for i, part in enumerate(path):
+        if isinstance(part, int) and not isinstance(data, list):
+            return path[:i]
+        inside_list = isinstance(data, list) and isinstance(part, int) and part < len(data)
+        found = inside_list or (isinstance(data, dict) and part in data)
+        data = data[part] if found else None  # type: ignore[index]
+    return path
+
+
+def _message(err: object) -> str:
+    assert isinstance(err, dict)
+    kind, msg = err.get("type"), str(err.get("msg"))
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "string_pattern_mismatch":
+        return f"{err.get('input')!r} is not allowed here: it {msg.removeprefix('String ')}"
+    return msg.removeprefix("Value error, ")
+
+
+def _duplicate_axis_values(located: LocatedYaml, model: MatrixFile) -> list[Problem]:
+    problems = []
+    axes = model.matrix
+    for name, values in (("os", axes.os), ("platform", axes.platform), ("gfx", axes.gfx),
+                         ("flavor", axes.flavor), ("channel", axes.channel),
+                         ("torch", [Version(t.version) for t in axes.torch])):
+        seen: set[object] = set()
+        for i, value in enumerate(values):
+            if value in seen:
+                problems.append(located.problem(("matrix", name, i), f"duplicate value {str(value)!r}"))
+            seen.add(value)
+    return problems
+
+
+def _product(model: MatrixFile) -> Iterable[_Draft]:
+    axes = model.matrix
+    for os_name, platform, torch, flavor, channel in itertools.product(
+            axes.os, axes.platform, axes.torch, axes.flavor, axes.channel):
+        # A cpu cell has no gfx family: the gfx axis applies to rocm platforms only.
+        gfx_values: list[str | None] = list(axes.gfx) if platform != "cpu" else [None]
+        for gfx in gfx_values:
+            yield _Draft(os_name, platform, torch, gfx, flavor, channel, ("matrix",))
+
+
+def _matches(draft: _Draft, ex: Exclude) -> bool:
+    actual = {"os": draft.os, "platform": draft.platform, "torch": Version(draft.torch.version),
+              "gfx": draft.gfx, "flavor": draft.flavor, "channel": draft.channel}
+    wanted = {"os": ex.os, "platform": ex.platform, "gfx": ex.gfx, "flavor": ex.flavor, "channel": ex.channel,
+              "torch": [Version(t) for t in ex.torch] if ex.torch else None}
+    return all(values is None or actual[key] in values for key, values in wanted.items())
+
+
+def _unused_excludes(located: LocatedYaml, model: MatrixFile, product: list[_Draft]) -> list[Problem]:
+    """An exclude that matches nothing is almost always a typo in a value: say so instead of ignoring it."""
+    return [located.problem(("exclude", i), "matches no cell of the matrix")
+            for i, ex in enumerate(model.exclude) if not any(_matches(d, ex) for d in product)]
+
+
+def _from_include(inc: Include, path: PathKey) -> _Draft:
+    expect = inc.expect.torch if inc.expect else None
+    override = inc.override.reason if inc.override else None
+    return _Draft(inc.os, inc.platform, inc.torch, inc.gfx, inc.flavor, inc.channel, path, inc.user, inc.tag,
+                  expect, override)
+
+
+def _gfx_problems(located: LocatedYaml, model: MatrixFile, drafts: list[_Draft]) -> list[Problem]:
+    problems = []
+    if any(p != "cpu" for p in model.matrix.platform) and not model.matrix.gfx:
+        problems.append(located.problem(("matrix", "platform"),
+                                        "rocm platforms need at least one family in matrix.gfx"))
+    for d in drafts:
+        if d.path[0] != "include":
+            continue
+        if d.platform == "cpu" and d.gfx is not None:
+            problems.append(located.problem((*d.path, "gfx"), "a cpu cell has no gfx family"))
+        if d.platform != "cpu" and d.gfx is None:
+            problems.append(located.problem((*d.path, "gfx"), f"a {d.platform} cell needs a gfx family"))
+    return problems
+
+
+def _index_url(model: MatrixFile, channel: str, platform: str, gfx: str | None) -> str:
+    """The index that serves the cell's line: pytorch.org's per platform; TheRock's per release line (whl-next from
+    10.0, whl-multi-arch for 7.13/7.14, the family's own index for 7.9-7.12)."""
+    data = catalog.compat()
+    if channel == "therock":
+        if "therock" in model.index_urls:
+            return model.index_urls["therock"]
+        release = data.therock.get(platform.removeprefix("rocm"))
+        return data.therock_index(release, gfx) if release else data.indexes["therock-multi-arch"]
+    return model.index_urls.get(platform, data.indexes["pytorch"].format(platform=platform))
+
+
+def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
+    python = catalog.os_releases()[d.os].python
+    tag = d.tag or readable_tag(d.platform, d.os, python, d.torch.version, d.gfx, d.flavor, d.channel)
+    torchvision, torchaudio = compat.line_companions(d.channel, d.platform, d.torch, *d.torch.companions())
+    return CellSpec(
+        image=model.image,
+        os=d.os,
+        platform=d.platform,
+        torch=d.torch.version,
+        torchvision=torchvision,
+        torchaudio=torchaudio,
+        gfx=d.gfx,
+        flavor=d.flavor,  # type: ignore[arg-type]
+        channel=d.channel,  # type: ignore[arg-type]
+        user=d.user or model.user,
+        index_url=_index_url(model, d.channel, d.platform, d.gfx),
+        tag=tag,
+        explicit_tag=d.tag is not None,
+        expect_torch=d.expect_torch,
+        source_url=model.source_url,
+        line=located.line_of(d.path),
+    )
+
+
+def _duplicate_tags(located: LocatedYaml, cells: list[CellSpec], paths: dict[int, PathKey]) -> list[Problem]:
+    """Tags are a cell's identity in the registry: two cells with one tag would overwrite each other."""
+    problems = []
+    first: dict[str, CellSpec] = {}
+    for cell in cells:
+        if cell.tag in first:
+            problems.append(located.problem(paths[id(cell)], "duplicate cell (same tag as the cell from line "
+                                                             f"{first[cell.tag].line})"))
+        else:
+            first[cell.tag] = cell
+    return problems

@@ -1,0 +1,165 @@
+"""The registry side of publishing: is this content published, push it once, promote tags by digest.
+
+An image is pushed under its immutable tag `<tag>-<hash12>` only; the moving tags (each cell's readable
+tag, `latest`) are then PUT registry-side to that exact manifest, so a tag never points at a manifest
+that is not there, and a failure before promotion leaves every moving tag on the previous good image.
+An immutable tag that already exists is never pushed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import docker
+
+from builder.core.tags import HASH_LABEL
+from builder.publish.push import push_image
+from builder.publish.record import ImageReport
+from builder.registry import credentials as creds
+from builder.registry import retry
+from builder.registry.client import Manifest, RegistryClient, referrers_tag
+from builder.registry.retry import RegistryError
+from builder.validate.sbom import MEDIA_TYPE as SBOM_TYPE
+from builder.validate.sbom import Sbom
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+EMPTY_CONFIG = b"{}"  # the OCI 1.1 empty descriptor's content
+EMPTY_DIGEST = "sha256:" + hashlib.sha256(EMPTY_CONFIG).hexdigest()
+
+
+@dataclass
+class Target:
+    """REGISTRY/NAMESPACE with its credentials: where a run publishes."""
+
+    registry: str
+    api: RegistryClient
+    credentials: creds.Credentials | None
+
+    @classmethod
+    def of(cls, registry: str, policy: retry.Policy = retry.DEFAULT, insecure: frozenset[str] = frozenset()) -> Target:
+        """The target of a checked --registry; insecure: the --insecure-registry hosts (plain HTTP allowed)."""
+        found = creds.lookup(registry)
+        api = RegistryClient(creds.registry_host(registry), found, policy=policy, insecure=insecure)
+        return cls(registry, api, found)
+
+    @property
+    def namespace(self) -> str:
+        return self.registry[len(self.api.address):].strip("/")
+
+    def repository(self, image: str) -> str:
+        return f"{self.namespace}/{image}" if self.namespace else image
+
+    def preflight(self, image: str, write: bool = True) -> None:
+        """Fail in seconds, before any build, when the registry is down or refuses our credentials.
+
+        write=False (a --no-push run): read access is all the run needs, so that is all it asks for.
+        """
+        self.api.ping(self.repository(image), write=write)
+
+    def published(self, report: ImageReport) -> Manifest | None:
+        """The manifest of this content's immutable tag, if it was published before (and holds that content)."""
+        repo = self.repository(report.repository)
+        manifest = self.api.manifest(repo, report.immutable_tag)
+        if manifest is not None:
+            labels = self.api.config(repo, manifest).get("config", {}).get("Labels") or {}
+            if labels.get(HASH_LABEL) != report.content_hash:
+                raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} exists with content hash "
+                                    f"{labels.get(HASH_LABEL)!r}, not {report.content_hash}: an immutable tag is "
+                                    "never overwritten; delete it by hand if it is wrong")
+        return manifest
+
+    def push(self, client: docker.DockerClient, report: ImageReport) -> Manifest:
+        """Push the validated local image under its immutable tag (unless already there); the manifest."""
+        repo = self.repository(report.repository)
+        existing = self.published(report)
+        if existing is not None:
+            return existing  # same content published before: it was validated then, and it never changes
+        assert report.image_id is not None
+        digest = push_image(client, report.image_id, self.api, repo, report.immutable_tag, self.credentials)
+        report.pushed = True
+        manifest = self.api.manifest(repo, report.immutable_tag)
+        if manifest is None or manifest.digest != digest:
+            raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} is not the digest just pushed")
+        self._check_content(repo, manifest, report)
+        return manifest
+
+    def _check_content(self, repo: str, manifest: Manifest, report: ImageReport) -> None:
+        """The immutable tag must name what was validated: the same manifest (the engine's image ID in its
+        containerd store), the same content hash."""
+        config = self.api.config(repo, manifest)
+        labels = config.get("config", {}).get("Labels") or {}
+        if labels.get(HASH_LABEL) != report.content_hash or manifest.digest != report.image_id:
+            raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} holds another image than the "
+                                "one validated (was it pushed by a concurrent run?)")
+
+    def attach_sbom(self, report: ImageReport, manifest: Manifest, sbom: Sbom) -> str:
+        """Attach sbom to the pushed image as an OCI 1.1 artifact whose `subject` is its manifest; its digest.
+
+        The blob and an empty config go up first, then the artifact manifest by digest. A registry that serves
+        the referrers API says so (`OCI-Subject`) and indexes it itself; for any other (distribution 2.8) the
+        referrers tag schema's fallback is kept: the image index tagged `sha256-<hex of the image digest>`
+        lists the artifact, beside any referrer it listed before.
+        """
+        repo = self.repository(report.repository)
+        self.api.push_blob(repo, EMPTY_CONFIG)
+        layer = self.api.push_blob(repo, sbom.body)
+        body = json.dumps({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": SBOM_TYPE,
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2,
+                       "data": "e30="},
+            "layers": [{"mediaType": SBOM_TYPE, "digest": layer, "size": len(sbom.body),
+                        "annotations": {"org.opencontainers.image.title": "sbom.cdx.json"}}],
+            "subject": {"mediaType": manifest.media_type, "digest": manifest.digest, "size": len(manifest.body)},
+            "annotations": {"dev.rocm-image-factory.packages": str(len(sbom.packages))},
+        }, separators=(",", ":")).encode()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        artifact, subject = self.api.put_manifest(repo, digest, body, OCI_MANIFEST)
+        if subject != manifest.digest:
+            self._index_referrer(repo, manifest.digest, {"mediaType": OCI_MANIFEST, "digest": artifact.digest,
+                                                         "size": len(body), "artifactType": SBOM_TYPE})
+        report.sbom_digest, report.sbom_artifact = sbom.digest, artifact.digest
+        return artifact.digest
+
+    def has_sbom(self, report: ImageReport, manifest: Manifest) -> bool:
+        """Whether an SBOM artifact refers to manifest (referrers API, or the fallback tag)."""
+        return bool(self.api.referrers(self.repository(report.repository), manifest.digest, SBOM_TYPE))
+
+    def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
+        tag = referrers_tag(subject)
+        current = self.api.manifest(repo, tag)
+        listed = json.loads(current.body).get("manifests", []) if current is not None else []
+        if any(m.get("digest") == descriptor["digest"] for m in listed):
+            return
+        index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*listed, descriptor]}
+        self.api.put_manifest(repo, tag, json.dumps(index, separators=(",", ":")).encode(), OCI_INDEX)
+
+    def promote(self, report: ImageReport, manifest: Manifest, dry_run: bool = False,
+                on_stage: Callable[[str], None] = lambda stage: None) -> None:
+        """Move every moving tag that points elsewhere to manifest, registry-side (no layer moves)."""
+        repo = self.repository(report.repository)
+        report.digest = manifest.digest
+        report.compressed_bytes = compressed_size(manifest.body)
+        for tag in report.tags:
+            current = self.api.digest(repo, tag)
+            if tag == report.tag:
+                report.previous_digest = current
+            if current == manifest.digest:
+                continue
+            if not dry_run:
+                on_stage(f"tag {tag}")
+                self.api.put_tag(repo, tag, manifest)
+            report.moved.append(tag)  # only once it moved: a failed move is never reported as done
+
+
+def compressed_size(body: bytes) -> int | None:
+    try:
+        data = json.loads(body)
+        return int(data["config"]["size"]) + sum(int(layer["size"]) for layer in data["layers"])
+    except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: a size of 1e400
+        return None

@@ -1,0 +1,425 @@
+"""A registry's HTTP API (distribution spec v2): what is published under which digest, and moving a tag.
+
+Manifests are only served in the format asked for, so every request names the Docker and OCI media types.
+Auth follows the distribution spec's flow: every request goes out without credentials until the registry
+challenges it (the registry itself: a 401 from a host it redirected to is not answered, or that host could
+name a realm of its own and receive the password); Basic credentials go only to a registry that asks for
+Basic; a Bearer token is fetched from the challenge's realm for the scope the operation needs (`pull` to
+read, `pull,push` to write), cached per repository and scope until it expires. Plain HTTP, and credentials
+over it, only for loopback and for the hosts named insecure (`--insecure-registry`, as Docker's
+`insecure-registries`): a realm on any other host gets no password over plain HTTP, whatever the registry
+says.
+Every failure is a RegistryError carrying the HTTP status, the registry's error code and message, and what
+to do about it (builder.registry.hints); the one retry policy (builder.registry.retry) decides what is worth
+another try.
+Every request goes through builder.registry.transport (credentials kept on their origin, proxies, size caps, a total
+deadline), and every manifest and blob read is checked against the digest of its bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import ipaddress
+import json
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from builder.registry import hints, retry
+from builder.registry import transport as httpsafe
+from builder.registry.credentials import Credentials, describe
+from builder.registry.retry import AuthError, DeadlineError, RegistryError, TransientError
+
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
+    "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json"
+)
+TIMEOUT_S = 60
+TOKEN_LIFETIME_S = 60  # the token spec's default when the server names no expires_in
+WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
+REFERENCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a tag, as the distribution spec spells it
+MAX_TOKEN_CHARS = 16 << 10
+MAX_LAYER_BYTES = 64 << 30  # a layer read to a file (builder reproduce): ROCm's largest are a few GB
+LAYER_DEADLINE_S = 3600.0
+TOKEN_RE = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")  # one header value: no space, no CR/LF
+
+__all__ = ["AuthError", "DeadlineError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback",
+           "plain_http_ok", "referrers_tag"]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    body: bytes
+    media_type: str
+    digest: str
+
+
+@dataclass
+class _Token:
+    value: str
+    expires: float
+
+
+@dataclass
+class _Response:
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def is_loopback(address: str) -> bool:
+    """127.0.0.0/8, ::1 or exactly `localhost` (with or without a port): nothing else is plain-HTTP safe."""
+    host = urllib.parse.urlsplit(f"//{address}").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_port(address: str) -> str:
+    """'HOST[:PORT]' as a registry or a realm URL's netloc names it, normalised (user info dropped, IPs canonical).
+
+    What an --insecure-registry entry is compared with: exactly, port included, as Docker compares its
+    insecure-registries; "" when address names no host.
+    """
+    parts = urllib.parse.urlsplit(f"//{address}")
+    try:
+        host, port = parts.hostname or "", parts.port
+    except ValueError:  # a port that is no number
+        return ""
+    with contextlib.suppress(ValueError):
+        ip = ipaddress.ip_address(host)
+        host = f"[{ip}]" if ip.version == 6 else str(ip)
+    return f"{host}:{port}" if host and port is not None else host
+
+
+def plain_http_ok(address: str, insecure: frozenset[str] = frozenset()) -> bool:
+    """May address (a registry, a token realm) be spoken to, and sent credentials, over plain HTTP?"""
+    host = host_port(address)
+    return is_loopback(address) or (bool(host) and host in insecure)
+
+
+class RegistryClient:
+    def __init__(self, address: str, credentials: Credentials | None = None, scheme: str | None = None,
+                 policy: retry.Policy = retry.DEFAULT, insecure: frozenset[str] = frozenset()) -> None:
+        # Like Docker: loopback registries (and those named insecure) speak plain HTTP; everything else HTTPS.
+        # insecure: the HOST[:PORT]s of --insecure-registry; they cover token realms as well as registries.
+        self.address = address
+        self.insecure = frozenset(host_port(h) for h in insecure) - {""}
+        self.scheme = scheme or ("http" if plain_http_ok(address, self.insecure) else "https")
+        self.base = f"{self.scheme}://{address}/v2"
+        self.credentials = credentials
+        self.policy = policy
+        self._tokens: dict[tuple[str, str], _Token] = {}
+        self._basic = False  # the registry asked for Basic: send it from now on
+        self.deadline_s = httpsafe.DEADLINE_S  # one request, start to last byte
+        self.ends: float | None = None  # a whole command's deadline (time.monotonic()), set by until()
+        self._budget_s = 0.0
+
+    # -- reads -------------------------------------------------------------------------------------
+    def ping(self, repository: str, write: bool = False) -> None:
+        """Raise unless the credentials may read (or write) repository: a publish checks this first."""
+        self._call("GET", f"{repository}/tags/list", repository, missing_ok=True, write=write)
+
+    def probe_upload(self, repository: str) -> None:
+        """Raise unless repository takes a blob upload now: start an upload session, then cancel it.
+
+        What a failed push is classified by: a registry that denies writes, or whose storage is full, answers
+        this with its status and error body, where the engine's push reports no more than the status.
+        """
+        started = self._call("POST", f"{repository}/blobs/uploads/", repository)
+        location = urllib.parse.urlsplit(started.headers.get("location", "") if started is not None else "")
+        if location.path.startswith("/v2/") and location.netloc in ("", self.address):  # never credentials elsewhere
+            session = location.path[len("/v2/"):] + (f"?{location.query}" if location.query else "")
+            with contextlib.suppress(RegistryError):
+                self._call("DELETE", session, repository)
+
+    def tags(self, repository: str) -> list[str]:
+        """Tags of repository; [] when the repository does not exist."""
+        found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
+        listed = _json(found.body, "tag list").get("tags") if found is not None else None
+        return [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
+
+    def digest(self, repository: str, tag: str) -> str | None:
+        """The manifest digest a tag points at, or None when the tag does not exist."""
+        found = self.manifest(repository, tag)
+        return found.digest if found else None
+
+    def manifest(self, repository: str, reference: str) -> Manifest | None:
+        """The manifest under a tag or a digest; its digest is that of the bytes served, checked against the
+        reference when it is a digest and against the registry's Docker-Content-Digest when it sends one."""
+        if not (httpsafe.is_digest(reference) or REFERENCE_RE.fullmatch(reference)):
+            raise RegistryError(f"{reference[:80]!r} is neither a tag nor a sha256 digest: not asked for")
+        found = self._call("GET", f"{repository}/manifests/{reference}", repository, accept=MANIFEST_TYPES,
+                           missing_ok=True, limit=httpsafe.MAX_MANIFEST_BYTES)
+        if found is None:
+            return None
+        what = f"{self.address}/{repository} manifest {reference}"
+        digest = httpsafe.verify_digest(found.body, reference if reference.startswith("sha256:") else None, what)
+        httpsafe.verify_digest(found.body, found.headers.get("docker-content-digest"), what)
+        return Manifest(found.body, found.headers.get("content-type", ""), digest)
+
+    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
+        """A published image's config blob (labels, history), read without a pull, checked against its digest."""
+        config = _json(manifest.body, "manifest").get("config")
+        config_digest = config.get("digest") if isinstance(config, dict) else None
+        if not httpsafe.is_digest(config_digest):
+            raise RegistryError(f"{self.address}/{repository}: manifest {manifest.digest} names no sha256 config")
+        return _json(self.blob(repository, str(config_digest)), "image config")
+
+    def config_labels(self, repository: str, tag: str) -> dict[str, str]:
+        """Labels of a published image, read from its config blob (no pull needed)."""
+        found = self.manifest(repository, tag)
+        if found is None:
+            return {}
+        return dict(self.config(repository, found).get("config", {}).get("Labels") or {})
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        """A blob's bytes, checked against its digest."""
+        if not httpsafe.is_digest(digest):
+            raise RegistryError(f"{self.address}/{repository}: {digest[:80]!r} is not a sha256 digest: not asked for")
+        found = self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*")
+        assert found is not None
+        httpsafe.verify_digest(found.body, digest, f"{self.address}/{repository} blob {digest}")
+        return found.body
+
+    def blob_to(self, repository: str, digest: str, path: Path, deadline_s: float = LAYER_DEADLINE_S) -> None:
+        """A layer written to path as it arrives (never held in memory), checked against its digest."""
+        if not httpsafe.is_digest(digest):
+            raise RegistryError(f"{self.address}/{repository}: {digest[:80]!r} is not a sha256 digest: not asked for")
+        kept, self.deadline_s = self.deadline_s, deadline_s
+        try:
+            self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*", limit=MAX_LAYER_BYTES,
+                       sink=path)
+        finally:
+            self.deadline_s = kept
+        sha = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                sha.update(chunk)
+        if "sha256:" + sha.hexdigest() != digest:
+            path.unlink(missing_ok=True)
+            raise RegistryError(f"{self.address}/{repository} blob {digest}: the bytes served are "
+                                f"sha256:{sha.hexdigest()}: refused")
+
+    def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[dict[str, Any]]:
+        """The descriptors of the manifests whose `subject` is digest (OCI 1.1), of artifact_type if given.
+
+        The referrers API first; where the registry has none (404, as distribution 2.8), the referrers tag
+        schema's fallback: the image index tagged `sha256-<hex>`.
+        """
+        query = f"?artifactType={urllib.parse.quote(artifact_type, safe='')}" if artifact_type else ""
+        found = self._call("GET", f"{repository}/referrers/{digest}{query}", repository,
+                           accept="application/vnd.oci.image.index.v1+json", missing_ok=True)
+        if found is None or not found.headers.get("content-type", "").startswith("application/vnd.oci.image.index"):
+            index = self.manifest(repository, referrers_tag(digest))
+            body = index.body if index is not None else b'{"manifests": []}'
+        else:
+            body = found.body
+        manifests = _json(body, "referrers index").get("manifests") or []
+        return [m for m in manifests if isinstance(m, dict)
+                and (artifact_type is None or m.get("artifactType") == artifact_type)]
+
+    # -- writes ------------------------------------------------------------------------------------
+    def put_tag(self, repository: str, tag: str, manifest: Manifest) -> str:
+        """Point tag at exactly this manifest (a registry-side re-tag: no layer moves); returns the digest."""
+        done = self._call("PUT", f"{repository}/manifests/{tag}", repository, body=manifest.body,
+                          content_type=manifest.media_type)
+        digest = done.headers.get("docker-content-digest", manifest.digest) if done else manifest.digest
+        if digest != manifest.digest:
+            raise RegistryError(f"{self.address}/{repository}:{tag} now points at {digest}, not {manifest.digest}")
+        return digest
+
+    def push_blob(self, repository: str, data: bytes) -> str:
+        """Upload data as a blob (one POST, one PUT; nothing when the registry has it already); its digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if self._call("HEAD", f"{repository}/blobs/{digest}", repository, accept="*/*", missing_ok=True):
+            return digest
+        started = self._call("POST", f"{repository}/blobs/uploads/", repository)
+        location = urllib.parse.urlsplit(started.headers.get("location", "") if started is not None else "")
+        if not location.path.startswith("/v2/") or location.netloc not in ("", self.address):
+            raise RegistryError(f"registry {self.address} answered a blob upload with an unusable Location")
+        query = f"{location.query}&" if location.query else ""
+        session = f"{location.path[len('/v2/'):]}?{query}digest={urllib.parse.quote(digest, safe='')}"
+        self._call("PUT", session, repository, body=data, content_type="application/octet-stream")
+        return digest
+
+    def put_manifest(self, repository: str, reference: str, body: bytes,
+                     media_type: str) -> tuple[Manifest, str | None]:
+        """PUT a manifest under reference (a tag, or its own digest): the manifest, and the subject digest the
+        registry acknowledged in `OCI-Subject` (only a registry that serves the referrers API sends it)."""
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        done = self._call("PUT", f"{repository}/manifests/{reference}", repository, body=body,
+                          content_type=media_type)
+        served = done.headers.get("docker-content-digest", digest) if done else digest
+        if served != digest:
+            raise RegistryError(f"{self.address}/{repository}:{reference} is {served}, not the {digest} sent")
+        return Manifest(body, media_type, digest), (done.headers.get("oci-subject") if done else None)
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def _call(self, method: str, path: str, repository: str, *, accept: str = "application/json",
+              body: bytes | None = None, content_type: str | None = None, missing_ok: bool = False,
+              write: bool | None = None, limit: int = httpsafe.MAX_BLOB_BYTES,
+              sink: Path | None = None) -> _Response | None:
+        scope = "pull,push" if (method in WRITES if write is None else write) else "pull"
+
+        def once() -> _Response | None:
+            return self._once(method, path, repository, scope, accept, body, content_type, missing_ok, limit, sink)
+
+        return retry.call(once, f"{method} {self.address}/v2/{path}", self.policy)
+
+    def _once(self, method: str, path: str, repository: str, scope: str, accept: str, body: bytes | None,
+              content_type: str | None, missing_ok: bool, limit: int, sink: Path | None = None) -> _Response | None:
+        for attempt in (1, 2):
+            req = urllib.request.Request(f"{self.base}/{path}", method=method, data=body, headers={"Accept": accept})
+            if content_type:
+                req.add_header("Content-Type", content_type)
+            auth = self._authorization(repository, scope)
+            if auth:
+                req.add_header("Authorization", auth)
+            try:
+                with sink.open("wb") if sink is not None else contextlib.nullcontext() as out:
+                    got = httpsafe.request(req, limit, f"{method} {self.address}/v2/{path}", self._seconds(), out)
+                return _Response(got.body, got.headers)
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404 and missing_ok:
+                    return None
+                if exc.code == 401 and not httpsafe.same_origin(exc.url, req.full_url):
+                    raise AuthError(f"registry {self.address} redirected {method} {path} to "
+                                    f"{host_port(urllib.parse.urlsplit(exc.url).netloc)}, which asks for credentials: "
+                                    "a challenge from off the registry's origin is not answered", 401) from None
+                if exc.code == 401 and attempt == 1 and self._answer_challenge(exc, repository, scope):
+                    continue
+                raise self._error(exc, method, path, repository) from None
+        raise AssertionError("unreachable")
+
+    def until(self, seconds: float) -> RegistryClient:
+        """Every later request ends within seconds from now, all together: a registry answering each of a
+        catalog's thousands of requests just inside its own deadline cannot hold the command for days."""
+        self.ends = time.monotonic() + seconds
+        self._budget_s = seconds
+        return self
+
+    def _seconds(self) -> float:
+        """This request's deadline: its own, or what is left of the command's, whichever ends first."""
+        if self.ends is None:
+            return self.deadline_s
+        left = self.ends - time.monotonic()
+        if left <= 0:
+            raise DeadlineError(f"registry {self.address}: no answers within the command's {self._budget_s:g} s: "
+                                "stopped")
+        return min(self.deadline_s, left)
+
+    def _authorization(self, repository: str, scope: str) -> str | None:
+        token = self._tokens.get((repository, scope))
+        if token is not None and token.expires > time.monotonic():
+            return f"Bearer {token.value}"
+        if self._basic and self.credentials is not None:
+            return _basic(self.credentials)
+        return None
+
+    def _answer_challenge(self, exc: urllib.error.HTTPError, repository: str, scope: str) -> bool:
+        """True when the challenge can be answered (credentials or a token now in hand): try again."""
+        scheme, _, rest = exc.headers.get("WWW-Authenticate", "").partition(" ")
+        params = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+        if scheme.lower() == "basic":
+            if self.credentials is None or self._basic:
+                return False
+            if self.scheme != "https" and not plain_http_ok(self.address, self.insecure):
+                raise AuthError(f"registry {self.address} asks for a password over plain HTTP and is neither "
+                                "loopback nor named with --insecure-registry: refused")
+            self._basic = True
+            return True
+        if scheme.lower() != "bearer":
+            return False
+        if "realm" not in params:
+            raise AuthError(f"registry {self.address} sent a Bearer challenge without a realm: cannot authenticate",
+                            401)
+        wanted = params.get("scope") or f"repository:{repository}:{scope}"
+        self._tokens[(repository, scope)] = self._fetch_token(params["realm"], params.get("service"), wanted,
+                                                              repository)
+        return True
+
+    def _fetch_token(self, realm: str, service: str | None, scope: str, repository: str) -> _Token:
+        parts = urllib.parse.urlsplit(realm)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise AuthError(f"registry {self.address} names a token realm that is not an http(s) URL")
+        query = urllib.parse.urlencode({k: v for k, v in (("service", service), ("scope", scope)) if v})
+        req = urllib.request.Request(f"{realm}{'&' if parts.query else '?'}{query}")
+        where = host_port(parts.netloc)
+        if self.credentials is not None:
+            if parts.scheme != "https" and not plain_http_ok(parts.netloc, self.insecure):
+                raise AuthError(f"token realm {parts.scheme}://{where} of registry {self.address} is plain HTTP, "
+                                "neither loopback nor named with --insecure-registry: the password is not sent "
+                                "there")
+            req.add_header("Authorization", _basic(self.credentials))
+        try:
+            got = httpsafe.request(req, httpsafe.MAX_TOKEN_BYTES, f"token from {where}", self._seconds())
+            data = _json(got.body, f"token from {where}")
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                code, message = _oci_error(exc)
+                raise AuthError(f"token server {where} for registry {self.address} refused "
+                                f"{describe(self.credentials)} ({exc.code})", exc.code, code,
+                                hints.hint(exc.code, code, message, repository)) from None
+            raise self._error(exc, "GET", f"token ({where})", repository) from None
+        value = data.get("token") or data.get("access_token")
+        if not isinstance(value, str) or not value:
+            raise AuthError(f"token server {where} answered without a token")
+        if not TOKEN_RE.fullmatch(value):
+            raise AuthError(f"token server {where} answered with a token that is no header value of at most "
+                            f"{MAX_TOKEN_CHARS} printable characters: refused")
+        lifetime = data.get("expires_in")
+        lifetime = min(lifetime, 86400) if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
+        return _Token(value, time.monotonic() + max(lifetime - 5, 1))
+
+    def _error(self, exc: urllib.error.HTTPError, method: str, path: str, repository: str) -> RegistryError:
+        """The answer as a RegistryError: status, the registry's code and message, and what to do about it."""
+        code, message = _oci_error(exc)
+        detail = f" {code}: {message}" if code else ""
+        what_to_do = hints.hint(exc.code, code, message, repository)
+        if exc.code in (401, 403):
+            verb = "refused" if exc.code == 401 else "denied"
+            return AuthError(f"registry {self.address} {verb} {method} {path} ({exc.code}{detail}) with "
+                             f"{describe(self.credentials)}", exc.code, code, what_to_do)
+        kind = TransientError if exc.code in retry.TRANSIENT_STATUS else RegistryError
+        return kind(f"registry {self.address} answered {method} {path} with {exc.code}{detail}", exc.code, code,
+                    what_to_do)
+
+
+def referrers_tag(digest: str) -> str:
+    """The referrers tag schema's fallback tag of a manifest digest: `sha256:abc...` -> `sha256-abc...`."""
+    algorithm, _, hex_ = digest.partition(":")
+    return f"{algorithm}-{hex_}"[:128]
+
+
+def _basic(credentials: Credentials) -> str:
+    raw = f"{credentials.username}:{credentials.password}".encode()
+    return "Basic " + base64.b64encode(raw).decode()
+
+
+def _json(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        raise RegistryError(f"the registry's {what} is not JSON (or is nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise RegistryError(f"the registry's {what} is not a JSON object")
+    return data
+
+
+def _oci_error(exc: urllib.error.HTTPError) -> tuple[str | None, str]:
+    """The first error of the spec's `{"errors": [{"code", "message"}]}` body, when there is one."""
+    try:
+        first = json.loads(exc.read(65536))["errors"][0]
+        return str(first["code"]), str(first.get("message", ""))[:200]
+    except (ValueError, KeyError, IndexError, TypeError, OSError, RecursionError):
+        return None, ""

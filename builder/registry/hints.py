@@ -1,0 +1,71 @@
+"""What to do about a registry's error: one table, keyed by the registry's OCI error code, then the HTTP status.
+
+A status alone often cannot say what went wrong (a 404 on an upload is a repository the registry will not
+create; a 500 may be a full disk), so the registry's own words are read first: a phrase of its message that
+names the cause, then its OCI error code (distribution spec, "Error codes"), then the HTTP status. Every
+RegistryError made from a registry's answer carries the hint found here, and its message ends with it, so
+a failed cell in the run view, the run record and the one-line preflight error all say what to do.
+"""
+
+from __future__ import annotations
+
+from builder.registry.credentials import ENV_PASSWORD, ENV_USER
+
+REPOSITORY = "{repository}"  # where a hint names the repository; "this repository" when it is not known
+
+CREDENTIALS = f"check {ENV_USER}/{ENV_PASSWORD}, or docker login to this registry"
+NO_PUSH_RIGHTS = f"the credentials lack push rights on {REPOSITORY}: grant them write access (ghcr.io: write:packages)"
+NO_REPOSITORY = (f"the repository {REPOSITORY} does not exist and the registry does not create it on push: "
+                 "create it there, or check --registry's namespace")
+READ_ONLY = "the registry is read-only (a mirror?) or does not allow this operation: push to one that takes pushes"
+TOO_LARGE = "the registry (or a proxy before it) refuses blobs this large: raise its body size limit"
+RATE_LIMITED = "rate limited: wait, or log in for a higher limit, then rerun"
+SERVER_TROUBLE = "the registry (or a proxy before it) failed: see its logs; a rerun publishes what is left"
+RERUN = "an upload was cut short or corrupted on the way (a proxy rewriting bodies?): rerun"
+BAD_MANIFEST = "the registry refuses the manifest: does it take Docker v2 / OCI image manifests?"
+LAYER_GONE = "the registry lacks a blob the image needs (deleted or garbage-collected during the push?): rerun"
+
+# Keys: a lower-case phrase of the registry's message, an OCI error code, or an HTTP status; looked up in that order.
+HINTS: dict[str | int, str] = {
+    "no space left on device": "the registry's storage is full: free space on it (or run its garbage collection), "
+                               "then rerun",
+    "UNAUTHORIZED": CREDENTIALS,
+    "DENIED": NO_PUSH_RIGHTS,
+    "NAME_UNKNOWN": NO_REPOSITORY,
+    "NAME_INVALID": f"the registry refuses the repository name {REPOSITORY}: check --registry's namespace",
+    "TAG_INVALID": "the registry refuses this tag (its own tag rules are stricter than the factory's?)",
+    "MANIFEST_INVALID": BAD_MANIFEST,
+    "MANIFEST_UNVERIFIED": BAD_MANIFEST,
+    "MANIFEST_BLOB_UNKNOWN": LAYER_GONE,
+    "BLOB_UNKNOWN": LAYER_GONE,
+    "MANIFEST_UNKNOWN": "the registry has no such manifest (deleted meanwhile?): rerun",
+    "BLOB_UPLOAD_UNKNOWN": RERUN,
+    "BLOB_UPLOAD_INVALID": RERUN,
+    "DIGEST_INVALID": RERUN,
+    "SIZE_INVALID": RERUN,
+    "UNSUPPORTED": READ_ONLY,
+    "TOOMANYREQUESTS": RATE_LIMITED,
+    400: "the registry refused the request as malformed (an old registry, or a proxy rewriting requests?)",
+    401: CREDENTIALS,
+    403: NO_PUSH_RIGHTS,
+    404: NO_REPOSITORY,
+    405: READ_ONLY,
+    413: TOO_LARGE,
+    429: RATE_LIMITED,
+    500: SERVER_TROUBLE,
+    502: SERVER_TROUBLE,
+    503: SERVER_TROUBLE,
+    504: SERVER_TROUBLE,
+}
+PHRASES = [key for key in HINTS if isinstance(key, str) and key.islower()]
+
+
+def hint(status: int | None, code: str | None = None, message: str = "", repository: str | None = None) -> str | None:
+    """What to do about this answer of a registry, or None when the table knows nothing better to say."""
+    said = message.lower()
+    found = next((HINTS[phrase] for phrase in PHRASES if phrase in said), None)
+    if found is None and code:
+        found = HINTS.get(code.upper())
+    if found is None and status is not None:
+        found = HINTS.get(status)
+    return found.replace(REPOSITORY, repository or "this repository") if found else None

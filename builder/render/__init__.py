@@ -1,0 +1,1 @@
+"""The bytes of the images/ tree: Dockerfiles, bake file, build tree, locks, wheel sources, content hash."""

@@ -1,0 +1,133 @@
+"""`builder lock`: resolve every combination's installing steps into its lock files, building nothing.
+
+Wheels: the host's pip resolves each step for the image's Python and platform (`pip install --dry-run
+--report`, isolated from the host's pip configuration) against the cell's index or a wheelhouse, with the
+earlier steps' pins as constraints, so the layers of a combination never disagree; the report carries every
+wheel's sha256. The base image: the registry's digest of its tag (Docker Hub, or a mirror with --base-registry).
+Without --update only missing and stale locks are resolved; everything else keeps its pins.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder.core.logfiles import LOG_DIR
+from builder.core.scratch import scratch_dir
+from builder.core.spec import CellSpec
+from builder.registry import credentials
+from builder.registry.client import RegistryClient
+from builder.render import lockfile
+from builder.render.dockerfile import WheelSource, lock_steps, render_all
+from builder.render.wheelhouse import PLATFORMS
+
+OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged")
+
+
+class LockError(RuntimeError):
+    """A step could not be resolved (no wheel satisfies it, the index or registry is unreachable)."""
+
+
+@dataclass
+class LockReport:
+    written: list[Path] = field(default_factory=list)  # files whose pins changed
+    kept: list[Path] = field(default_factory=list)  # files already fresh (or re-resolved to the same pins)
+
+
+def lock_tree(cells: list[CellSpec], tree: Path, wheelhouse: Path | None = None, update: bool = False,
+              base_registry: str | None = None, insecure: frozenset[str] = frozenset(),
+              on_step: OnStep = lambda g, f, s: None) -> LockReport:
+    report = LockReport()
+    groups: dict[str, list[CellSpec]] = {}
+    for rendered in render_all(cells, WheelSource(wheelhouse)):
+        groups.setdefault(rendered.group, []).append(rendered.cell)
+    for group, members in groups.items():
+        texts: dict[str, str] = {}
+        for step in lock_steps(members):
+            path = lockfile.lock_path(tree, group, step)
+            old = path.read_text(encoding="utf-8") if path.is_file() else None
+            if old is not None and not update and lockfile.inputs_of(old) == step.inputs:
+                texts[step.file] = old
+                report.kept.append(path)
+                on_step(group, step.file, "kept")
+                continue
+            if step.file == lockfile.BASE_FILE:
+                new = lockfile.base_text(step, pin_base(step.wants[0], base_registry, insecure))
+            else:
+                after = [p for f in step.after for p in lockfile.pins_of(texts[f])]
+                new = lockfile.pip_text(step, resolve(step, after, members[0], wheelhouse))
+            texts[step.file] = new
+            changed = new != old
+            if changed:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(new, encoding="utf-8")
+            (report.written if changed else report.kept).append(path)
+            on_step(group, step.file, "written" if changed else "unchanged")
+    return report
+
+
+def pin_base(ref: str, base_registry: str | None, insecure: frozenset[str]) -> str:
+    """`debian:12` -> `debian:12@sha256:...` (or `MIRROR/debian:12@sha256:...`), the registry's current digest."""
+    name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
+    full = f"{base_registry.rstrip('/')}/{name}" if base_registry else name
+    first = full.split("/", 1)[0]
+    if "/" in full and ("." in first or ":" in first or first == "localhost"):
+        host, repository = first, full.split("/", 1)[1]
+    else:  # Docker Hub: official images live under library/
+        host, repository = "registry-1.docker.io", full if "/" in full else f"library/{full}"
+    api = RegistryClient(host, credentials.lookup(host) if base_registry else None, insecure=insecure)
+    digest = api.digest(repository, tag)
+    if not digest:
+        raise LockError(f"base image {full}:{tag}: no such tag in {host}")
+    return f"{full}:{tag}@{digest}"
+
+
+def resolve(step: lockfile.Step, after: list[lockfile.Pin], cell: CellSpec,
+            wheelhouse: Path | None) -> list[lockfile.Pin]:
+    """The wheels one step adds: pip's resolution of its requirements, minus what earlier steps installed."""
+    earlier = {_key(p.name) for p in after}
+    with scratch_dir("rif-lock-") as tmp:
+        (tmp / "constraints.txt").write_text("".join(f"{p.name}=={p.version}\n" for p in after))
+        cmd = [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed", "--quiet",
+               "--report", str(tmp / "report.json"), "--target", str(tmp / "target"), "--only-binary=:all:",
+               "--implementation", "cp", "--python-version", step.python,
+               *[arg for platform in PLATFORMS for arg in ("--platform", platform)],
+               *source_args(cell, wheelhouse), "--constraint", str(tmp / "constraints.txt"),
+               *(["--no-deps"] if step.no_deps else []), *step.wants]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        _log(cmd, proc)
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+            raise LockError(f"{step.file}: pip cannot resolve {' '.join(step.wants)} for Python {step.python}: {tail}")
+        installs = json.loads((tmp / "report.json").read_text())["install"]
+    pins = []
+    for item in installs:
+        meta, info = item["metadata"], item.get("download_info", {})
+        sha = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
+        if not sha:
+            raise LockError(f"{step.file}: {meta['name']} {meta['version']} came without a sha256 ({info.get('url')})")
+        if _key(meta["name"]) not in earlier:
+            pins.append(lockfile.Pin(meta["name"], meta["version"], sha))
+    return pins
+
+
+def source_args(cell: CellSpec, wheelhouse: Path | None) -> list[str]:
+    """Where pip resolves from: exactly where the build installs from (the wheelhouse, or the cell's index
+    alone: a second index would let a same-named package from elsewhere into the lock)."""
+    if wheelhouse is not None:
+        return ["--no-index", "--find-links", str(wheelhouse)]
+    return WheelSource().pip_args(cell)
+
+
+def _key(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _log(cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    with (LOG_DIR / "lock.log").open("a", encoding="utf-8") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}(exit {proc.returncode})\n")

@@ -1,0 +1,1 @@
+"""Verdicts on an image: the runner, the shipped testinfra suite, the SBOM."""

@@ -1,0 +1,206 @@
+"""What is inside an image, from the image itself: a CycloneDX 1.5 SBOM of its OS and Python packages.
+
+One container of the image (entrypoint cleared) runs a small script with the image's own venv Python: the OS
+packages come from `dpkg-query -W`, the Python packages from `python -m pip inspect` over /opt/venv. Hashes:
+what an installed environment knows is not a wheel's hash (the wheel is gone); each Python component carries,
+as the property `rif:dist-info-record-sha256`, the SHA-256 of its installed `*.dist-info/RECORD`, the file
+that lists the SHA-256 of every file the wheel installed. So two images whose property agrees for a package
+have the same installed files; it is not comparable with the wheel's own hash on an index.
+
+The document is deterministic (no timestamp; the serial number derives from the image ID and the packages),
+so the same image always yields the same bytes, and the same blob digest in the registry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.parse
+import uuid
+from dataclasses import dataclass
+from importlib.metadata import version as dist_version
+from typing import Any, Literal
+
+import docker
+from docker.errors import DockerException
+
+from builder.build.engine import run_captured
+from builder.core import tags
+
+MEDIA_TYPE = "application/vnd.cyclonedx+json"
+SPEC_VERSION = "1.5"
+RECORD_PROPERTY = "rif:dist-info-record-sha256"
+TIMEOUT_S = 300
+
+Ecosystem = Literal["deb", "pypi"]
+
+# Run with the image's venv Python: one JSON object on stdout, or an exit status and a message on stderr.
+_SCRIPT = r"""
+import hashlib, json, os, subprocess, sys
+pip = subprocess.run([sys.executable, "-m", "pip", "inspect", "--disable-pip-version-check"],
+                     capture_output=True, text=True)
+if pip.returncode:
+    sys.exit("pip inspect failed (%d): %s" % (pip.returncode, pip.stderr[-500:]))
+installed = []
+for dist in json.loads(pip.stdout).get("installed", []):
+    meta = dist.get("metadata") or {}
+    record = os.path.join(dist.get("metadata_location") or "", "RECORD")
+    digest = None
+    if os.path.isfile(record):
+        with open(record, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+    installed.append({"name": meta.get("name"), "version": meta.get("version"), "record_sha256": digest})
+deb = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version} ${Architecture}\n"],
+                     capture_output=True, text=True)
+if deb.returncode:
+    sys.exit("dpkg-query failed (%d): %s" % (deb.returncode, deb.stderr[-500:]))
+release = {}
+if os.path.isfile("/etc/os-release"):
+    for line in open("/etc/os-release"):
+        key, _, value = line.strip().partition("=")
+        release[key] = value.strip('"')
+print(json.dumps({"python": installed, "dpkg": deb.stdout, "os": release}))
+"""
+
+
+class SbomError(RuntimeError):
+    """The image could not say what is inside it."""
+
+
+@dataclass(frozen=True, order=True)
+class Package:
+    ecosystem: Ecosystem
+    name: str
+    version: str
+    arch: str | None = None
+    record_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Sbom:
+    """An SBOM document as bytes (the registry blob), with what the run record says of it."""
+
+    body: bytes
+    packages: list[Package]
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(self.body).hexdigest()
+
+
+def inspect(client: docker.DockerClient, image: str) -> dict[str, Any]:
+    """The raw facts, from one container of the image (removed afterwards)."""
+    python = f"{tags.VENV_DIR}/bin/python"
+    try:
+        code, out, err = run_captured(client, image, [python, "-c", _SCRIPT], timeout=TIMEOUT_S, entrypoint=[])
+    except (TimeoutError, DockerException) as exc:
+        raise SbomError(f"cannot run {python} in {image}: {exc}") from exc
+    if code != 0:
+        raise SbomError(f"{python} in {image} exited {code}: {err.strip()[-500:]}")
+    try:
+        facts = json.loads(out)
+    except ValueError:
+        raise SbomError(f"{python} in {image} printed no JSON: {out[-200:]!r}") from None
+    if not isinstance(facts, dict):
+        raise SbomError(f"{python} in {image} printed no JSON object")
+    return facts
+
+
+def packages_of(facts: dict[str, Any]) -> list[Package]:
+    """The OS and Python packages the facts name, sorted (OS first)."""
+    found = set()
+    for line in str(facts.get("dpkg", "")).splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            found.add(Package("deb", parts[0], parts[1], parts[2]))
+    for dist in facts.get("python") or []:
+        if isinstance(dist, dict) and dist.get("name") and dist.get("version"):
+            found.add(Package("pypi", str(dist["name"]), str(dist["version"]), None,
+                              str(dist["record_sha256"]) if dist.get("record_sha256") else None))
+    return sorted(found)
+
+
+def generate(client: docker.DockerClient, image_id: str, name: str) -> Sbom:
+    """The SBOM of a local image; name: what the document calls the image (its repository and tag)."""
+    facts = inspect(client, image_id)
+    packages = packages_of(facts)
+    if not any(p.ecosystem == "pypi" for p in packages):
+        raise SbomError(f"{image_id}: pip inspect listed no Python package in {tags.VENV_DIR}")
+    os_release = facts.get("os") if isinstance(facts.get("os"), dict) else {}
+    return Sbom(document(packages, image_id, name, os_release or {}), packages)
+
+
+def purl(package: Package, os_release: dict[str, str] | None = None) -> str:
+    """The package URL (github.com/package-url/purl-spec) of a package."""
+    name = urllib.parse.quote(package.name, safe="")
+    version = urllib.parse.quote(package.version, safe=".-_~")
+    if package.ecosystem == "pypi":
+        return f"pkg:pypi/{_pypi_name(package.name)}@{version}"
+    distro = (os_release or {}).get("ID") or "debian"
+    qualifiers = {"arch": package.arch or ""}
+    if (os_release or {}).get("VERSION_ID"):
+        qualifiers["distro"] = f"{distro}-{(os_release or {})['VERSION_ID']}"
+    query = "&".join(f"{k}={urllib.parse.quote(v, safe='.-_~')}" for k, v in sorted(qualifiers.items()) if v)
+    return f"pkg:deb/{urllib.parse.quote(distro, safe='')}/{name}@{version}" + (f"?{query}" if query else "")
+
+
+def _pypi_name(name: str) -> str:
+    """PEP 503 normalisation, as purl asks for pypi names."""
+    out = "".join("-" if c in "._" else c for c in name.lower())
+    while "--" in out:
+        out = out.replace("--", "-")
+    return urllib.parse.quote(out, safe="-")
+
+
+def document(packages: list[Package], image_id: str, name: str, os_release: dict[str, str]) -> bytes:
+    """CycloneDX 1.5 JSON (https://cyclonedx.org/docs/1.5/json/), deterministic for the same inputs."""
+    components = []
+    for p in packages:
+        ref = purl(p, os_release)
+        component: dict[str, Any] = {"type": "library", "bom-ref": ref, "name": p.name, "version": p.version,
+                                     "purl": ref}
+        properties = [{"name": "rif:ecosystem", "value": p.ecosystem}]
+        if p.record_sha256:
+            properties.append({"name": RECORD_PROPERTY, "value": p.record_sha256})
+        component["properties"] = properties
+        components.append(component)
+    serial = uuid.uuid5(uuid.NAMESPACE_URL, f"rif-sbom:{image_id}:" + "\n".join(c["bom-ref"] for c in components))
+    doc = {
+        "bomFormat": "CycloneDX",
+        "specVersion": SPEC_VERSION,
+        "serialNumber": f"urn:uuid:{serial}",
+        "version": 1,
+        "metadata": {
+            "tools": {"components": [{"type": "application", "name": "rocm-image-factory",
+                                      "version": dist_version("rocm-image-factory")}]},
+            "component": {"type": "container", "bom-ref": image_id, "name": name, "version": image_id},
+        },
+        "components": components,
+    }
+    return json.dumps(doc, indent=1, sort_keys=False).encode()
+
+
+def parse(body: bytes) -> list[Package]:
+    """The packages of a CycloneDX JSON document (one this factory wrote, or any with deb/pypi purls)."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        raise SbomError("the SBOM is not JSON (or is nested too deeply)") from None
+    if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
+        raise SbomError("the SBOM is not a CycloneDX document")
+    found = []
+    components = doc.get("components")
+    for c in components if isinstance(components, list) else []:
+        if not isinstance(c, dict):  # a document from a registry is data: one odd entry is skipped
+            continue
+        ref = str(c.get("purl") or "")
+        ecosystem: Ecosystem | None = "deb" if ref.startswith("pkg:deb/") else \
+            "pypi" if ref.startswith("pkg:pypi/") else None
+        if ecosystem is None or not c.get("name") or c.get("version") is None:
+            continue
+        properties = c.get("properties")
+        props = {p["name"]: p.get("value") for p in properties
+                 if isinstance(p, dict) and isinstance(p.get("name"), str)} if isinstance(properties, list) else {}
+        arch = urllib.parse.parse_qs(urllib.parse.urlsplit(ref).query).get("arch", [None])[0]
+        found.append(Package(ecosystem, str(c["name"]), str(c["version"]), arch, props.get(RECORD_PROPERTY)))
+    return sorted(found)
