@@ -33,7 +33,7 @@ from localregistry import LocalRegistry
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.synthwheels import rebrand  # noqa: E402
+from tests.fakes.synthwheels import rebrand  # noqa: E402
 
 MATRIX = ROOT / "examples" / "local.yaml"
 WHEELHOUSE = ROOT / ".rif" / "wheelhouse"

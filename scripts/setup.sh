@@ -15,7 +15,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 need=()
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v debootstrap >/dev/null || need+=(debootstrap)
-command -v chromium >/dev/null || need+=(chromium)  # the catalog's browser test (tests/test_site.py)
+command -v chromium >/dev/null || need+=(chromium)  # the catalog's browser test (tests/site/test_site.py)
 command -v runc >/dev/null || need+=(runc)  # the engine's OCI runtime: Debian 12's (sid's needs glibc 2.38)
 command -v tini-static >/dev/null || need+=(tini)  # docker-init
 if [ ${#need[@]} -gt 0 ]; then

@@ -4,7 +4,7 @@ A combination's images (runtime and devel of every family over one OS, Python, R
 targets of one bake group. One job publishes them all with one `builder publish --cell A --cell B ...`, which
 bakes them in one bake, so the stages they share (OS base, torch, each runtime under its devel, every family
 over one torch stage) are built, stored and pushed once. The publish workflows read these rows as
-`${{ matrix.<key> }}`; tests/test_ghrows.py checks that every key a workflow reads is in every row.
+`${{ matrix.<key> }}`; tests/publish/test_rows.py checks that every key a workflow reads is in every row.
 
 Pure: it renders in memory (render_all) to learn the groups, and runs nothing.
 """

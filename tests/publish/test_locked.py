@@ -1,0 +1,151 @@
+"""Locked publishing against a real engine and a real local registry.
+
+One matrix (runtime + devel on Debian 12, CPU torch from a wheelhouse), its base image served by a registry
+mirror, taken through the lock's life: lock, publish, re-publish (nothing), a tampered wheel (refused by
+--require-hashes, nothing pushed), a new numpy (only the images that install it), a new base digest (only the
+images on it), and the same lock built twice without cache (byte-identical site-packages).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import docker
+import pytest
+
+from builder.build.bake import host_network
+from builder.registry.client import RegistryClient
+from tests.conftest import ROOT, builder_cli, write_matrix
+from tests.fakes.synthwheels import rebrand
+
+pytestmark = [pytest.mark.docker, pytest.mark.registry]
+
+MATRIX = ("image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"
+          "  torch:\n    - {version: '2.13.0', torchvision: null, torchaudio: null}\n  flavor: [runtime, devel]\n")
+RUNTIME, DEVEL = "cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian12_py3.11_torch2.13.0_devel"
+SITE = "/opt/venv/lib/python3.11/site-packages"
+
+
+def publish(matrix: Path, tree: Path, wheels: Path, registry: str, record: Path) -> dict[str, str]:
+    run = builder_cli("publish", "--matrix", str(matrix), "--locks", str(tree), "--wheelhouse", str(wheels),
+                      "--registry", registry, "--record", str(record), "--progress", "plain")
+    assert run.returncode == 0, run.stdout + run.stderr
+    return {row["tag"]: row["state"] for row in json.loads(record.read_text())["images"]}
+
+
+def lock(matrix: Path, tree: Path, wheels: Path, mirror: str, *update: str) -> str:
+    run = builder_cli("lock", "--matrix", str(matrix), "--out", str(tree), "--wheelhouse", str(wheels),
+                      "--base-registry", mirror, *update)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def changed_locks(output: str) -> set[str]:
+    return {line.split()[-1].split("/lock/")[-1] for line in output.splitlines() if line.strip().startswith("written")}
+
+
+def immutable_tags(registry: str, repository: str) -> set[str]:
+    host, namespace = registry.split("/", 1)
+    return {t for t in RegistryClient(host).tags(f"{namespace}/{repository}") if t.count("-") and len(t) > 13
+            and t.rsplit("-", 1)[-1].isalnum() and len(t.rsplit("-", 1)[-1]) == 12}
+
+
+def layers(registry: str, tag: str) -> list[str]:
+    host, namespace = registry.split("/", 1)
+    manifest = RegistryClient(host).manifest(f"{namespace}/pytorch", tag)
+    assert manifest is not None
+    return [layer["digest"] for layer in json.loads(manifest.body)["layers"]]
+
+
+def site_packages(client: docker.DockerClient, image: str) -> str:
+    """`sha256sum` of every file in the venv's site-packages, in path order, computed inside the image."""
+    script = f"cd {SITE} && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum"
+    return client.containers.run(image, ["sh", "-c", script], remove=True).decode()
+
+
+def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
+        tmp_path: Path, base_image: str, wheelhouse: Path, registry: str, namespace: str,
+        docker_client: docker.DockerClient) -> None:
+    matrix = write_matrix(tmp_path, MATRIX)
+    tree, wheels = tmp_path / "tree", tmp_path / "wheels"
+    wheels.mkdir()
+    for wheel in wheelhouse.glob("*.whl"):
+        os.link(wheel, wheels / wheel.name)
+    mirror = f"{namespace}-mirror"  # the base image's registry, as a Docker Hub mirror would serve it
+    docker_client.images.get(base_image).tag(f"{mirror}/debian", "12")
+    docker_client.images.push(f"{mirror}/debian", "12")
+
+    assert changed_locks(lock(matrix, tree, wheels, mirror)) == {"base.txt", "torch.txt", "torch-deps.txt",
+                                                                 "runtime.txt"}
+    assert "@sha256:" in (tree / "cpu_debian12_py3.11_torch2.13.0" / "lock" / "base.txt").read_text()
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r1.json") == {RUNTIME: "published", DEVEL: "published"}
+    first = immutable_tags(namespace, "pytorch")
+    assert len(first) == 2
+
+    # unchanged locks: nothing is built or pushed
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r2.json") == {RUNTIME: "skipped", DEVEL: "skipped"}
+    assert immutable_tags(namespace, "pytorch") == first
+
+    # a wheel that is not the locked one: --require-hashes refuses it, nothing is pushed
+    [numpy] = wheels.glob("numpy-*.whl")
+    original = numpy.read_bytes()
+    numpy.unlink()  # a new file, never the shared wheelhouse's
+    numpy.write_bytes(original + b"\0altered")
+    fresh = f"{namespace}-tampered"
+    run = builder_cli("build", "--matrix", str(matrix), "--locks", str(tree), "--wheelhouse", str(wheels),
+                      "--cell", RUNTIME, "--push", "--registry", fresh, "--report", str(tmp_path / "r3.json"))
+    assert run.returncode == 1, run.stdout + run.stderr
+    [row] = json.loads((tmp_path / "r3.json").read_text())["images"]
+    assert row["state"] == "failed" and row["failed_stage"] == "build"
+    assert "does not match the hashes in the lock" in row["failure"], row
+    assert any("DO NOT MATCH THE HASHES" in line for line in row["log_tail"]), row["log_tail"]
+    assert immutable_tags(fresh, "pytorch") == set()
+    numpy.unlink()
+    numpy.write_bytes(original)
+
+    # a newer numpy in the wheelhouse: the lock moves only where numpy is installed, and so do the images
+    rebrand(numpy, "2.4.99", wheels)
+    assert changed_locks(lock(matrix, tree, wheels, mirror, "--update")) == {"runtime.txt"}
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r4.json") == {RUNTIME: "published", DEVEL: "published"}
+    second = immutable_tags(namespace, "pytorch")
+    assert len(second - first) == 2
+    # each step mounts only its own wheels, so the torch layers are BuildKit's cached ones: byte for byte the same,
+    # and only the numpy step's layer is new (nothing else is pushed again)
+    [old_runtime] = [t for t in first if t.startswith(RUNTIME)]
+    [new_runtime] = [t for t in second - first if t.startswith(RUNTIME)]
+    before, after = layers(namespace, old_runtime), layers(namespace, new_runtime)
+    log = (ROOT / ".rif" / "logs" / f"{RUNTIME}.log").read_text()
+    torch_steps = [line for line in log.splitlines() if "[torch " in line or line.endswith(" CACHED")]
+    # layers: base, apt, groups, torch, torch's deps | numpy's step, the smoke program's and the cell's steps, WORKDIR
+    assert before[:5] == after[:5] and before[5] != after[5], (before, after, torch_steps)
+    out = docker_client.containers.run(f"{namespace}/pytorch:{RUNTIME}", ["pip", "list", "--format=json"],
+                                       remove=True)
+    assert {p["name"]: p["version"] for p in json.loads(out)}["numpy"] == "2.4.99"
+
+    # a new base image digest (one changed file): only base.txt moves, and the images on that base
+    changed = docker_client.containers.run(base_image, ["sh", "-c", "echo fix > /etc/rif-base-fix"], detach=True)
+    changed.wait()
+    changed.commit(f"{mirror}/debian", "12")
+    changed.remove()
+    docker_client.images.push(f"{mirror}/debian", "12")
+    assert changed_locks(lock(matrix, tree, wheels, mirror, "--update")) == {"base.txt"}
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r5.json") == {RUNTIME: "published", DEVEL: "published"}
+    assert len(immutable_tags(namespace, "pytorch") - second) == 2
+    assert publish(matrix, tree, wheels, namespace, tmp_path / "r6.json") == {RUNTIME: "skipped", DEVEL: "skipped"}
+
+    # the same lock, built again without any cache: byte-identical site-packages
+    again = f"rif-test/locked-again:{namespace.rsplit('/', 1)[-1]}"
+    bake = json.loads((tree / "docker-bake.json").read_text())
+    target = next(name for name, t in bake["target"].items() if t["target"] == "runtime")
+    assert list(tree.glob("wheels/*/numpy-*.whl"))  # `builder lock` rendered the tree, each step its wheels linked
+    network = host_network(tree / "docker-bake.json", tmp_path, [target])  # this engine has no bridge
+    subprocess.run(["docker", "buildx", "bake", "-f", str(tree / "docker-bake.json"), *network, "--no-cache",
+                    "--set", f"{target}.tags={again}",
+                    "--set", f"{target}.output=type=docker", target], check=True, capture_output=True, cwd=tree.parent)
+    try:
+        assert site_packages(docker_client, again) == site_packages(docker_client, f"{namespace}/pytorch:{RUNTIME}")
+    finally:
+        docker_client.images.remove(again, force=True)
