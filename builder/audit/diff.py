@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder.matrix.selection import usage_error
+from builder.core.errors import usage_error
 from builder.registry import credentials as creds
 from builder.registry.client import RegistryClient
 from builder.registry.transport import is_digest

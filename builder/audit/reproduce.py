@@ -31,9 +31,9 @@ from typing import IO, Any
 import zstandard
 
 from builder.build import ocilayout
-from builder.cli.display import printable
 from builder.core import tags
 from builder.core.scratch import scratch_dir
+from builder.core.text import printable
 from builder.registry.client import LAYER_DEADLINE_S, RegistryClient
 from builder.registry.transport import MAX_BLOB_BYTES, is_digest
 

@@ -40,13 +40,15 @@ from builder.cli.kit import (
     terminates,
 )
 from builder.cli.progress import RunView
+from builder.core.errors import usage_error
+from builder.core.text import safe
 from builder.matrix.expand import expand_matrix, load_matrix
-from builder.matrix.selection import check_insecure, check_registry, plan_images, select, shard, usage_error
+from builder.matrix.selection import plan_images, select, shard
 from builder.publish import jobs
 from builder.publish import lifecycle as pipeline
 from builder.publish import rows as ghrows
 from builder.publish.promote import Target
-from builder.registry.client import plain_http_ok
+from builder.registry.address import check_insecure, check_registry, plain_http_ok
 from builder.render import lockfile, wheelhouse
 from builder.render import resolve as lock
 from builder.render import tree as imagetree
@@ -134,15 +136,15 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
         imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES), source)
         groups = len({r.group for r in rendered})
         show.out.print(f"wrote {len(rendered)} images in {groups} Dockerfiles and "
-                       f"{show.safe(out_dir / imagetree.BAKE_FILE)}")
+                       f"{safe(out_dir / imagetree.BAKE_FILE)}")
         return
     problems = imagetree.drift(out_dir, rendered)
     for p in problems:
-        show.err.print(f"[red]drift:[/red] {show.safe(p)}")
+        show.err.print(f"[red]drift:[/red] {safe(p)}")
     if problems:
         show.err.print("run `builder render` and commit the result")
         raise typer.Exit(EXIT_FAILED)
-    show.out.print(f"{len(rendered)} images in {show.safe(out_dir)} match the template and matrix")
+    show.out.print(f"{len(rendered)} images in {safe(out_dir)} match the template and matrix")
 
 
 def _run(todo: list[jobs.Job], options: pipeline.Options, progress: Progress, report_path: Path | None,
@@ -158,7 +160,7 @@ def _run(todo: list[jobs.Job], options: pipeline.Options, progress: Progress, re
         rehearsal = "plan" if options.plan else "no push" if options.no_push else ""
         show.print_reports(reports, registry, rehearsal, view.log_dir)
         if report_path is not None:
-            show.out.print(f"run record: {show.safe(report_path)}")
+            show.out.print(f"run record: {safe(report_path)}")
     raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
 
 
@@ -279,7 +281,7 @@ def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-
     except subprocess.CalledProcessError as exc:
         show.error(str(exc))
         raise typer.Exit(EXIT_FAILED) from exc
-    show.out.print(f"imported {show.safe(ref)}")
+    show.out.print(f"imported {safe(ref)}")
 
 
 @app.command("prune")
@@ -318,14 +320,14 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
 
     def say(group: str, file: str, state: str) -> None:
         if state != "kept":
-            show.out.print(f"{state:>9}  {show.safe(out_dir / group / lockfile.LOCK_DIR / file)}")
+            show.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
 
     done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None, update,
                           base_registry, check_insecure(insecure), say)
     rendered = render_all(cells, _source(wheelhouse_dir, out_dir))
     imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES, _source(wheelhouse_dir, out_dir))
     show.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
-                   f"images into {show.safe(out_dir)}")
+                   f"images into {safe(out_dir)}")
 
 
 @app.command("wheelhouse")
@@ -344,7 +346,7 @@ def wheelhouse_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     except subprocess.CalledProcessError as exc:
         show.error(f"pip download failed ({exc.returncode})")
         raise typer.Exit(EXIT_FAILED) from exc
-    show.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {show.safe(dest)}")
+    show.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {safe(dest)}")
 
 
 @app.callback()
@@ -378,8 +380,8 @@ def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     catalog, _ = site.build_catalog(registry, out, records, repository, images_dir, insecure=insecure_hosts)
     for warning in catalog.warnings:
-        show.err.print(f"[yellow]warning:[/yellow] {show.safe(warning)}")
-    show.out.print(f"catalog of {len(catalog.images)} images: {show.safe(out / 'index.html')}")
+        show.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
+    show.out.print(f"catalog of {len(catalog.images)} images: {safe(out / 'index.html')}")
 
 
 @app.command("diff")

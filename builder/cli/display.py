@@ -7,17 +7,16 @@ escaped and control characters (an escape sequence in a matrix's override reason
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from builder.build.prune import Pruned
 from builder.core.spec import CellSpec
+from builder.core.text import safe
 from builder.matrix.expand import Expansion
 from builder.matrix.explain import line_verdicts
 from builder.matrix.selection import plan_images
@@ -30,30 +29,10 @@ if TYPE_CHECKING:
 # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-# control characters (newlines too: one value never forges a second line) and the invisible format
-# characters that reorder or hide text on a terminal (U+202E right-to-left override, zero-width spaces, ...),
-# and lone surrogates (JSON's "\\udcff", a file name's undecodable byte), which no UTF-8 terminal can print
-CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
-                     "\ufff9-\ufffb\ud800-\udfff]")
 COLORS = {"published": "green", "validated": "green", "built": "green", "skipped": "cyan", "failed": "red",
           "would-build": "yellow", "would-skip": "cyan", "not-attempted": "yellow", "planned": "yellow"}
 CHECK_COLORS = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "magenta", "info": "cyan"}
 
-
-def safe(text: object) -> str:
-    """Text from outside, made printable on one line (`printable`), rich markup escaped."""
-    return escape(printable(text))
-
-
-def printable(text: object) -> str:
-    """Text from outside, for a plain print: control characters (newline included) shown as \\xNN, invisible
-    format characters (U+202E) and lone surrogates as \\uNNNN."""
-    return CONTROL.sub(_shown, str(text))
-
-
-def _shown(found: re.Match[str]) -> str:
-    code = ord(found.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def error(message: str) -> None:

@@ -25,7 +25,7 @@ from builder.build.engine import EngineUnavailable
 from builder.cli import display as show
 from builder.core.errors import InputError
 from builder.registry.credentials import CredentialError
-from builder.registry.retry import RegistryError
+from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
 from builder.render.dockerfile import NameClash
 from builder.render.lockfile import LockProblem

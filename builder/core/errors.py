@@ -26,3 +26,11 @@ class InputError(Exception):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
+
+
+COMMAND_LINE = Path("(command line)")
+
+
+def usage_error(option: str, message: str) -> InputError:
+    """A bad option value: blamed on the command line, not on a file."""
+    return InputError([Problem(COMMAND_LINE, None, option, message)])

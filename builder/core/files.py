@@ -14,8 +14,8 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from builder.matrix.yamlsrc import FILE_KINDS
-
+FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
+              stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -29,20 +29,32 @@ def read_regular(path: Path, limit: int, *, follow: bool = False, cut: bool = Fa
     try:
         fd = os.open(path, _READ | (0 if follow else os.O_NOFOLLOW))
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if exc.errno == errno.ELOOP and not follow:
             raise UnsafePath(errno.ELOOP, "a symbolic link: not followed", str(path)) from None
+        _refuse_kind(path, follow)  # a socket cannot be opened (ENXIO): say what it is
         raise
+    info = os.fstat(fd)  # before fdopen, which refuses a directory with its own words
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = FILE_KINDS.get(stat.S_IFMT(info.st_mode), "something else")
+        raise UnsafePath(errno.EINVAL, f"{kind}, not a regular file", str(path))
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = FILE_KINDS.get(stat.S_IFMT(info.st_mode), "something else")
-            raise UnsafePath(errno.EINVAL, f"{kind}, not a regular file", str(path))
-        if info.st_size > limit and not cut:
-            raise UnsafePath(errno.EFBIG, f"larger than {limit} bytes", str(path))
+        if info.st_size > limit and not cut:  # before any read: a sparse 8 GiB file costs nothing
+            raise UnsafePath(errno.EFBIG, f"{info.st_size:,} bytes, over the limit of {limit:,} bytes", str(path))
         data = f.read(limit + 1)  # /proc and sysfs files say 0 or 4096 whatever they hold
     if len(data) > limit and not cut:
-        raise UnsafePath(errno.EFBIG, f"larger than {limit} bytes", str(path))
+        raise UnsafePath(errno.EFBIG, f"more than {limit:,} bytes, over the limit of {limit:,} bytes", str(path))
     return data[:limit]
+
+
+def _refuse_kind(path: Path, follow: bool) -> None:
+    try:
+        mode = (os.stat(path) if follow else os.lstat(path)).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+        kind = FILE_KINDS.get(stat.S_IFMT(mode), "something else")
+        raise UnsafePath(errno.EINVAL, f"{kind}, not a regular file", str(path))
 
 
 def relative_parts(name: object) -> tuple[str, ...] | None:

@@ -228,24 +228,6 @@ def violations(cell: CellSpec) -> list[tuple[str, str]]:
     return found
 
 
-def companion_version(torch: str, companion_minor: str, follows_torch: bool, offset: int = 0) -> str:
-    """torchvision moves with every torch patch (2.9.1 -> 0.24.1); a companion left behind stays at .0."""
-    patch = int(torch.split(".")[2]) if torch.count(".") == 2 else 0
-    return f"{companion_minor}.{patch + offset if follows_torch else 0}"
-
-
-def default_companions(torch: str) -> tuple[str | None, str | None]:
-    """The torchvision and torchaudio versions that pair with a torch release, or None when unknown."""
-    minor = catalog.compat().torch.get(torch_minor(torch))
-    if minor is None:
-        return None, None
-    offset = minor.companion_patch_offset
-    vision = companion_version(torch, minor.torchvision, follows_torch=True, offset=offset)
-    audio = companion_version(torch, minor.torchaudio, follows_torch=minor.torchaudio == torch_minor(torch),
-                              offset=offset)
-    return vision, audio
-
-
 def line_companions(channel: str, platform: str, torch: TorchRelease, vision: str | None,
                     audio: str | None) -> tuple[str | None, str | None]:
     """A TheRock line may version a companion its own way (10.0: torchaudio 2.11.0.2 beside torch 2.13.0): its

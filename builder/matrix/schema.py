@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from builder.core import facts as catalog
 from builder.core.spec import ALL_TARGETS, Channel, Flavor
+from builder.matrix.companions import default_companions
 
 VERSION_RE = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
 PLATFORM_RE = r"^(cpu|rocm[0-9]+\.[0-9]+(\.[0-9]+)?)$"
@@ -100,8 +101,6 @@ class TorchRelease(_Strict):
     torchaudio: VersionStr | None = None
 
     def companions(self) -> tuple[str | None, str | None]:
-        from builder.matrix.compat import default_companions
-
         vision, audio = default_companions(self.version)
         return (self.torchvision if "torchvision" in self.model_fields_set else vision,
                 self.torchaudio if "torchaudio" in self.model_fields_set else audio)

@@ -14,17 +14,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from builder.core import tags
-from builder.core.errors import InputError, Problem
+from builder.core.errors import InputError, Problem, usage_error
 from builder.core.spec import ALL_TARGETS, CellSpec
 from builder.matrix.schema import gfx_hint
 
-COMMAND_LINE = Path("(command line)")
 T = TypeVar("T")
 
-
-def usage_error(option: str, message: str) -> InputError:
-    """A bad option value: blamed on the command line, not on a file."""
-    return InputError([Problem(COMMAND_LINE, None, option, message)])
 
 
 @dataclass
@@ -108,43 +103,3 @@ def shard(items: list[T], spec: str | None) -> list[T]:
     return items[int(k) - 1::int(n)]
 
 
-HOST = r"(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:]+\])(?::[0-9]{1,5})?"
-HOST_RE = re.compile(HOST)
-REGISTRY_RE = re.compile(HOST + r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
-
-
-def check_registry(value: str, option: str = "--registry") -> str:
-    """--registry is HOST[:PORT][/NAMESPACE], lower case, no scheme and no credentials; never echo a password."""
-    if "@" in value:
-        raise usage_error(option, "must not hold credentials (user:password@): use RIF_REGISTRY_USER/"
-                                  "RIF_REGISTRY_PASSWORD or docker login")
-    if "://" in value:
-        raise usage_error(option, f"{value!r} has a scheme: give HOST[:PORT]/NAMESPACE, e.g. ghcr.io/org")
-    if not REGISTRY_RE.fullmatch(value):
-        raise usage_error(option, f"{value!r} is not HOST[:PORT]/NAMESPACE in lower case (e.g. ghcr.io/org, "
-                                  "127.0.0.1:5000/rocm)")
-    return value
-
-
-def check_insecure(values: list[str] | None) -> frozenset[str]:
-    """--insecure-registry is HOST[:PORT], lower case, no scheme, credentials or path; never echo a password.
-
-    Exactly what Docker's insecure-registries holds: a host the factory may speak plain HTTP to (a registry
-    or a token realm), and send credentials over it. Checked before anything runs, every bad value at once.
-    """
-    problems = []
-    for value in values or []:
-        if "@" in value:
-            why = "must not hold credentials (user:password@): name HOST[:PORT] only"
-        elif "://" in value:
-            why = f"{value!r} has a scheme: give HOST[:PORT] only, e.g. registry.lan:5000 (plain HTTP is implied)"
-        elif "/" in value:
-            why = f"{value!r} has a path: give HOST[:PORT] only, e.g. registry.lan:5000"
-        elif not HOST_RE.fullmatch(value):
-            why = f"{value!r} is not HOST[:PORT] in lower case (e.g. registry.lan:5000, 10.0.0.7:5000)"
-        else:
-            continue
-        problems.append(Problem(COMMAND_LINE, None, "--insecure-registry", why))
-    if problems:
-        raise InputError(problems)
-    return frozenset(values or [])

@@ -15,14 +15,14 @@ A matrix file is a few kilobytes of plain data, so everything past that is refus
 
 from __future__ import annotations
 
-import os
-import stat
+import errno
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from builder.core import files
 from builder.core.errors import InputError, Problem
 
 PathKey = tuple[str | int, ...]
@@ -90,39 +90,18 @@ def load_located(file: Path) -> LocatedYaml:
     return located
 
 
-FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
-              stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
-
-
 def _read(file: Path) -> str:
-    """At most MAX_BYTES of a regular file, decoded; never blocks (a FIFO) nor reads without end (/dev/zero)."""
+    """At most MAX_BYTES of a regular file (core.files.read_regular, links followed), decoded."""
     def refuse(message: str) -> InputError:
         return InputError([Problem(file, None, "(file)", message)])
 
-    def not_regular(mode: int) -> InputError:
-        kind = FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        return refuse(f"cannot read: {kind}, not a regular file")
-
-    def too_big(size: str) -> InputError:
-        return refuse(f"{size} bytes, over the limit of {MAX_BYTES:,} bytes for a matrix file")
-
     try:
-        info = os.stat(file)  # before open: opening a FIFO blocks until a writer comes
-        if not stat.S_ISREG(info.st_mode):
-            raise not_regular(info.st_mode)
-        if info.st_size > MAX_BYTES:
-            raise too_big(f"{info.st_size:,}")
-        # O_NONBLOCK: should the path turn into a FIFO between stat and open, open returns at once.
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as stream:
-            mode = os.fstat(stream.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                raise not_regular(mode)
-            raw = stream.read(MAX_BYTES + 1)  # a file that grows (or lies about its size) is still bounded
+        raw = files.read_regular(file, MAX_BYTES, follow=True)
+    except files.UnsafePath as exc:
+        raise refuse(f"{exc.strerror} for a matrix file" if exc.errno == errno.EFBIG
+                     else f"cannot read: {exc.strerror}") from exc
     except OSError as exc:
         raise refuse(f"cannot read: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_BYTES:
-        raise too_big(f"more than {MAX_BYTES:,}")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

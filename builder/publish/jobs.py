@@ -13,8 +13,9 @@ from docker.errors import ImageNotFound
 
 from builder.build.engine import run_captured
 from builder.core import tags
+from builder.core.errors import usage_error
 from builder.matrix.expand import expand_matrix
-from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select, usage_error
+from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select
 from builder.publish.record import ImageReport
 from builder.render.dockerfile import RenderedCell, WheelSource, render_cell, render_images
 

@@ -27,7 +27,7 @@ from builder.publish.jobs import Job
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport, Stage
 from builder.registry.client import Manifest
-from builder.registry.retry import RegistryError
+from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
 from builder.render.dockerfile import WheelSource, render_images
 from builder.validate import sbom

@@ -21,7 +21,7 @@ from builder.publish.record import ImageReport
 from builder.registry import credentials as creds
 from builder.registry import retry
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
-from builder.registry.retry import RegistryError
+from builder.registry.errors import RegistryError
 from builder.validate.sbom import MEDIA_TYPE as SBOM_TYPE
 from builder.validate.sbom import Sbom
 

@@ -22,7 +22,7 @@ from docker.errors import APIError, DockerException
 from builder.registry import hints, retry
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
-from builder.registry.retry import AuthError, RegistryError, TransientError
+from builder.registry.errors import AuthError, RegistryError, TransientError
 
 DIGEST_RE = re.compile(r"digest: (sha256:[0-9a-f]{64})")
 PROBE = retry.Policy(attempts=1)

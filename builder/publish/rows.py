@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
+from builder.core.errors import usage_error
 from builder.core.spec import CellSpec
-from builder.matrix.selection import usage_error
 from builder.render.bakefile import group_of
 from builder.render.dockerfile import RenderedCell, render_all
 

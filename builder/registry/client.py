@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import ipaddress
 import json
 import re
 import time
@@ -34,8 +33,9 @@ from typing import Any
 
 from builder.registry import hints, retry
 from builder.registry import transport as httpsafe
+from builder.registry.address import host_port, plain_http_ok
 from builder.registry.credentials import Credentials, describe
-from builder.registry.retry import AuthError, DeadlineError, RegistryError, TransientError
+from builder.registry.errors import AuthError, DeadlineError, RegistryError, TransientError
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
@@ -50,8 +50,7 @@ MAX_LAYER_BYTES = 64 << 30  # a layer read to a file (builder reproduce): ROCm's
 LAYER_DEADLINE_S = 3600.0
 TOKEN_RE = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")  # one header value: no space, no CR/LF
 
-__all__ = ["AuthError", "DeadlineError", "Manifest", "RegistryClient", "RegistryError", "host_port", "is_loopback",
-           "plain_http_ok", "referrers_tag"]
+__all__ = ["AuthError", "DeadlineError", "Manifest", "RegistryClient", "RegistryError", "referrers_tag"]
 
 
 @dataclass(frozen=True)
@@ -72,39 +71,6 @@ class _Response:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
 
-
-def is_loopback(address: str) -> bool:
-    """127.0.0.0/8, ::1 or exactly `localhost` (with or without a port): nothing else is plain-HTTP safe."""
-    host = urllib.parse.urlsplit(f"//{address}").hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def host_port(address: str) -> str:
-    """'HOST[:PORT]' as a registry or a realm URL's netloc names it, normalised (user info dropped, IPs canonical).
-
-    What an --insecure-registry entry is compared with: exactly, port included, as Docker compares its
-    insecure-registries; "" when address names no host.
-    """
-    parts = urllib.parse.urlsplit(f"//{address}")
-    try:
-        host, port = parts.hostname or "", parts.port
-    except ValueError:  # a port that is no number
-        return ""
-    with contextlib.suppress(ValueError):
-        ip = ipaddress.ip_address(host)
-        host = f"[{ip}]" if ip.version == 6 else str(ip)
-    return f"{host}:{port}" if host and port is not None else host
-
-
-def plain_http_ok(address: str, insecure: frozenset[str] = frozenset()) -> bool:
-    """May address (a registry, a token realm) be spoken to, and sent credentials, over plain HTTP?"""
-    host = host_port(address)
-    return is_loopback(address) or (bool(host) and host in insecure)
 
 
 class RegistryClient:

@@ -27,7 +27,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeGuard
 
-from builder.registry.retry import RegistryError
+from builder.registry.address import is_loopback
+from builder.registry.errors import RegistryError
 
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 MAX_MANIFEST_BYTES = 4 << 20  # the distribution spec's size registries must accept for a manifest
@@ -90,7 +91,6 @@ class _Proxies(urllib.request.ProxyHandler):
     """The environment's proxies, never for loopback, never given a password in cleartext."""
 
     def proxy_open(self, req: urllib.request.Request, proxy: str, type: str) -> Any:
-        from builder.registry.client import is_loopback  # registry imports this module
 
         if is_loopback(req.host):
             return None  # the next handler connects directly

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.core.errors import InputError, Problem
-from builder.matrix.selection import COMMAND_LINE, check_registry
+from builder.core.errors import COMMAND_LINE, InputError, Problem
 from builder.publish.promote import Target
+from builder.registry.address import check_registry
 from builder.site.collect import collect
 from builder.site.model import Catalog
 from builder.site.pages import is_site_file, md_escape, md_fence, render_pages, write_site

@@ -12,7 +12,7 @@ from builder.core import files as safefs
 from builder.core import tags
 from builder.publish.promote import compressed_size
 from builder.registry.client import Manifest
-from builder.registry.retry import AuthError, DeadlineError, RegistryError
+from builder.registry.errors import AuthError, DeadlineError, RegistryError
 from builder.registry.transport import is_digest
 from builder.render.dockerfile import bake_target
 from builder.render.tree import BAKE_FILE

@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 
 from builder.core import files as safefs
 from builder.core import tags
-from builder.matrix.selection import usage_error
+from builder.core.errors import usage_error
 from builder.render.dockerfile import template_dir
 from builder.site.model import Catalog, ImageEntry, human_size
 from builder.site.records import CHART_WIDTH, CHECK_STATUSES, MARKER, REFERENCES

@@ -30,7 +30,7 @@ from packaging.version import Version
 from builder.core import tags
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
-from builder.matrix.selection import check_registry
+from builder.registry.address import check_registry
 from builder.which.host import Gpu, Groups, Host, detect, device_groups
 from builder.which.images import (
     Filters,

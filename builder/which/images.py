@@ -10,8 +10,8 @@ from packaging.version import Version
 
 from builder.core import facts as catalog
 from builder.core import tags
+from builder.core.errors import usage_error
 from builder.core.spec import ALL_TARGETS, CellSpec
-from builder.matrix.selection import usage_error
 from builder.which.host import Gpu
 from builder.which.pcitable import FLAVORS, ROCM_RE, TARGET_RE, families_of, pci_table
 

@@ -18,10 +18,9 @@ import pytest
 
 from builder import site
 from builder.audit import reproduce
-from builder.cli import display
-from builder.cli.display import safe
 from builder.core import files as safefs
-from builder.core import tags
+from builder.core import tags, text
+from builder.core.text import safe
 from builder.registry.client import Manifest, RegistryError
 from builder.render import tree as imagetree
 from builder.render.dockerfile import bake_target, render_all
@@ -422,7 +421,7 @@ def test_file_names_from_a_published_layer_reach_the_terminal_printable() -> Non
                                 lambda d: io.BytesIO(published), lambda d: io.BytesIO(rebuilt))
     lines = verdict.lines()
     assert len(lines) == 4 and lines[2] == "    ~ nan (mtime)"
-    assert not any(display.CONTROL.search(line) for line in lines)
+    assert not any(text.CONTROL.search(line) for line in lines)
     "\n".join(lines).encode("utf-8")  # printable by a plain print(): no lone surrogate
 
 

@@ -108,19 +108,19 @@ def test_a_file_larger_than_it_says_is_read_only_to_the_limit(tmp_path: Path, mo
             return self.stream.read(size)
 
     class SizeUnknown:
-        """The os module as yamlsrc sees it: stat says 0 bytes, and every read is recorded."""
+        """The os module as core.files sees it: fstat says 0 bytes, and every read is recorded."""
 
         def __getattr__(self, name: str) -> object:
             return getattr(os, name)
 
-        def stat(self, path: Path) -> os.stat_result:
-            info = os.stat(path)
+        def fstat(self, fd: int) -> os.stat_result:
+            info = os.fstat(fd)
             return os.stat_result((info.st_mode, *info[1:6], 0, *info[7:10]))
 
         def fdopen(self, fd: int, mode: str) -> Spy:
             return Spy(os.fdopen(fd, "rb"))
 
-    monkeypatch.setattr("builder.matrix.yamlsrc.os", SizeUnknown())
+    monkeypatch.setattr("builder.core.files.os", SizeUnknown())
     problem = only_problem(file)
     assert problem.message == f"more than {MAX_BYTES:,} bytes, over the limit of {MAX_BYTES:,} bytes for a matrix file"
     assert reads == [MAX_BYTES + 1]

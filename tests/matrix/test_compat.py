@@ -20,6 +20,7 @@ from packaging.version import Version
 from builder.core import facts as catalog
 from builder.core.spec import ALL_TARGETS, CellSpec
 from builder.matrix import compat
+from builder.matrix.companions import default_companions
 from builder.matrix.expand import expand_matrix
 from tests.conftest import BASE, CPU_TAG, PRODUCT, axes, builder_cli, expand_text, inc, problems_of, write_matrix
 
@@ -395,7 +396,7 @@ def test_rdna4_is_not_supported_by_rocm_6_4_0(tmp_path: Path) -> None:
     ("3.0", (None, None)),
 ])
 def test_default_companions(torch: str, expected: tuple[str | None, str | None]) -> None:
-    assert compat.default_companions(torch) == expected
+    assert default_companions(torch) == expected
 
 
 MINORS: list[str] = sorted(catalog.compat().torch, key=by_version)
@@ -403,13 +404,13 @@ MINORS: list[str] = sorted(catalog.compat().torch, key=by_version)
 
 @pytest.mark.parametrize(("torch", "expected"), [("2.0.0", ("0.15.1", "2.0.1")), ("2.0.1", ("0.15.2", "2.0.2"))])
 def test_default_companions_of_torch_2_0(torch: str, expected: tuple[str, str]) -> None:
-    assert compat.default_companions(torch) == expected
+    assert default_companions(torch) == expected
 
 
 @pytest.mark.parametrize("minor", MINORS)
 def test_default_companions_pass_the_companions_rule(tmp_path: Path, minor: str) -> None:
     """Whatever a torch entry defaults to must never be dropped by the rule that checks companions."""
-    vision, audio = compat.default_companions(f"{minor}.1")
+    vision, audio = default_companions(f"{minor}.1")
     data = catalog.compat().torch[minor]
     patch = 1 + data.companion_patch_offset
     assert (vision, audio) == (f"{data.torchvision}.{patch}",

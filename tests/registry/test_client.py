@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from builder.registry.address import is_loopback
 
 from builder.registry import retry
-from builder.registry.client import AuthError, Manifest, RegistryClient, RegistryError, is_loopback
+from builder.registry.client import AuthError, Manifest, RegistryClient, RegistryError
 from builder.registry.credentials import Credentials
 
 FAST = retry.Policy(attempts=3, backoff_s=0.01, total_s=5)

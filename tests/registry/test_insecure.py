@@ -13,16 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from builder.registry.address import check_insecure, host_port, plain_http_ok
+from builder.registry.errors import TransientError
 from typer.testing import CliRunner
 
 from builder.cli import app as cli
 from builder.cli.app import app
-from builder.matrix.selection import check_insecure
 from builder.publish import jobs
 from builder.publish.promote import Target
 from builder.publish.push import _classify
-from builder.registry.client import AuthError, RegistryClient, RegistryError, host_port, plain_http_ok
-from builder.registry.retry import TransientError
+from builder.registry.client import AuthError, RegistryClient, RegistryError
 from tests.conftest import DATA
 from tests.registry.test_client import (
     BASIC,
