@@ -1,0 +1,117 @@
+"""The house rules of the README's "How it works": rooms by role, arrows one way, small modules.
+
+Every import counts, lazy ones inside functions and `if TYPE_CHECKING:` ones included: a cycle hidden in a
+function is still a cycle a reader has to untangle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "builder"
+# A room may import only itself and rooms of a lower rank (the README's table, top to bottom).
+RANK = {"core": 0, "smoke": 0, "matrix": 1, "registry": 1, "build": 1, "render": 2, "validate": 2,
+        "publish": 3, "audit": 4, "site": 4, "which": 4, "cli": 5}
+MAX_LINES = 300
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every module of the package that name imports (resolved to the module, not the symbol)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        for imported in targets:
+            target = imported
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target.startswith("builder") and target != name and not name.startswith(target + "."):
+                out.add(target)
+    return out
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def room(module: str) -> str:
+    """builder.<room>.x -> <room>; "" for builder itself and its __main__ (the entry point, above every room)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in RANK else ""
+
+
+def test_builder_holds_role_packages_only() -> None:
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in {"__init__.py", "__main__.py"})
+    assert not loose, f"modules loose at builder/ top level: {loose}"
+    rooms = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == set(RANK), "a room was added or removed: give it its rank here and its row in the README"
+
+
+@pytest.mark.parametrize("folder", ["builder", "benchmarks"])
+def test_every_module_is_under_300_lines(folder: str) -> None:
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / folder).rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines: {long}"
+
+
+def test_no_import_cycle_between_modules() -> None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        state[v] = 1
+        stack.append(v)
+        for w in sorted(GRAPH.get(v, ())):
+            if state.get(w) == 1:
+                cycles.append([*stack[stack.index(w):], w])
+            elif w not in state:
+                visit(w)
+        stack.pop()
+        state[v] = 2
+
+    for v in sorted(GRAPH):
+        if v not in state:
+            visit(v)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_rooms_import_only_rooms_below_them() -> None:
+    upward = sorted(f"{a} -> {b}" for a, bs in GRAPH.items() for b in bs
+                    if room(b) and room(a) != room(b) and RANK[room(b)] >= RANK[room(a)])
+    assert not upward, "imports against the house's arrows (README, How it works): " + ", ".join(upward)
+
+
+def test_core_imports_nothing_of_the_package() -> None:
+    assert not {b for a, bs in GRAPH.items() if room(a) == "core" for b in bs if room(b) != "core"}
+
+
+def test_the_checker_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    """The rules would be toothless if an import inside a function or under TYPE_CHECKING went unseen."""
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from builder.cli import app\n"
+                      "def f():\n    from builder.publish.jobs import Job\n")
+    assert _imports("builder.core.m", module) == {"builder.cli.app", "builder.publish.jobs"}
