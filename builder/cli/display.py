@@ -154,11 +154,17 @@ def check_counts(checks: list[Check]) -> str:
 
 
 def _sizes(r: ImageReport) -> str:
+    """Installed (unpacked, in a container), then what a pull downloads and what this run uploaded."""
     installed = _gb(r.image_bytes)
-    return f"{installed} ({_gb(r.compressed_bytes)} pushed)" if r.compressed_bytes else installed
+    if not r.compressed_bytes:
+        return installed
+    pushed = "" if r.pushed_bytes is None else f", {_gb(r.pushed_bytes, zero='0 B')} pushed"
+    return f"{installed} ({_gb(r.compressed_bytes)} compressed{pushed})"
 
 
-def _gb(n: int | None) -> str:
+def _gb(n: int | None, zero: str = "-") -> str:
+    if n == 0:
+        return zero
     if not n:
         return "-"
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"

@@ -19,7 +19,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder.build.bake import BuildResult, Cache, Export, bake, require_buildx, waves
-from builder.build.engine import run_captured
+from builder.build.engine import installed_bytes, run_captured
 from builder.core import tags
 from builder.core.scratch import scratch_dir
 from builder.publish import record
@@ -187,6 +187,7 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
                     and not _repair_sbom(client, job, target, published, events, report):
                 return
             if published is not None:
+                report.pushed_bytes = None if options.rehearsal else 0  # unchanged: no layer goes up again
                 target.promote(report, published, options.rehearsal, lambda stage: events.stage(job.tag, stage))
             else:
                 report.moved = list(report.tags)
@@ -243,7 +244,7 @@ def _existing(client: docker.DockerClient, ref: str | None, report: ImageReport)
         report.fail("build", f"build: no local image {ref}: {exc}")
         return False
     report.image_id, report.state = image.id, "built"
-    report.image_bytes = int(image.attrs.get("Size") or 0)
+    report.image_bytes = installed_bytes(client, str(image.id))
     return True
 
 
@@ -323,7 +324,5 @@ def _has_image(client: docker.DockerClient, ref: str, content_hash: str) -> bool
 
 
 def _size(client: docker.DockerClient, image_id: str | None) -> int | None:
-    try:
-        return int(client.images.get(image_id or "").attrs.get("Size") or 0)
-    except DockerException:
-        return None
+    """Installed (unpacked) bytes: the compressed size is the registry's, read from the manifest on push."""
+    return installed_bytes(client, image_id) if image_id else None

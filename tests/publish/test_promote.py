@@ -138,6 +138,13 @@ def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: FaultProxy, b
         RUNTIME: ("skipped", False, []), DEVEL: ("skipped", False, [])}
     assert ns.digests() == digests
     assert "0 built, 2 unchanged, 0 failed" in again.proc.stdout
+    # True numbers: the first run uploaded what the registry lacked (the devel image's runtime layers only once),
+    # the re-publish nothing; installed (unpacked) is above compressed (what a pull downloads).
+    assert all(0 < int(v["pushed_bytes"]) <= int(v["compressed_bytes"]) for v in first.record.values())
+    assert first.record[DEVEL]["pushed_bytes"] < first.record[DEVEL]["compressed_bytes"]
+    assert all(v["pushed_bytes"] == 0 for v in again.record.values())
+    assert all(int(v["image_bytes"]) > int(v["compressed_bytes"]) for v in first.record.values())
+    assert "0 B pushed" in again.proc.stdout
     assert "==> build" not in again.proc.stdout
     # The second run went through the proxy (it looked the immutable tags up there) and wrote nothing.
     seen = {r.path for r in proxy.snapshot()}
