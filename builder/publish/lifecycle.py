@@ -23,7 +23,7 @@ from builder.build.engine import installed_bytes, run_captured
 from builder.core import tags
 from builder.core.scratch import scratch_dir
 from builder.publish import record
-from builder.publish.jobs import Job
+from builder.publish.jobs import Job, preflight
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport, Stage
 from builder.registry.client import Manifest
@@ -117,6 +117,7 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
 def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,
                no_cache: bool = False) -> dict[str, BuildResult]:
     require_buildx()
+    preflight(jobs, source)  # seconds, before any bake: bases and wheels there, or what makes them
     rendered = render_images([j.rendered.cell for j in jobs if j.rendered is not None], source)
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
     for r, job in zip(rendered, jobs, strict=True):

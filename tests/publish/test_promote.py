@@ -26,6 +26,7 @@ from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
 from tests.conftest import ROOT, labelled_image, saved_image
+from tests.fakes import synthwheels
 from tests.fakes.faultproxy import FaultProxy
 from tests.fakes.registries import Registry, free_port, need_docker_registry, write_htpasswd
 
@@ -317,7 +318,8 @@ def test_a_failed_build_is_recorded_and_the_other_cells_publish(ns: Namespace, b
     missing = "{version: '2.12.0', torchvision: null, torchaudio: null}"
     matrix = (f"image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: [{missing}, {TORCH}]\n"
               "  flavor: [runtime, devel]\nexclude:\n  - {torch: '2.12.0', flavor: devel}\n")
-    run = publish(matrix, ns.target, wheelhouse, tmp_path)
+    # torch 2.12.0 is in the wheelhouse by name (the preflight passes) but no zip: pip fails inside the bake.
+    run = publish(matrix, ns.target, synthwheels.with_a_corrupt_wheel(wheelhouse, tmp_path / "wheels"), tmp_path)
     assert run.proc.returncode == 1, run.output
     assert list(run.record) == [MISSING, RUNTIME, DEVEL]  # the failure comes first, the others still go on
     failed = run.record[MISSING]
