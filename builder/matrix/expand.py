@@ -20,7 +20,7 @@ from builder.core import facts as catalog
 from builder.core.errors import InputError, Problem
 from builder.core.spec import CellSpec
 from builder.core.tags import readable_tag, tag_problems
-from builder.matrix import compat
+from builder.matrix import compat, suggest
 from builder.matrix.schema import Exclude, Include, MatrixFile, TorchRelease
 from builder.matrix.yamlsrc import LocatedYaml, PathKey, load_located
 
@@ -114,9 +114,11 @@ def expand_matrix(file: Path) -> Expansion:
         else:
             problems += [located.problem(draft.path, f"{reason} (rule {rule}; add override: {{reason: ...}} "
                                                      "to build it anyway)") for rule, reason in broken]
-    if not result.cells and not problems:
-        problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"
-                                        + why_all_dropped(result.dropped)))
+    if not result.cells and not problems:  # each unknown torch at its own line; any other cause as a whole
+        problems += suggest.unknown_torch(located, model)
+        if not problems or any(d.rule != "known-torch" for d in result.dropped):
+            problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"
+                                            + why_all_dropped(result.dropped)))
     if not duplicated_axes:
         problems += _duplicate_tags(located, result.cells, paths)
     if problems:
@@ -135,7 +137,7 @@ def _validate(located: LocatedYaml) -> MatrixFile:
             # Drop pydantic's markers for validators and dict keys: they are not part of the YAML path.
             path = tuple(p for p in err["loc"]
                          if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]")))
-            problems.append(located.problem(_in_file(located.data, path), _message(err)))
+            problems.append(located.problem(_in_file(located.data, path), _message(err, path)))
         raise InputError(problems) from exc
 
 
@@ -187,11 +189,13 @@ def _in_file(data: object, path: PathKey) -> PathKey:
     return path
 
 
-def _message(err: object) -> str:
+def _message(err: object, path: PathKey) -> str:
     assert isinstance(err, dict)
     kind, msg = err.get("type"), str(err.get("msg"))
     if kind == "extra_forbidden":
-        return "unknown key"
+        return suggest.unknown_key(path)
+    if kind == "literal_error":
+        return msg + suggest.literal_choice(err.get("input"), str((err.get("ctx") or {}).get("expected", "")))
     if kind == "string_pattern_mismatch":
         return f"{err.get('input')!r} is not allowed here: it {msg.removeprefix('String ')}"
     return msg.removeprefix("Value error, ")
