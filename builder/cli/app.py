@@ -52,7 +52,8 @@ from builder.registry.address import check_insecure, check_registry, plain_http_
 from builder.render import lockfile, wheelhouse
 from builder.render import resolve as lock
 from builder.render import tree as imagetree
-from builder.render.dockerfile import WheelSource, render_all
+from builder.render.dockerfile import render_all
+from builder.render.wheels import WheelSource
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
