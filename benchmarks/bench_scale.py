@@ -2,7 +2,7 @@
 
 Why synthetic: a real ROCm environment is 10-20 GB and needs a GPU index; what the layout costs depends only
 on the bytes, how they split into layers and how they compress. So the environment is made of synthetic
-wheels of realistic size and compressibility (synthwheels.py): a common package of several GB that torch
+wheels of realistic size and compressibility (rocmwheels.py): a common package of several GB that torch
 depends on, one ~1 GB device package per GPU target (pulled by `torch[device-<target>]`, as on TheRock's
 index) and a small numpy whose version the update scenario bumps. They are served from the host over HTTP
 (wheelindex.py), so every wheel download is counted.
@@ -39,13 +39,13 @@ import uuid
 from pathlib import Path
 
 import docker
-import synthwheels
+import rocmwheels
+from rocmwheels import Sizes, WheelSet
 from scalelayouts import new_layout, old_layout
 from scaleplumbing import FAMILIES, FLAVORS, GB, MB, WHEEL_CACHE, Resources, size, terminate
 from scalesupply import forget_wheels, make_supply, write_matrix
 from scaletable import print_notes, print_table, rows
 from scaletiming import timing
-from synthwheels import Sizes, WheelSet
 
 from builder.core import facts as catalog
 
@@ -95,7 +95,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C cleans up, even if started with it ignored
     started = time.perf_counter()
     print(f"synthetic wheels under {WHEEL_CACHE} ({sizes.key()}) ...", flush=True)
-    wheels = synthwheels.ensure(WHEEL_CACHE, sizes, targets_of(families))
+    wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets_of(families))
     print(f"  ready after {time.perf_counter() - started:.0f} s: " + ", ".join(
         f"{w.project} {w.version} {size(w.size)} (installed {size(w.installed)})" for w in wheels.wheels))
     res = Resources(docker.from_env(timeout=3600), Path(tempfile.mkdtemp(prefix="rif-bench-scale-")))

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from rocmwheels import WheelSet
 from scaleplumbing import BASE, IMAGE, PIP_CACHE_ID, Resources
-from synthwheels import WheelSet
 from wheelindex import WheelIndex
 
 from builder.core.spec import CellSpec

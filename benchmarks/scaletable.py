@@ -7,10 +7,10 @@ import statistics
 from dataclasses import dataclass
 
 from localregistry import Image
+from rocmwheels import WheelSet
 from scaleplumbing import Layout, size, union_bytes
 from scalesupply import Supply
 from scaletiming import Timing
-from synthwheels import WheelSet
 
 # ---------------------------------------------------------------- figures
 
