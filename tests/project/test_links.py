@@ -1,13 +1,20 @@
-"""The README and docs/ stay navigable: every relative link resolves, and the README stays a five-minute read.
+"""The README and docs/ stay navigable and true: every relative link resolves, the README stays a five-minute read,
+and the `builder which` samples they show are what the command prints today.
 
 A link is `[text](path)` or `[text](path#anchor)` outside code; http(s) and mailto links are not followed. The path
 is relative to the file that holds the link and must name a file or folder inside the repository; an anchor must
-name a heading of the Markdown file it points into, spelled as GitHub spells heading anchors.
+name a heading of the Markdown file it points into, spelled as GitHub spells heading anchors. A sample is a line
+`$ python -m builder which ...` in a fenced block and the lines after it up to the next `$ ` line or the fence.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +28,7 @@ FENCE = re.compile(r"^ *(```|~~~).*?^ *\1[^\n]*$", re.S | re.M)  # fenced code b
 CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)  # `code`, ``co`de``
 LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+SAMPLE_COMMAND = "$ python -m builder which "
 
 
 def markdown_files(root: Path) -> list[Path]:
@@ -97,3 +105,30 @@ def test_a_broken_link_is_caught(tmp_path: Path) -> None:
         "`[in code](nowhere.md)`\n\n```\n[in a block](nowhere.md)\n```\n\n# Top\n")
     problems = broken_links(tmp_path / "README.md", tmp_path)
     assert [p.split(":")[0] for p in problems] == ["docs/b.md", "docs/a.md#three", "../outside.md"]
+
+
+def which_samples(page: Path) -> list[tuple[str, str]]:
+    """(arguments, printed output) of every `builder which` sample in the fenced blocks of page."""
+    samples = []
+    text = page.read_text(encoding="utf-8")
+    for match in FENCE.finditer(text):
+        lines = match.group(0).splitlines()[1:-1]
+        starts = [i for i, line in enumerate(lines) if line.startswith("$ ")] + [len(lines)]
+        for start, end in itertools.pairwise(starts):
+            if lines[start].startswith(SAMPLE_COMMAND):
+                output = "\n".join(lines[start + 1:end]).strip("\n")
+                samples.append((lines[start].removeprefix(SAMPLE_COMMAND), output))
+    return samples
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "which.md"], ids=lambda p: p.name)
+def test_which_samples_are_what_the_command_prints(page: Path) -> None:
+    samples = which_samples(page)
+    assert samples, f"{page.relative_to(ROOT)} shows no `{SAMPLE_COMMAND.strip()}` sample"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for arguments, shown in samples:
+        run = subprocess.run([sys.executable, "-m", "builder", "which", *shlex.split(arguments)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert run.stdout.strip("\n") == shown, (
+            f"{page.relative_to(ROOT)}: `builder which {arguments}` prints something else now (exit {run.returncode}"
+            f"{', ' + run.stderr.strip() if run.stderr.strip() else ''}); run it and paste its output:\n{run.stdout}")
