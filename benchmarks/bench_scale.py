@@ -60,7 +60,8 @@ from builder.core import facts as catalog
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.render import tree as imagetree
-from builder.render.dockerfile import RenderedCell, WheelSource, render_all
+from builder.render.dockerfile import RenderedCell, render_all
+from builder.render.wheels import WheelSource
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEEL_CACHE = Path("/tmp/rif-bench-wheels")
@@ -69,7 +70,7 @@ BUILDER_REPO = f"rocm-image-factory/{IMAGE}"
 FAMILIES = ("gfx94X-dcgpu", "gfx1151", "gfx950-dcgpu")
 FLAVORS = ("runtime", "devel")
 BASE = "debian:12"
-PIP_CACHE_ID = "rif-pip"  # the new template's cache mount (builder/render/dockerfile.py PIP_CACHE)
+PIP_CACHE_ID = "rif-pip"  # the new template's cache mount (builder/render/wheels.py PIP_CACHE)
 MB, GB = 1e6, 1e9
 PUSH_WORKERS = 2
 
