@@ -19,8 +19,9 @@ from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select
 from builder.publish.record import ImageReport
 from builder.registry import images
-from builder.render.dockerfile import RenderedCell, WheelSource, render_cell, render_images
+from builder.render.dockerfile import RenderedCell, render_cell, render_images
 from builder.render.installs import requirements
+from builder.render.wheels import WheelSource
 
 
 @dataclass(frozen=True)
