@@ -2,10 +2,10 @@
 
 `builder build`, `builder push` and `builder publish` all run every image through `run_image`; they differ
 only in their Options (publish adds the skip-by-content-hash decision); their Jobs come from `jobs`. The
-build stage bakes every image that needs building (shared stages are built once); then each image goes
-through its own steps (builder.publish.steps: validation, SBOM) and push. A failure in one image is recorded
-in its ImageReport and the next image goes on; an image is pushed only after its own validation passed, and
-its moving tags move only after its immutable tag holds exactly that image.
+build stage bakes every image that needs building (shared stages are built once), from the render the jobs
+came with; then each image goes through its own steps (builder.publish.steps: validation, SBOM) and push. A
+failure in one image is recorded in its ImageReport and the next image goes on; an image is pushed only after
+its own validation passed, and its moving tags move only after its immutable tag holds exactly that image.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from builder.publish.steps import content_ref
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
-from builder.render.dockerfile import render_images
+from builder.render.dockerfile import RenderedCell, render_images
 from builder.render.wheels import WheelSource
 
 __all__ = ["Cache", "Events", "Options", "Prepared", "rebuild", "run", "run_and_record", "run_image"]
@@ -116,7 +116,7 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
 def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,
                no_cache: bool = False) -> dict[str, BuildResult]:
     require_buildx()
-    rendered = render_images([j.rendered.cell for j in jobs if j.rendered is not None], source)
+    rendered = _together(jobs, source)
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
     for r, job in zip(rendered, jobs, strict=True):
         assert r.content_hash == job.content_hash, f"{job.tag}: rendered alone and together, hashes differ"
@@ -133,6 +133,17 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
             results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export,
                                 no_cache=no_cache))
     return {by_target[t].tag: result for t, result in results.items()}
+
+
+def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
+    """The jobs' images as one render (one Dockerfile per combination): as the caller rendered them when it rendered
+    them in one go from source (matrix_jobs), else rendered again together."""
+    given = [j.rendered for j in jobs if j.rendered is not None]
+    dockerfiles: dict[str, str] = {}
+    if len(given) == len(jobs) and all(r.source == source and dockerfiles.setdefault(r.group, r.dockerfile) ==
+                                       r.dockerfile for r in given):
+        return given
+    return render_images([r.cell for r in given], source)
 
 
 def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events()) -> BuildResult:
