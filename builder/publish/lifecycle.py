@@ -18,7 +18,8 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder.build.bake import BuildResult, Cache, Export, bake, require_buildx, waves
+from builder.build.bake import BuildResult, bake, require_buildx, waves
+from builder.build.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
 from builder.publish import record, steps
