@@ -27,10 +27,10 @@ from builder.core.errors import InputError
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
-from builder.render.wheels import WheelSource
 from builder.render.lockfile import LockProblem
 from builder.render.resolve import LockError
 from builder.render.stages import NameClash
+from builder.render.wheels import WheelSource
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 
