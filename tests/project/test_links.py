@@ -148,3 +148,18 @@ def test_latest_examples_are_what_latest_cell_picks() -> None:
         assert cell is not None and cell.tag == match.group(1), (
             f"docs/publishing.md says `latest` of {matrix} is {match.group(1)}; latest_cell picks "
             f"{cell.tag if cell else None}")
+
+
+def test_architecture_lists_every_module_of_every_room() -> None:
+    """docs/architecture.md has one row per folder of builder/, naming exactly the modules (and folders) it holds."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `builder/(\w+)/` \|.*\| ([^|\n]*) \|$", text, re.M))
+    rooms = {p.name for p in (ROOT / "builder").iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert set(rows) == rooms, f"docs/architecture.md: rows for {sorted(rows)}, folders {sorted(rooms)}"
+    for room, listed in rows.items():
+        folder = ROOT / "builder" / room
+        held = {p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()
+                if p.name not in {"__init__.py", "__pycache__"} and (p.is_dir() or p.suffix in {".py", ".yaml"})}
+        named = set(re.findall(r"`([^`]+)`", listed))
+        assert named == held, (f"docs/architecture.md, row builder/{room}/: lists {sorted(named - held)} that the "
+                               f"folder does not hold, misses {sorted(held - named)}")
