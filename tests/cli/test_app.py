@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA, ROOT, builder_cli
+from tests.fakes.matrices import ONE_CPU
 
 COMMANDS = ["matrix", "render", "build", "test", "push", "base", "wheelhouse"]
 
@@ -22,7 +23,7 @@ def test_every_subcommand_explains_itself(command: str) -> None:
 
 def test_bad_matrix_exits_2_naming_file_line_and_key(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n  flavour: [runtime]\n")
+    bad.write_text(ONE_CPU + "  flavour: [runtime]\n")
     for command in (["matrix"], ["render", "--out", str(tmp_path / "out")], ["build"], ["wheelhouse"]):
         proc = builder_cli(*command, "--matrix", str(bad))
         assert proc.returncode == 2, command
@@ -74,7 +75,7 @@ def test_base_refuses_unknown_and_dnf_os() -> None:
 def test_error_text_with_brackets_is_printed_verbatim(tmp_path: Path) -> None:
     """Problems quote regexes like [a-z_]; the console must not eat them as markup."""
     bad = tmp_path / "bad.yaml"
-    bad.write_text("user: 'root;id'\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n")
+    bad.write_text("user: 'root;id'\n" + ONE_CPU)
     proc = builder_cli("matrix", "--matrix", str(bad))
     assert proc.returncode == 2
     assert "'root;id' is not allowed here: it should match pattern '^[a-z_][a-z0-9_-]{0,31}$'" in proc.stderr
@@ -147,7 +148,7 @@ def test_render_writes_one_target_per_image_not_per_tag(tmp_path: Path) -> None:
 
 def test_overridden_include_is_listed_with_the_maintainers_reason(tmp_path: Path) -> None:
     m = tmp_path / "m.yaml"
-    m.write_text("matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\ninclude:\n"
+    m.write_text(ONE_CPU + "include:\n"
                  "  - {os: ubuntu-24.04, platform: rocm6.4, torch: '2.13.0', gfx: all,\n"
                  "     override: {reason: 'nightly wheels exist on our mirror'}}\n")
     proc = builder_cli("matrix", "--matrix", str(m))
