@@ -30,7 +30,8 @@ from builder.build.bake import host_network
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.render import tree as imagetree
-from builder.render.dockerfile import RenderedCell, WheelSource, render_all
+from builder.render.dockerfile import RenderedCell, render_all
+from builder.render.wheels import WheelSource
 
 
 def measure_images(res: Resources, layout: Layout, registry: LocalRegistry, repo: str,

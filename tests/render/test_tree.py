@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from builder.render import tree as imagetree
-from builder.render.dockerfile import WheelSource, render_all
+from builder.render.dockerfile import render_all
+from builder.render.wheels import WheelSource
 from tests.conftest import ROOT, builder_cli, load_cells
 from tests.fakes.matrices import ONE_CPU
 
