@@ -9,6 +9,9 @@ than 0/false/no/off: CI=1, CI=true, ...), so a CI run can never go green by skip
 The markers are enforced: a test whose fixtures reach the engine (docker_client, containers, or any fixture
 built on them) but lacks @pytest.mark.docker errors, whether or not an engine is there. A test using the
 `registry` fixture is marked `registry` automatically, so the same policy applies to it.
+
+Engine and registry tests run one at a time (what each leaves behind is tracked per test): under pytest-xdist
+(`-n 2`, the fast tier) they fail at setup; the rest runs on every core.
 """
 
 from __future__ import annotations
@@ -135,6 +138,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"{item.nodeid} uses the Docker engine (fixture {', '.join(engine)}) but is not marked "
                     "@pytest.mark.docker: mark it, so that it skips without an engine and fails when CI is set",
                     pytrace=False)
+    if hasattr(item.config, "workerinput") and (marked or item.get_closest_marker("registry") is not None):
+        pytest.fail(f"{item.nodeid} needs the engine or the registry, whose tests run serially (they track what "
+                    "each test leaves behind): run them without -n", pytrace=False)
     ci = os.environ.get("CI")
     if marked:
         problem = engine_problem()
