@@ -47,11 +47,13 @@ def pytorch_cells(tmp_path: Path, os_name: str, rocm: str, torch: str, flavor: s
 def test_every_therock_line_names_the_index_that_serves_it(tmp_path: Path, line: str) -> None:
     """whl-next from 10.0, whl-multi-arch for 7.13/7.14 (device extras per target), the family's own index for
     7.9-7.12 (no extras: the family's wheel carries its kernels); the pins carry the line's full local version."""
-    release = catalog.compat().therock[line]
-    torch = f"{release.torch[-1]}.0"
-    for gfx in release.families or FAMILIES:
+    line_release = catalog.compat().therock[line]
+    torch = f"{line_release.torch[-1]}.0"
+    for gfx in line_release.families or FAMILIES:
         [cell] = therock_cell(tmp_path, line, torch, gfx)
         extras = installs.device_extras(cell)
+        release = line_release.view(gfx, line_release.torch[-1])  # 7.13: its per-family release where that serves
+        assert cell.therock_release == release
         if release.index == "per-family":
             assert cell.index_url == f"https://repo.amd.com/rocm/whl/{release.index_dirs.get(gfx, gfx)}/"
             assert extras == ""
@@ -83,12 +85,19 @@ def test_a_companion_the_matrix_sets_wins_over_the_lines_own_version(tmp_path: P
 
 @pytest.mark.parametrize("line", LINES)
 def test_excluded_targets_drop_exactly_the_families_that_carry_them(tmp_path: Path, line: str) -> None:
+    """... except targets the line's stable multi-arch index never serves (10.0: gfx90c, dev and nightly only):
+    no other torch release of the line would help there, and therock-stable-targets says so instead."""
     release = catalog.compat().therock[line]
-    for minor, excluded in release.exclude_targets.items():
+    dev_only = set(catalog.compat().therock_dev_only_targets) if release.index != "per-family" else set()
+    extra = release.per_family.exclude_targets if release.per_family else {}
+    for minor, excluded in [*release.exclude_targets.items(), *extra.items()]:
         for gfx, fam in catalog.gfx_families().items():
             [cell] = therock_cell(tmp_path, line, f"{minor}.0", gfx)
+            if cell.therock_release is None or minor not in cell.therock_release.exclude_targets:
+                continue  # 7.13: a family its per-family release did not serve is on whl-multi-arch
             dropped = compat.therock_torch_targets(cell) is not None
-            assert dropped == bool(set(fam.targets) & set(excluded)), (line, minor, gfx)
+            never = dev_only if cell.therock_release.index != "per-family" else set()
+            assert dropped == bool(set(fam.targets) & set(excluded) - never), (line, minor, gfx)
 
 
 @pytest.mark.parametrize("line", LINES)
@@ -157,8 +166,8 @@ def test_therock_builds_no_python_its_torch_release_lacks(tmp_path: Path, monkey
     fake = {**oses, "ubuntu-24.04": oses["ubuntu-24.04"].model_copy(update={"python": "3.14"})}
     monkeypatch.setattr(catalog, "os_releases", lambda: fake)
     [old] = therock_cell(tmp_path, "7.13", "2.8.0", "gfx94X-dcgpu")
-    assert compat.python_wheels(old) == ("torch 2.8 has no wheels on TheRock's index for Python 3.14 (ubuntu-24.04's "
-                                         "Python); it has 3.10, 3.11, 3.12, 3.13")
+    assert compat.python_wheels(old) == ("torch 2.8 has no wheels on TheRock 7.13's index for Python 3.14 "
+                                         "(ubuntu-24.04's Python); it has 3.10, 3.11, 3.12, 3.13")
     [new] = therock_cell(tmp_path, "7.13", "2.9.1", "gfx94X-dcgpu")
     assert compat.python_wheels(new) is None
 
