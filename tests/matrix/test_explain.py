@@ -16,6 +16,7 @@ from builder.matrix.expand import expand_matrix
 from builder.matrix.explain import line_verdicts
 from builder.render import installs
 from builder.smoke.torch_smoke import install
+from tests.conftest import builder_cli
 from tests.fakes.smoke import ROCM_CELL, fake_torch, outcome, smoke
 
 LINES = list(catalog.compat().therock)
@@ -187,3 +188,33 @@ def test_therock_pins_the_versions_its_line_publishes(tmp_path: Path, line: str,
     assert compat.violations(cell) == []
     assert (f"torch=={cell.torch_wheel}", f"torchvision=={cell.torchvision}{cell.local_version}",
             f"torchaudio=={cell.torchaudio}{cell.local_version}") == pins
+
+
+def test_explain_names_the_real_cause_for_the_lines_amds_workflows_shipped(tmp_path: Path) -> None:
+    """The cases of rockrel's release branches, as `builder matrix --explain` prints them: a family no release of a
+    line serves says so and names the lines that do; no hint names an unrelated family."""
+    file = tmp_path / "m.yaml"
+    file.write_text("matrix:\n  os: [ubuntu-24.04, ubuntu-22.04]\n  platform: [rocm10.0, rocm7.12, rocm7.11]\n"
+                    "  torch: ['2.13.0', '2.10.0', '2.9.1']\n  gfx: [gfx90c-igpu, gfx900-dgpu, gfx906-dgpu, gfx1153]\n"
+                    "  channel: [therock]\n"
+                    "include:\n  - {os: debian-12, platform: cpu, torch: '2.13.0', tag: anchor}\n", encoding="utf-8")
+    run = builder_cli("matrix", "--matrix", str(file), "--explain")
+    assert run.returncode == 0, run.stderr
+    text = " ".join(run.stdout.split())  # rich wraps long reasons
+    nothing = ("nothing: no TheRock line publishes it to a stable index (dev and nightly only) and no pytorch.org "
+               "ROCm wheel carries it")
+    assert ("not https://stable.repo.amd.com/rocm/whl-next/: no release of TheRock 10.0 serves gfx90c-igpu; it is "
+            f"served by {nothing}") in text
+    assert "no release of TheRock 10.0 serves gfx900-dgpu; it is served by pytorch.org rocm7.2" in text
+    assert "another torch release" not in text and "gfx90X-dcgpu was split" not in text
+    assert "TheRock 7.12 published per-family wheels (one index per family, no [device-*] extras) and none for " \
+           "gfx906-dgpu: its families are gfx908-dcgpu" in text
+    assert "torch 2.10 has no wheels on TheRock 7.12's index for Python 3.10 (ubuntu-22.04's Python)" in text
+    assert "and none for gfx1153: its families are gfx90X-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx110X-all, gfx1150, " \
+           "gfx1151, gfx1152, gfx120X-all; gfx1153 is served by TheRock 7.12, 7.13, 7.14, 10.0" in text
+    assert "TheRock 7.12 builds torch 2.9 without gfx1153 (its release build matrix excludes it): no device package " \
+           "for gfx1153; use torch 2.10 of that line" in text
+    kept = {line.split()[1] for line in run.stdout.splitlines() if line.startswith("│") and "gfx1153_" in line}
+    assert kept == {"rocm10.0_ubuntu24.04_py3.12_torch2.13.0_gfx1153_therock_runtime",
+                    "rocm10.0_ubuntu22.04_py3.10_torch2.13.0_gfx1153_therock_runtime",
+                    "rocm7.12_ubuntu24.04_py3.12_torch2.10.0_gfx1153_therock_runtime"}
