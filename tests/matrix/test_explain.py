@@ -13,7 +13,7 @@ from builder.core import facts as catalog
 from builder.core.spec import CellSpec
 from builder.matrix import compat
 from builder.matrix.expand import expand_matrix
-from builder.matrix.explain import line_verdicts
+from builder.matrix.explain import family_gap_lines, family_gaps, line_verdicts
 from builder.render import installs
 from builder.smoke.torch_smoke import install
 from tests.conftest import builder_cli
@@ -218,3 +218,20 @@ def test_explain_names_the_real_cause_for_the_lines_amds_workflows_shipped(tmp_p
     assert kept == {"rocm10.0_ubuntu24.04_py3.12_torch2.13.0_gfx1153_therock_runtime",
                     "rocm10.0_ubuntu22.04_py3.10_torch2.13.0_gfx1153_therock_runtime",
                     "rocm7.12_ubuntu24.04_py3.12_torch2.10.0_gfx1153_therock_runtime"}
+
+
+def test_a_matrix_with_the_current_line_hears_of_every_family_it_has_no_slim_image_of(tmp_path: Path) -> None:
+    file = tmp_path / "m.yaml"
+    file.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm10.0, rocm7.2]\n  torch: ['2.13.0']\n"
+                    "  gfx: [all, gfx94X-dcgpu]\n  channel: [therock, pytorch]\n", encoding="utf-8")
+    line, gaps = family_gaps(expand_matrix(file))
+    stable = {f for f, fam in catalog.gfx_families().items()
+              if not set(fam.targets) & set(catalog.compat().therock_dev_only_targets)}
+    assert line == "10.0" and set(gaps) == stable - {"gfx94X-dcgpu"}
+    assert gaps["gfx103X-all"] == "not in this matrix: add it to matrix.gfx for the therock channel"
+    assert "build-only" in gaps["gfx125X-dcgpu"]
+    assert not {"gfx900-dgpu", "gfx906-dgpu", "gfx90c-igpu", "gfx90X-dcgpu"} & set(gaps)  # dev and nightly only
+    pytorch_only = tmp_path / "p.yaml"
+    pytorch_only.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n  gfx: [all]\n",
+                            encoding="utf-8")
+    assert family_gap_lines(expand_matrix(pytorch_only)) == []
