@@ -25,6 +25,7 @@ from builder.cli.kit import (
     wheel_source,
 )
 from builder.cli.progress import RunView
+from builder.core.errors import InputError, usage_error
 from builder.core.text import safe
 from builder.publish import jobs
 from builder.publish import lifecycle as pipeline
@@ -80,7 +81,13 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     source = wheel_source(wheelhouse_dir, locks)
 
     def rebuild(tag: str, content_hash: str, layout: Path, compression: str) -> str:
-        [job] = jobs.matrix_jobs(matrix, [tag], None, source)
+        try:
+            [job] = jobs.matrix_jobs(matrix, [tag], None, source)
+        except InputError as exc:
+            if not any(p.key == "--cell" for p in exc.problems):
+                raise
+            default = matrix.resolve() == PRODUCTION_MATRIX.resolve()
+            raise usage_error("--matrix", reproduce.not_in_matrix(str(ref), tag, matrix, default)) from None
         if job.content_hash != content_hash:
             raise reproduce.ReproduceError(
                 f"{ref} was built from other inputs (content hash {content_hash}) than {matrix} and this checkout "

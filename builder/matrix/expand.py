@@ -19,7 +19,7 @@ from builder.core import facts as catalog
 from builder.core.errors import InputError, Problem
 from builder.core.spec import CellSpec, torch_minor
 from builder.core.tags import readable_tag
-from builder.matrix import checks, compat
+from builder.matrix import checks, compat, suggest
 from builder.matrix.schema import Exclude, Include, MatrixFile, TorchRelease
 from builder.matrix.yamlsrc import LocatedYaml, PathKey, load_located
 
@@ -113,9 +113,11 @@ def expand_matrix(file: Path) -> Expansion:
         else:
             problems += [located.problem(draft.path, f"{reason} (rule {rule}; add override: {{reason: ...}} "
                                                      "to build it anyway)") for rule, reason in broken]
-    if not result.cells and not problems:
-        problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"
-                                        + why_all_dropped(result.dropped)))
+    if not result.cells and not problems:  # each unknown torch at its own line; any other cause as a whole
+        problems += suggest.unknown_torch(located, model)
+        if not problems or any(d.rule != "known-torch" for d in result.dropped):
+            problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"
+                                            + why_all_dropped(result.dropped)))
     if not duplicated_axes:
         problems += _duplicate_tags(located, result.cells, paths)
     if problems:

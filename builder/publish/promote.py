@@ -77,13 +77,17 @@ class Target:
         repo = self.repository(report.repository)
         existing = self.published(report)
         if existing is not None:
+            report.pushed_bytes = 0
             return existing  # same content published before: it was validated then, and it never changes
         assert report.image_id is not None
-        digest = push_image(client, report.image_id, self.api, repo, report.immutable_tag, self.credentials)
+        uploaded: set[str] = set()
+        digest = push_image(client, report.image_id, self.api, repo, report.immutable_tag, self.credentials,
+                            uploaded=uploaded)
         report.pushed = True
         manifest = self.api.manifest(repo, report.immutable_tag)
         if manifest is None or manifest.digest != digest:
             raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} is not the digest just pushed")
+        report.pushed_bytes = uploaded_size(manifest.body, uploaded)
         self._check_content(repo, manifest, report)
         return manifest
 
@@ -155,6 +159,16 @@ class Target:
                 on_stage(f"tag {tag}")
                 self.api.put_tag(repo, tag, manifest)
             report.moved.append(tag)  # only once it moved: a failed move is never reported as done
+
+
+def uploaded_size(body: bytes, uploaded: set[str]) -> int | None:
+    """The bytes of the manifest's blobs (config and layers) whose short ID the engine reported as uploaded."""
+    try:
+        data = json.loads(body)
+        blobs = [data["config"], *data["layers"]]
+        return sum(int(b["size"]) for b in blobs if str(b["digest"]).removeprefix("sha256:")[:12] in uploaded)
+    except (ValueError, KeyError, TypeError, OverflowError):
+        return None
 
 
 def compressed_size(body: bytes) -> int | None:

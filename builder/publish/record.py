@@ -38,6 +38,7 @@ class ImageReport:
     validate_seconds: float | None = None
     validation: list[Check] = field(default_factory=list)
     pushed: bool = False  # layers went to the registry in this run
+    pushed_bytes: int | None = None  # what this run uploaded (blobs the registry lacked); None: no push tried
     digest: str | None = None
     previous_digest: str | None = None  # where the image's own tag pointed before this run
     moved: list[str] = field(default_factory=list)

@@ -116,6 +116,8 @@ def _best_row(rows: list[RecordRow], tag: str, digest: str, content_hash: str | 
         return None
     same.sort(key=lambda r: (r.digest == digest, r.finished), reverse=True)
     best = same[0]
+    if best.digest != digest:
+        best = RecordRow(**{**best.__dict__, "published_at": None})  # another build's push is not this one's
     for older in same[1:]:
         updates: dict[str, Any] = {}
         if best.image_bytes is None and older.image_bytes is not None:
@@ -124,6 +126,9 @@ def _best_row(rows: list[RecordRow], tag: str, digest: str, content_hash: str | 
             updates["validation"] = older.validation
         if not best.packages and older.packages:
             updates["packages"] = older.packages
+        if older.digest == digest and older.published_time and (
+                not best.published_time or older.published_time < best.published_time):
+            updates["published_at"] = older.published_time  # the first push of this manifest
         if updates:
             best = RecordRow(**{**best.__dict__, **updates})
     return best

@@ -26,6 +26,19 @@ class GpuFamily:
     present: tuple[str, ...]  # the family's targets the image carries
 
 
+FIXED_EPOCH = "1970-01-01T00:00:00Z"
+
+
+def built_time(created: str | None) -> str:
+    """The config's creation time, said for what it is: reproducible builds fix it (SOURCE_DATE_EPOCH=0)."""
+    if created is None:
+        return "unknown"
+    if created.rstrip("Z").removesuffix(".000000000").startswith("1970-01-01T00:00:00"):
+        return (f"{FIXED_EPOCH} (fixed for reproducible builds: SOURCE_DATE_EPOCH=0 gives the same inputs the same "
+                "digest; see Published for when it was pushed)")
+    return created
+
+
 @dataclass
 class Published:
     """One manifest in the registry, as the tags that point at it share it."""
@@ -147,7 +160,9 @@ class ImageEntry:
             ("Compressed size (pull)", human_size(self.published.compressed_bytes)),
             ("Installed size (on disk)", human_size(self.installed_bytes) if self.installed_bytes
              else "not recorded (no run record of this build)"),
-            ("Built", self.published.created or "unknown"),
+            ("Published", record.published_time if record and record.published_time
+             else "not recorded (no run record of its push)"),
+            ("Built", built_time(self.published.created)),
             ("Platform", self.published.platform),
             ("OS", self.os),
             ("Python", self.label("python") or "unknown"),

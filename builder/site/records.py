@@ -89,6 +89,12 @@ class RecordRow:
     validation: tuple[Check, ...] = ()
     packages: tuple[str, ...] = ()  # `name==version` lines, where a record carries them
     source: str = ""  # the record file
+    published_at: str | None = None  # when a run pushed this build (its record's time): the catalog's "Published"
+
+    @property
+    def published_time(self) -> str | None:
+        """When this build reached the registry, as far as this row knows."""
+        return self.published_at or (self.finished or None if self.state == "published" else None)
 
     def as_json(self) -> dict[str, Any]:
         """Back into the record's own row format, so a catalog's records.json can be read as a record."""
@@ -97,7 +103,7 @@ class RecordRow:
                 "failed_stage": self.failed_stage, "failure": self.failure, "image_bytes": self.image_bytes,
                 "compressed_bytes": self.compressed_bytes, "build_seconds": self.build_seconds,
                 "validation": [c.__dict__ for c in self.validation], "packages": list(self.packages),
-                "finished": self.finished}
+                "finished": self.finished, "published_at": self.published_time}
 
 
 def _str(value: object) -> str | None:
@@ -162,7 +168,8 @@ def parse_record(data: object, source: str) -> list[RecordRow]:
             digest=_digest(row.get("digest")), failed_stage=_str(row.get("failed_stage")),
             failure=_str(row.get("failure")), image_bytes=_int(row.get("image_bytes")),
             compressed_bytes=_int(row.get("compressed_bytes")), build_seconds=_float(row.get("build_seconds")),
-            validation=_checks(row.get("validation")), packages=_packages(row.get("packages")), source=source))
+            validation=_checks(row.get("validation")), packages=_packages(row.get("packages")), source=source,
+            published_at=_str(row.get("published_at"))))
     return rows
 
 
