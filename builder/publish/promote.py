@@ -65,7 +65,7 @@ class Target:
         repo = self.repository(report.repository)
         manifest = self.api.manifest(repo, report.immutable_tag)
         if manifest is not None:
-            labels = self.api.config(repo, manifest).get("config", {}).get("Labels") or {}
+            labels = self.api.config(repo, manifest).labels
             if labels.get(HASH_LABEL) != report.content_hash:
                 raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} exists with content hash "
                                     f"{labels.get(HASH_LABEL)!r}, not {report.content_hash}: an immutable tag is "
@@ -90,8 +90,7 @@ class Target:
     def _check_content(self, repo: str, manifest: Manifest, report: ImageReport) -> None:
         """The immutable tag must name what was validated: the same manifest (the engine's image ID in its
         containerd store), the same content hash."""
-        config = self.api.config(repo, manifest)
-        labels = config.get("config", {}).get("Labels") or {}
+        labels = self.api.config(repo, manifest).labels
         if labels.get(HASH_LABEL) != report.content_hash or manifest.digest != report.image_id:
             raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} holds another image than the "
                                 "one validated (was it pushed by a concurrent run?)")

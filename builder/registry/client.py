@@ -29,9 +29,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from builder.registry import hints, retry
+from builder.registry import hints, models, retry
 from builder.registry import transport as httpsafe
 from builder.registry.address import host_port, plain_http_ok
 from builder.registry.credentials import Credentials, describe
@@ -111,8 +110,9 @@ class RegistryClient:
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""
         found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
-        listed = _json(found.body, "tag list").get("tags") if found is not None else None
-        return [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
+        if found is None:
+            return []
+        return models.parse(models.TagList, found.body, f"{self.address}/{repository} tag list").names
 
     def digest(self, repository: str, tag: str) -> str | None:
         """The manifest digest a tag points at, or None when the tag does not exist."""
@@ -133,26 +133,30 @@ class RegistryClient:
         httpsafe.verify_digest(found.body, found.headers.get("docker-content-digest"), what)
         return Manifest(found.body, found.headers.get("content-type", ""), digest)
 
-    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
-        """A published image's config blob (labels, history), read without a pull, checked against its digest."""
-        config = _json(manifest.body, "manifest").get("config")
-        config_digest = config.get("digest") if isinstance(config, dict) else None
-        if not httpsafe.is_digest(config_digest):
-            raise RegistryError(f"{self.address}/{repository}: manifest {manifest.digest} names no sha256 config")
-        return _json(self.blob(repository, str(config_digest)), "image config")
+    def config(self, repository: str, manifest: Manifest) -> models.ImageConfig:
+        """A published image's config blob (labels, history), read without a pull, checked against its digest.
+
+        At most models.MAX_CONFIG_BYTES are read (a real config is kilobytes): a bigger one is refused before
+        it is parsed."""
+        where = f"{self.address}/{repository}"
+        config = models.parse(models.ManifestDoc, manifest.body, f"{where} manifest {manifest.digest}").config
+        if config is None or not httpsafe.is_digest(config.digest):
+            raise RegistryError(f"{where}: manifest {manifest.digest} names no sha256 config")
+        body = self.blob(repository, config.digest, models.MAX_CONFIG_BYTES)
+        return models.parse(models.ImageConfig, body, f"{where} config {config.digest}")
 
     def config_labels(self, repository: str, tag: str) -> dict[str, str]:
         """Labels of a published image, read from its config blob (no pull needed)."""
         found = self.manifest(repository, tag)
         if found is None:
             return {}
-        return dict(self.config(repository, found).get("config", {}).get("Labels") or {})
+        return self.config(repository, found).labels
 
-    def blob(self, repository: str, digest: str) -> bytes:
-        """A blob's bytes, checked against its digest."""
+    def blob(self, repository: str, digest: str, limit: int = httpsafe.MAX_BLOB_BYTES) -> bytes:
+        """A blob's bytes (at most limit), checked against its digest."""
         if not httpsafe.is_digest(digest):
             raise RegistryError(f"{self.address}/{repository}: {digest[:80]!r} is not a sha256 digest: not asked for")
-        found = self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*")
+        found = self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*", limit=limit)
         assert found is not None
         httpsafe.verify_digest(found.body, digest, f"{self.address}/{repository} blob {digest}")
         return found.body
@@ -176,7 +180,8 @@ class RegistryClient:
             raise RegistryError(f"{self.address}/{repository} blob {digest}: the bytes served are "
                                 f"sha256:{sha.hexdigest()}: refused")
 
-    def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[dict[str, Any]]:
+    def referrers(self, repository: str, digest: str,
+                  artifact_type: str | None = None) -> list[models.Descriptor]:
         """The descriptors of the manifests whose `subject` is digest (OCI 1.1), of artifact_type if given.
 
         The referrers API first; where the registry has none (404, as distribution 2.8), the referrers tag
@@ -190,9 +195,8 @@ class RegistryClient:
             body = index.body if index is not None else b'{"manifests": []}'
         else:
             body = found.body
-        manifests = _json(body, "referrers index").get("manifests") or []
-        return [m for m in manifests if isinstance(m, dict)
-                and (artifact_type is None or m.get("artifactType") == artifact_type)]
+        answer = models.parse(models.Referrers, body, f"{self.address}/{repository} referrers of {digest}")
+        return [m for m in answer.manifests if artifact_type is None or m.artifact_type == artifact_type]
 
     # -- writes ------------------------------------------------------------------------------------
     def put_tag(self, repository: str, tag: str, manifest: Manifest) -> str:
@@ -329,7 +333,7 @@ class RegistryClient:
             req.add_header("Authorization", _basic(self.credentials))
         try:
             got = httpsafe.request(req, httpsafe.MAX_TOKEN_BYTES, f"token from {where}", self._seconds())
-            data = _json(got.body, f"token from {where}")
+            data = models.parse(models.TokenAnswer, got.body, f"token from {where}")
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
                 code, message = _oci_error(exc)
@@ -337,13 +341,13 @@ class RegistryClient:
                                 f"{describe(self.credentials)} ({exc.code})", exc.code, code,
                                 hints.hint(exc.code, code, message, repository)) from None
             raise self._error(exc, "GET", f"token ({where})", repository) from None
-        value = data.get("token") or data.get("access_token")
+        value = data.token or data.access_token
         if not isinstance(value, str) or not value:
             raise AuthError(f"token server {where} answered without a token")
         if not TOKEN_RE.fullmatch(value):
             raise AuthError(f"token server {where} answered with a token that is no header value of at most "
                             f"{MAX_TOKEN_CHARS} printable characters: refused")
-        lifetime = data.get("expires_in")
+        lifetime = data.expires_in
         lifetime = min(lifetime, 86400) if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
         return _Token(value, time.monotonic() + max(lifetime - 5, 1))
 
@@ -370,16 +374,6 @@ def referrers_tag(digest: str) -> str:
 def _basic(credentials: Credentials) -> str:
     raw = f"{credentials.username}:{credentials.password}".encode()
     return "Basic " + base64.b64encode(raw).decode()
-
-
-def _json(body: bytes, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        raise RegistryError(f"the registry's {what} is not JSON (or is nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise RegistryError(f"the registry's {what} is not a JSON object")
-    return data
 
 
 def _oci_error(exc: urllib.error.HTTPError) -> tuple[str | None, str]:

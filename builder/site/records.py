@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from builder.core import files as safefs
 from builder.registry.client import Manifest
+from builder.registry.models import ImageConfig
 from builder.registry.transport import is_digest
 from builder.validate.runner import Check
 
@@ -63,7 +64,7 @@ class RegistryReader(Protocol):
 
     def manifest(self, repository: str, reference: str) -> Manifest | None: ...
 
-    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]: ...
+    def config(self, repository: str, manifest: Manifest) -> ImageConfig: ...
 
 
 # -- run records ---------------------------------------------------------------------------------------------

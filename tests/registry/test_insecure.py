@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builder.registry.address import check_insecure, host_port, plain_http_ok
-from builder.registry.errors import TransientError
 from typer.testing import CliRunner
 
 from builder.cli import app as cli
@@ -22,7 +20,9 @@ from builder.cli.app import app
 from builder.publish import jobs
 from builder.publish.promote import Target
 from builder.publish.push import _classify
+from builder.registry.address import check_insecure, host_port, plain_http_ok
 from builder.registry.client import AuthError, RegistryClient, RegistryError
+from builder.registry.errors import TransientError
 from tests.conftest import DATA
 from tests.registry.test_client import (
     BASIC,
