@@ -382,6 +382,9 @@ def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
     for warning in catalog.warnings:
         show.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
     show.out.print(f"catalog of {len(catalog.images)} images: {safe(out / 'index.html')}")
+    if catalog.warnings:  # a page, a row or a repository left out: the site is written, and incomplete
+        show.error(f"{len(catalog.warnings)} thing(s) left out of the catalog: see the warnings above")
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("diff")
@@ -393,7 +396,8 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
              ) -> None:
     """Which OS and Python packages changed between two published images, read from their attached SBOMs.
 
-    Exit 0 with the changes (none is an answer too), 1 when an image has no SBOM, 2 for a bad reference.
+    Exit 0 with the changes (none is an answer too), 1 when an image has no SBOM or SBOM entries were left out
+    (the changes are printed, with a warning each), 2 for a bad reference.
     """
     from builder.audit import diff
 
@@ -409,7 +413,10 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
         print(json.dumps(diff.as_json(a, b, found), indent=2))
     else:
         show.print_diff(a, b, found)
-    raise typer.Exit(EXIT_OK)
+    lost = a.warnings + b.warnings  # components of no readable shape: the diff is printed, and incomplete
+    for warning in lost:
+        show.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
+    raise typer.Exit(EXIT_FAILED if lost else EXIT_OK)
 
 
 @app.command("reproduce")

@@ -29,10 +29,13 @@ from builder.site.records import (
 MAX_HISTORY_CHARS = 16 << 10
 MAX_TAGS = 5000  # per repository: each is a few requests; the factory's matrix publishes about 200
 # what hostile registry data can raise while one tag is read: it costs that tag's page, with a warning
-TAG_FAULTS = (RegistryError, ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError)
+TAG_FAULTS = (RegistryError, ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError,
+              MemoryError)
 
 
 def _fault(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "too big to read in memory"
     return str(exc) if isinstance(exc, RegistryError) else f"unreadable data ({type(exc).__name__})"
 
 
