@@ -168,9 +168,10 @@ def render_pages(catalog: Catalog, ends: float | None = None) -> dict[str, str]:
 
 
 def _share_pages(images: list[ImageEntry]) -> None:
-    """Tags of one repository on one manifest: the first (by tag) holds the page, the others point at it."""
+    """Tags of one repository on one manifest: the image's own tag (its label) holds the page, else the first
+    by name; the others point at it."""
     first: dict[tuple[str, str], str] = {}
-    for image in sorted(images, key=lambda i: i.tag):
+    for image in sorted(images, key=lambda i: (i.tag != i.published.labels.get(tags.TAG_LABEL), i.tag)):
         holder = first.setdefault((image.repository, image.digest), image.tag)
         image.same_as = holder if holder != image.tag else None
 
