@@ -29,7 +29,8 @@ from builder.publish.record import ImageReport, Stage
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
-from builder.render.dockerfile import WheelSource, render_images
+from builder.render.dockerfile import render_images
+from builder.render.wheels import WheelSource
 from builder.validate import sbom
 from builder.validate.runner import validate_image
 
