@@ -19,7 +19,7 @@ from builder.core.tags import HASH_LABEL
 from builder.publish.push import push_image
 from builder.publish.record import ImageReport
 from builder.registry import credentials as creds
-from builder.registry import retry
+from builder.registry import models, retry
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.registry.errors import RegistryError
 from builder.validate.sbom import MEDIA_TYPE as SBOM_TYPE
@@ -132,7 +132,10 @@ class Target:
     def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
         tag = referrers_tag(subject)
         current = self.api.manifest(repo, tag)
-        listed = json.loads(current.body).get("manifests", []) if current is not None else []
+        listed: list[dict[str, object]] = []
+        if current is not None:  # its shape checked (a RegistryError otherwise); its entries kept as they are
+            models.parse(models.Referrers, current.body, f"{self.api.address}/{repo}:{tag} referrers index")
+            listed = json.loads(current.body).get("manifests") or []
         if any(m.get("digest") == descriptor["digest"] for m in listed):
             return
         index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*listed, descriptor]}

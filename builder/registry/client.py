@@ -93,7 +93,8 @@ class RegistryClient:
 
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""
-        found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
+        found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True,
+                           limit=models.MAX_TAG_LIST_BYTES)
         if found is None:
             return []
         return models.parse(models.TagList, found.body, f"{self.address}/{repository} tag list").names

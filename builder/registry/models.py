@@ -13,6 +13,8 @@ The limits are far beyond any real image and far below what costs memory or outp
 - MAX_CONFIG_BYTES: a real config is kilobytes (ROCm's largest, with its full history and labels, is under
   50 kB); 4 MiB is the size the distribution spec has registries accept for a manifest, and the cap of
   every config read, so a 60 MiB config is refused before one byte of it is parsed.
+- Every other document read whole is capped likewise (MAX_SBOM_BYTES, MAX_TAG_LIST_BYTES): JSON of tiny
+  objects takes ~30 times its size in memory, so a cap of a few MiB keeps one answer under ~256 MB.
 - Strings: a label or a history step of a few kB; MAX_TEXT_CHARS (256 kB) admits a RUN heredoc of a
   whole script. Nesting is cut by the JSON parser's own depth limit.
 """
@@ -34,7 +36,8 @@ MAX_LABELS = 1000
 MAX_DESCRIPTORS = 1000  # entries of an index or a referrers answer: platforms, or artifacts of one image
 MAX_TAGS_LISTED = 100_000  # one tag list answer (the catalog reads the first few thousand)
 MAX_CONFIG_BYTES = 4 << 20
-MAX_SBOM_BYTES = 64 << 20  # an SBOM of tens of thousands of packages is tens of MB
+MAX_SBOM_BYTES = 8 << 20  # the factory's SBOMs: ~3,000 packages at ~400 bytes, ~1 MB; 8 MiB admits 20,000
+MAX_TAG_LIST_BYTES = 8 << 20  # MAX_TAGS_LISTED tags of ~80 characters
 MAX_TEXT_CHARS = 256 << 10
 MAX_NAME_CHARS = 1024  # media types, digests, label keys, tags, platform fields
 MAX_SIZE = 1 << 53  # a blob's size: exact in a float, far beyond any layer

@@ -25,7 +25,8 @@ CHECK_STATUSES = frozenset({"pass", "fail", "skip", "warn", "info"})
 REPOSITORY_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 CHART_WIDTH = 520  # px of the longest bar
 MAX_BAKE_BYTES = 16 << 20  # a bake file of thousands of targets is a few MB
-MAX_RECORD_BYTES = 64 << 20  # a run record of hundreds of images, each with its checks and packages
+MAX_RECORD_BYTES = 16 << 20  # a run record of hundreds of images, each with its checks and packages, is a few MB
+# (JSON of tiny objects takes ~30 times its size in memory: 64 MiB of them was a 1.7 GB catalog)
 MAX_ROW_TAG_CHARS = 256  # a tag is at most 128 characters; a repository path a few dozen
 MAX_ROW_ITEMS = 5000  # checks or packages of one row: a page lists them all (an image has a few hundred)
 MAX_ROW_WARNINGS = 100  # per record file: a file of a million bad rows is not a million warnings

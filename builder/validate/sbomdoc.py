@@ -15,7 +15,7 @@ from pydantic import Field, StrictStr
 
 from builder.registry.models import MAX_NAME_CHARS, MAX_TEXT_CHARS, Model
 
-MAX_COMPONENTS = 200_000  # an image's OS and Python packages: a few thousand; SBOMs of whole distros ~100k
+MAX_COMPONENTS = 50_000  # an image's OS and Python packages: a few thousand
 MAX_PROPERTIES = 100
 
 Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]

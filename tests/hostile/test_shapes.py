@@ -223,7 +223,7 @@ PARSERS: list[Callable[[bytes], Any]] = [
 CLEAR = (models.ShapeError, sbom.SbomError, reproduce.LayerError, ValueError)  # ValueError: "not a run record"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=JSON, raw=st.booleans(), noise=st.binary(max_size=40))
 def test_every_parser_answers_a_value_or_a_clear_error(value: object, raw: bool, noise: bytes) -> None:
     body = noise if raw else json.dumps(value).encode()
@@ -234,7 +234,7 @@ def test_every_parser_answers_a_value_or_a_clear_error(value: object, raw: bool,
             assert str(exc), parse
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(config=JSON, layers=JSON)
 def test_the_catalog_costs_a_random_config_its_page_at_most(config: object, layers: object) -> None:
     fake = FakeRegistry()
@@ -250,3 +250,34 @@ def test_the_catalog_costs_a_random_config_its_page_at_most(config: object, laye
     pages = site.render_pages(catalog)
     assert f"images/pytorch/{ROCM_TAG}.html" in pages
     assert ("images/pytorch/odd.html" in pages) != any(":odd:" in w or ":odd " in w for w in catalog.warnings)
+
+
+@pytest.mark.parametrize("index", [b"[1]", b'{"manifests": 5}', b'{"manifests": [5]}', b'{"manifests": [{}]}'])
+def test_a_referrers_tag_of_another_shape_fails_the_attach_and_is_never_rewritten(index: bytes) -> None:
+    """The referrers tag's index is read to add the SBOM to it: `.get` on a list or an int was an AttributeError."""
+    from builder.publish.promote import Target
+    from builder.publish.record import ImageReport
+
+    class Api:
+        address = "reg.test"
+
+        def __init__(self) -> None:
+            self.put: list[str] = []
+
+        def push_blob(self, repository: str, data: bytes) -> str:
+            return sha(data)
+
+        def put_manifest(self, repository: str, reference: str, body: bytes, media_type: str) -> tuple[Manifest, None]:
+            self.put.append(reference)
+            return Manifest(body, media_type, sha(body)), None  # no OCI-Subject: the fallback tag is kept
+
+        def manifest(self, repository: str, reference: str) -> Manifest:
+            return Manifest(index, "", sha(index))
+
+    api = Api()
+    image_manifest = Manifest(b"{}", "m", sha(b"{}"))
+    document = sbom.Sbom(b"{}", [])
+    with pytest.raises(RegistryError, match="referrers index"):
+        Target("reg.test/ns", api, None).attach_sbom(  # type: ignore[arg-type]
+            ImageReport("t", "pytorch", ["t"], "t-0", "sha256:0"), image_manifest, document)
+    assert all(ref.startswith("sha256:") for ref in api.put)  # the artifact went up; the tag was not rewritten
