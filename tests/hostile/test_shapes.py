@@ -21,11 +21,9 @@ from builder.registry.client import Manifest, RegistryClient, RegistryError
 from builder.render import lockfile
 from builder.site.records import parse_record
 from builder.validate import sbom
-from tests.hostile import test_registry
-from tests.hostile.test_registry import ONCE, Reply, Seen, Server, cli
+from tests.fakes.scripted_registry import Reply, Scripted, Seen
+from tests.hostile.test_registry import ONCE, cli
 from tests.site.test_site import HASH_ROCM, REGISTRY, ROCM_TAG, FakeRegistry, labels, record_row, write_record
-
-serve = test_registry.serve  # a fixture: the scripted loopback registry
 
 
 def sha(body: bytes) -> str:
@@ -39,8 +37,8 @@ def image(config: bytes, layers: int = 1) -> tuple[bytes, dict[str, bytes]]:
     return manifest, {sha(config): config}
 
 
-def registry(serve: Callable[[Callable[[Seen], Reply]], Server], manifest: bytes, blobs: dict[str, bytes],
-             referrers: bytes = b'{"manifests": []}') -> Server:
+def registry(server: Callable[[Callable[[Seen], Reply]], Scripted], manifest: bytes, blobs: dict[str, bytes],
+             referrers: bytes = b'{"manifests": []}') -> Scripted:
     def answer(seen: Seen) -> Reply:
         if seen.path.endswith("/tags/list"):
             return 200, {}, b'{"tags": ["tag"]}'
@@ -50,7 +48,7 @@ def registry(serve: Callable[[Callable[[Seen], Reply]], Server], manifest: bytes
             return 200, {}, manifest
         digest = seen.path.rsplit("/", 1)[-1]
         return (200, {}, blobs[digest]) if digest in blobs else (404, {}, b"")
-    return serve(answer)
+    return server(answer)
 
 
 # -- 1. shapes -------------------------------------------------------------------------------------------------
@@ -73,13 +71,13 @@ def test_an_odd_sbom_entry_costs_that_entry_and_is_counted() -> None:
 
 
 def test_a_referrers_answer_whose_manifests_is_a_number_is_one_registry_error(
-        serve: Callable[[Callable[[Seen], Reply]], Server], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        server: Callable[[Callable[[Seen], Reply]], Scripted], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`{"manifests": 5}`: 'int' object is not iterable."""
     for name in ("RIF_REGISTRY_USER", "RIF_REGISTRY_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     manifest, blobs = image(b"{}")
-    reg = registry(serve, manifest, blobs, referrers=b'{"manifests": 5}')
+    reg = registry(server, manifest, blobs, referrers=b'{"manifests": 5}')
     with pytest.raises(RegistryError, match=r"referrers .* manifests: Input should be a valid array"):
         diff.fetch(diff.parse_ref(f"{reg.address}/ns/r:tag", "A"))
     proc = cli(tmp_path, "diff", f"{reg.address}/ns/r:tag", f"{reg.address}/ns/r:tag")
@@ -91,10 +89,10 @@ def test_a_referrers_answer_whose_manifests_is_a_number_is_one_registry_error(
                                     {"config": {"Labels": {"a": 5}}}, {"history": {"a": 1}}, [1]],
                          ids=["config-str", "labels-list", "label-int", "history-dict", "no-object"])
 def test_reproduce_refuses_a_config_of_another_shape_before_any_rebuild(
-        serve: Callable[[Callable[[Seen], Reply]], Server], config: object) -> None:
+        server: Callable[[Callable[[Seen], Reply]], Scripted], config: object) -> None:
     """`.get` on a str or a list, before any rebuild."""
     manifest, blobs = image(json.dumps(config).encode())
-    reg = registry(serve, manifest, blobs)
+    reg = registry(server, manifest, blobs)
 
     def rebuild(tag: str, content_hash: str, out: Path, compression: str) -> str:
         raise AssertionError("no rebuild of an image whose config cannot be read")
@@ -154,11 +152,11 @@ def test_a_manifest_shared_by_tags_is_rendered_once() -> None:
 
 
 def test_a_config_over_its_cap_is_refused_before_it_is_parsed(
-        serve: Callable[[Callable[[Seen], Reply]], Server]) -> None:
+        server: Callable[[Callable[[Seen], Reply]], Scripted]) -> None:
     """A 60 MiB config of tiny objects peaked at 1.7 GB of memory: a config is read up to 4 MiB, no more."""
     config = b"[" + b"{}," * ((models.MAX_CONFIG_BYTES // 3) + 1) + b"{}]"
     manifest, blobs = image(config)
-    reg = registry(serve, manifest, blobs)
+    reg = registry(server, manifest, blobs)
     client = RegistryClient(reg.address, policy=ONCE)
     with pytest.raises(RegistryError, match=f"more than the {models.MAX_CONFIG_BYTES} read"):
         client.config("ns/r", Manifest(manifest, "", sha(manifest)))
@@ -191,10 +189,10 @@ def test_pages_past_the_commands_deadline_are_left_out_with_a_warning() -> None:
                                 "passed): no page"]
 
 
-def test_the_catalog_exits_1_and_says_what_it_left_out(serve: Callable[[Callable[[Seen], Reply]], Server],
+def test_the_catalog_exits_1_and_says_what_it_left_out(server: Callable[[Callable[[Seen], Reply]], Scripted],
                                                         tmp_path: Path) -> None:
     manifest, blobs = image(b'{"config": "x"}')
-    reg = registry(serve, manifest, blobs)
+    reg = registry(server, manifest, blobs)
     proc = cli(tmp_path, "catalog", "--registry", f"{reg.address}/ns", "--repository", "r", "--out",
                str(tmp_path / "site"))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and "unexpected" not in proc.stderr
