@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.core import files as safefs
 from builder.core.logfiles import LOG_DIR
 from builder.core.scratch import scratch_dir
 from builder.core.spec import CellSpec
@@ -25,6 +26,7 @@ from builder.render import lockfile
 from builder.render.dockerfile import WheelSource, lock_steps, render_all
 from builder.render.wheelhouse import PLATFORMS
 
+MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged")
 
 
@@ -49,7 +51,7 @@ def lock_tree(cells: list[CellSpec], tree: Path, wheelhouse: Path | None = None,
         texts: dict[str, str] = {}
         for step in lock_steps(members):
             path = lockfile.lock_path(tree, group, step)
-            old = path.read_text(encoding="utf-8") if path.is_file() else None
+            old = _old_lock(path)
             if old is not None and not update and lockfile.inputs_of(old) == step.inputs:
                 texts[step.file] = old
                 report.kept.append(path)
@@ -63,8 +65,7 @@ def lock_tree(cells: list[CellSpec], tree: Path, wheelhouse: Path | None = None,
             texts[step.file] = new
             changed = new != old
             if changed:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(new, encoding="utf-8")
+                safefs.write_inside(tree, path.relative_to(tree).as_posix(), new.encode())
             (report.written if changed else report.kept).append(path)
             on_step(group, step.file, "written" if changed else "unchanged")
     return report
@@ -129,5 +130,13 @@ def _key(name: str) -> str:
 
 def _log(cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with (LOG_DIR / "lock.log").open("a", encoding="utf-8") as fh:
+    with safefs.open_log(LOG_DIR / "lock.log", append=True) as fh:
         fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}(exit {proc.returncode})\n")
+
+
+def _old_lock(path: Path) -> str | None:
+    """The lock already there: a regular file only (a FIFO would block, a link is not followed), else None."""
+    try:
+        return safefs.read_regular(path, MAX_LOCK_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
