@@ -38,7 +38,7 @@ from builder.core.errors import InputError, Problem
 from builder.core.spec import CellSpec
 from builder.matrix.expand import Expansion, expand_matrix, load_matrix
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.fakes.loopback"]  # the second: every bind and connect on loopback
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

@@ -9,10 +9,14 @@ from __future__ import annotations
 import ast
 import json
 import re
+import socket
 from pathlib import Path
+
+import pytest
 
 from builder.build import bake
 from tests.conftest import ROOT
+from tests.fakes import loopback
 
 SOURCES = sorted(p for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
                  if p.name != Path(__file__).name)
@@ -61,3 +65,98 @@ def test_nothing_looks_up_the_bridge_and_builds_use_the_host_network() -> None:
     assert json.dumps(bake.override({"t": "n"})) == '{"target": {"t": {"network": "host"}}}'
     setup = (ROOT / "scripts" / "setup.sh").read_text()
     assert '"bridge": "none"' in setup and '"iptables": false' in setup
+
+
+# -- the run-time guard (tests/fakes/loopback.py), the primary check: every bind and connect of the suite --------
+
+GUARDED = '''
+import socket
+
+import pytest
+
+from tests.fakes.loopback import check_address
+
+
+def test_bind_every_interface():
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+
+
+def test_bind_the_empty_host():
+    with socket.socket() as s:
+        s.bind(("", 0))
+
+
+def test_connect_off_loopback_even_when_the_error_is_caught():
+    with socket.socket() as s:
+        s.settimeout(0.01)
+        try:
+            s.connect(("192.0.2.1", 9))
+        except Exception:
+            pass
+
+
+def test_connect_ex_off_loopback():
+    with socket.socket() as s:
+        s.connect_ex(("10.255.255.1", 9))
+
+
+def test_sendto_off_loopback():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"x", ("192.0.2.1", 9))
+
+
+def test_create_connection_off_loopback():
+    with pytest.raises(Exception):
+        socket.create_connection(("192.0.2.1", 9), timeout=0.01)
+
+
+def test_a_registry_config_on_every_interface():
+    check_address(":5000", "registry.yml")
+
+
+def test_loopback_and_unix_sockets_pass():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("localhost", port)), socket.socket() as other:
+            other.connect_ex(("127.0.0.2", port))  # refused: nothing listens there, but it is loopback
+    with socket.socket(socket.AF_UNIX) as unix:
+        unix.bind("\\0rif-loopback-guard")  # an abstract name: a path under tmp_path is too long
+    a, b = socket.socketpair()
+    a.close(), b.close()
+    check_address("127.0.0.1:5000", "registry.yml")
+'''
+
+
+def test_the_guard_fails_every_test_that_binds_or_connects_off_loopback(pytester: pytest.Pytester,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_guarded=GUARDED)
+    result = pytester.runpytest_subprocess("-p", "tests.fakes.loopback", "-p", "no:cacheprovider", "-rA")
+    outcomes = {line.split()[1].split("::")[-1]: line.split()[0] for line in result.outlines
+                if line.startswith(("PASSED ", "FAILED ", "ERROR "))}
+    assert outcomes == {
+        "test_bind_every_interface": "FAILED", "test_bind_the_empty_host": "FAILED",
+        "test_connect_off_loopback_even_when_the_error_is_caught": "FAILED", "test_connect_ex_off_loopback": "FAILED",
+        "test_sendto_off_loopback": "FAILED", "test_create_connection_off_loopback": "FAILED",
+        "test_a_registry_config_on_every_interface": "FAILED", "test_loopback_and_unix_sockets_pass": "PASSED"}
+    assert "192.0.2.1" in result.stdout.str() and "off loopback" in result.stdout.str()
+
+
+@pytest.mark.parametrize(("family", "address", "ok"), [
+    (socket.AF_INET, ("127.0.0.1", 80), True), (socket.AF_INET, ("127.8.9.10", 80), True),
+    (socket.AF_INET6, ("::1", 80, 0, 0), True), (socket.AF_INET6, ("::ffff:127.0.0.1", 80, 0, 0), True),
+    (socket.AF_INET, ("localhost", 80), True), (socket.AF_UNIX, "/run/docker.sock", True),
+    (socket.AF_INET, ("0.0.0.0", 80), False), (socket.AF_INET, ("", 80), False),
+    (socket.AF_INET6, ("::", 80, 0, 0), False), (socket.AF_INET, ("10.0.0.1", 80), False),
+    (socket.AF_INET, ("172.17.0.1", 80), False), (socket.AF_INET6, ("fe80::1%lo", 80, 0, 0), False),
+    (socket.AF_INET, ("example.invalid", 80), False),
+])
+def test_the_guard_allows_loopback_and_unix_sockets_only(family: int, address: object, ok: bool) -> None:
+    assert loopback.allowed(family, address) is ok
+
+
+def test_the_guard_is_on_in_this_suite() -> None:
+    with socket.socket() as s, pytest.raises(loopback.OffLoopback, match="off loopback"):
+        s.bind(("0.0.0.0", 0))
+    assert loopback.taken() == ["socket.bind(('0.0.0.0', 0)) off loopback (family <AddressFamily.AF_INET: 2>)"]
