@@ -3,7 +3,7 @@
 A ROCm torch layer is several GB; every user pulls it, and the engine unpacks it (with the containerd image
 store, `docker pull` decompresses and writes the snapshot before it returns). The layer here is synthetic:
 `--gb` of files half random and half repetitive (about 2x compressible, as shared libraries are; the payload of
-synthwheels.py). The same image is built twice, gzip and zstd (BuildKit's `compression=`, `force-compression`),
+rocmwheels.py). The same image is built twice, gzip and zstd (BuildKit's `compression=`, `force-compression`),
 pushed to a fresh registry on loopback, and pulled `--repeats` times each, alternating, into a second, empty
 engine (the machine's own holds the layers it built), the image removed after every pull. Printed: compressed
 size, push and median pull seconds per compression, and the ratios.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from freshengine import empty_engine
 from localregistry import LocalRegistry
-from synthwheels import FILE_LIMIT, payload_chunks
+from rocmwheels import FILE_LIMIT, payload_chunks
 
 COMPRESSIONS = ("gzip", "zstd")
 

@@ -21,8 +21,8 @@ import jinja2
 
 from builder import smoke
 from builder.core.spec import CellSpec
-from builder.render.dockerfile import cell_json, image_labels
 from builder.render.installs import devel_packages, device_extras, runtime_packages
+from builder.render.labels import cell_json, image_labels
 
 OLD_TEMPLATE = r"""{#- One template for every cell. Blocks per OS family: apt renders today; a dnf block goes beside it. -#}
 {%- macro install(packages) -%}

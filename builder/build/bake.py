@@ -1,6 +1,6 @@
 """Stage 3: a build tree -> images in the engine, by `docker buildx bake`, BuildKit's log streamed live.
 
-Images go through an OCI layout (`Export`): layers whose file times the template set to 0 and a config dated
+Images go through an OCI layout (builder.build.export): layers whose file times the template set to 0 and a config dated
 SOURCE_DATE_EPOCH, so the same inputs give the same manifest digest on any engine, then loaded into the engine,
 whose containerd image store keeps that digest as the image's ID. One bake builds every selected image, so stages
 shared by several images (the OS base, torch, a runtime under its devel) are built once. BuildKit cancels every
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.build import ocilayout
-from builder.build.engine import EngineUnavailable, connect
+from builder.build.engine import EngineUnavailable
+from builder.build.export import Export, ExportError
 from builder.core.files import replace_file
 from builder.core.scratch import scratch_dir
 
@@ -73,50 +73,6 @@ def require_buildx() -> str:
 
 SOURCE_DATE_EPOCH = "0"  # a constant, never a commit's or a clock's time: unchanged inputs, unchanged layers
 ALLOW_HOST_NETWORK = ["--allow", "network.host"]
-
-
-@dataclass(frozen=True)
-class Cache:
-    """BuildKit's cache kept in a registry (`<ref>:<target>`, every stage: mode=max), so a cold runner rebuilding
-    a combination after a small change takes the unchanged steps (torch) from there instead of running them."""
-
-    ref: str  # REGISTRY/NAMESPACE/REPOSITORY
-    insecure: bool = False  # plain HTTP: loopback or a host named with --insecure-registry
-    write: bool = True  # False (publish --no-push): import only, the registry is never written to
-
-    def attributes(self, target: str, export: bool, compression: str) -> str:
-        extra = ",registry.insecure=true" if self.insecure else ""
-        if export:
-            extra += f",mode=max,image-manifest=true,oci-mediatypes=true,compression={compression},ignore-error=true"
-        return f"type=registry,ref={self.ref}:{target}{extra}"
-
-
-@dataclass(frozen=True)
-class Export:
-    """Where a bake exports: one OCI layout folder for every target (shared layers written once). The layers' file
-    times are already constant (each RUN of the template sets what it wrote to time 0) and the config's come
-    from SOURCE_DATE_EPOCH, so the same inputs give the same manifest digest on any engine."""
-
-    layout: Path
-    compression: str = "gzip"
-    load: bool = True  # False: the images stay in the layout (builder reproduce compares them there)
-    cache: Cache | None = None
-
-    def output(self, name: str) -> str:
-        # No force-compression and no rewrite-timestamp: a layer already compressed (the base's, a cached step's)
-        # is reused as it is. rewrite-timestamp recompresses every layer on every export, cached or not (27 s of
-        # a 34 s warm bake of a CPU torch image; minutes for a ROCm one), for times the template already set.
-        return (f"type=oci,tar=false,dest={self.layout},name={name},oci-mediatypes=true,"
-                f"compression={self.compression}")
-
-    def target(self, target: str, name: str) -> dict[str, Any]:
-        """The bake keys that export target as name, and import and export its cache."""
-        keys: dict[str, Any] = {"output": [self.output(name)]}
-        if self.cache is not None:
-            keys["cache-from"] = [self.cache.attributes(target, False, self.compression)]
-            if self.cache.write:
-                keys["cache-to"] = [self.cache.attributes(target, True, self.compression)]
-        return keys
 
 
 def override(targets: dict[str, str], export: Export | None = None) -> dict[str, Any]:
@@ -198,18 +154,17 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
 
 
 def _result(target: str, digest: str | None, refs: list[str], export: Export | None) -> BuildResult:
-    """A built target's result: with an export, its image (named refs, the bake file's tags) loaded from the
+    """A built target's result: with an export, its image (named refs, the bake file's tags) taken from the
     layout (ID = the manifest digest)."""
     if digest is None:
         return BuildResult(target, False, error="bake finished without an image for this target")
     if export is None:
         return BuildResult(target, True, digest)
     try:
-        image = ocilayout.find(export.layout, refs[-1])
-        loaded = ocilayout.load(connect(), image, refs) if export.load else image.digest
-    except (IndexError, ocilayout.LayoutError, EngineUnavailable, OSError) as exc:
+        loaded, manifest_digest = export.take(refs)
+    except ExportError as exc:
         return BuildResult(target, False, error=f"cannot load the built image: {exc}")
-    return BuildResult(target, True, loaded, manifest_digest=image.digest)
+    return BuildResult(target, True, loaded, manifest_digest=manifest_digest)
 
 
 def _tags(bake_file: Path) -> dict[str, list[str]]:

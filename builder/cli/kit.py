@@ -28,13 +28,12 @@ from builder.core.files import replace_file
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
-from builder.render.dockerfile import NameClash
 from builder.render.lockfile import LockProblem
 from builder.render.resolve import LockError
+from builder.render.stages import NameClash
+from builder.render.wheels import WheelSource
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
-
-app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,6 +62,11 @@ InsecureOpt = Annotated[list[str] | None, typer.Option(
 GpuOpt = Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks, with the host's ROCm devices.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
                                         help="Accepted for old scripts: build logs always go to .rif/logs.")]
+
+
+def wheel_source(wheelhouse_dir: Path | None, locks: Path | None = None) -> WheelSource:
+    """Where images get their wheels: --wheelhouse and --locks, as absolute paths (every command alike)."""
+    return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None, locks.resolve() if locks else None)
 
 
 class Progress(StrEnum):

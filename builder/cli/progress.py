@@ -2,7 +2,7 @@
 
 Build logs never scroll past on the terminal: every line goes, ANSI escapes stripped, to
 `.rif/logs/<tag>.log`, and the terminal shows one line per image and stage. A failure prints the last lines
-of the log and its path (display.print_reports). Tools that write their own logs (debootstrap, pip) go
+of the log and its path (runs.print_reports). Tools that write their own logs (debootstrap, pip) go
 through `logged_run`, which does the same for one command.
 """
 

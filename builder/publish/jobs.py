@@ -17,7 +17,8 @@ from builder.core.errors import usage_error
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select
 from builder.publish.record import ImageReport
-from builder.render.dockerfile import RenderedCell, WheelSource, render_cell, render_images
+from builder.render.dockerfile import RenderedCell, render_cell, render_images
+from builder.render.wheels import WheelSource
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 
 `builder build`, `builder push` and `builder publish` all run every image through `run_image`; they differ
 only in their Options (publish adds the skip-by-content-hash decision); their Jobs come from `jobs`. The
-build stage bakes every image that needs building (shared stages are built once); then each image
-goes through validation and push on its own. A failure in one image is recorded in its ImageReport and
-the next image goes on; an image is pushed only after its own validation passed, and its moving tags move
-only after its immutable tag holds exactly that image.
+build stage bakes every image that needs building (shared stages are built once), from the render the jobs
+came with; then each image goes through its own steps (builder.publish.steps: validation, SBOM) and push. A
+failure in one image is recorded in its ImageReport and the next image goes on; an image is pushed only after
+its own validation passed, and its moving tags move only after its immutable tag holds exactly that image.
 """
 
 from __future__ import annotations
@@ -18,20 +18,20 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder.build.bake import BuildResult, Cache, Export, bake, require_buildx, waves
-from builder.build.engine import run_captured
+from builder.build.bake import BuildResult, bake, require_buildx, waves
+from builder.build.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
-from builder.publish import record
+from builder.publish import record, steps
 from builder.publish.jobs import Job
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport, Stage
+from builder.publish.steps import content_ref
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
-from builder.render.dockerfile import WheelSource, render_images
-from builder.validate import sbom
-from builder.validate.runner import validate_image
+from builder.render.dockerfile import RenderedCell, render_images
+from builder.render.wheels import WheelSource
 
 __all__ = ["Cache", "Events", "Options", "Prepared", "rebuild", "run", "run_and_record", "run_image"]
 
@@ -98,7 +98,7 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
                 continue
             if found is not None or options.plan:
                 continue
-        if job.rendered is None or (options.skip_published and _has_image(client, _content_ref(job), job.content_hash)):
+        if job.rendered is None or (options.skip_published and _has_image(client, content_ref(job), job.content_hash)):
             continue  # nothing to build, or a rerun after a failed push finds its own build
         wanted.append(job)
     if wanted:
@@ -117,7 +117,7 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
 def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,
                no_cache: bool = False) -> dict[str, BuildResult]:
     require_buildx()
-    rendered = render_images([j.rendered.cell for j in jobs if j.rendered is not None], source)
+    rendered = _together(jobs, source)
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
     for r, job in zip(rendered, jobs, strict=True):
         assert r.content_hash == job.content_hash, f"{job.tag}: rendered alone and together, hashes differ"
@@ -134,6 +134,17 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
             results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export,
                                 no_cache=no_cache))
     return {by_target[t].tag: result for t, result in results.items()}
+
+
+def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
+    """The jobs' images as one render (one Dockerfile per combination): as the caller rendered them when it rendered
+    them in one go from source (matrix_jobs), else rendered again together."""
+    given = [j.rendered for j in jobs if j.rendered is not None]
+    dockerfiles: dict[str, str] = {}
+    if len(given) == len(jobs) and all(r.source == source and dockerfiles.setdefault(r.group, r.dockerfile) ==
+                                       r.dockerfile for r in given):
+        return given
+    return render_images([r.cell for r in given], source)
 
 
 def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events()) -> BuildResult:
@@ -177,6 +188,10 @@ def run_image(client: docker.DockerClient, job: Job, options: Options, prepared:
 def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared: Prepared, events: Events,
                report: ImageReport) -> None:
     target = options.target
+
+    def stage(name: str) -> None:
+        events.stage(job.tag, name)
+
     if job.tag in prepared.errors:
         raise prepared.errors[job.tag]
     if target is not None and options.skip_published:
@@ -184,134 +199,31 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
         if published is not None or options.plan:
             report.state = ("would-skip" if options.rehearsal else "skipped") if published else "would-build"
             if published is not None and not options.rehearsal and options.sbom \
-                    and not _repair_sbom(client, job, target, published, events, report):
+                    and not steps.repair_sbom(client, job, target, published, stage, report):
                 return
             if published is not None:
-                target.promote(report, published, options.rehearsal, lambda stage: events.stage(job.tag, stage))
+                target.promote(report, published, options.rehearsal, stage)
             else:
                 report.moved = list(report.tags)
             return
-    if not _build(client, job, prepared.built.get(job.tag), report):
+    if not steps.take_build(client, job, prepared.built.get(job.tag), report):
         return
-    if options.validate and not _validate(client, job, options, events, report):
+    if options.validate and not steps.validate(client, job, options.gpu, stage, report):
         return
     if target is None:
         return
-    document = _sbom(client, job, events, report) if options.sbom else None
+    document = steps.make_sbom(client, job, stage, report) if options.sbom else None
     if options.sbom and document is None:
         return
     if options.no_push:
         return  # --no-push: built, validated and inventoried; the registry is never written to
-    events.stage(job.tag, "push")
+    stage("push")
     manifest = target.push(client, report)
     # Before any tag moves: a moving tag always names an image whose SBOM is attached.
-    if document is not None and not _attach(job, target, manifest, document, events, report):
+    if document is not None and not steps.attach(job, target, manifest, document, stage, report):
         return
     report.state = "published"
-    target.promote(report, manifest, on_stage=lambda stage: events.stage(job.tag, stage))
-
-
-def _build(client: docker.DockerClient, job: Job, built: BuildResult | None, report: ImageReport) -> bool:
-    """Take the bake's image for the job, or find the one it names; False when there is none to go on with."""
-    if built is None:  # not baked: an image already in the engine (builder push/test, or a rerun's own build)
-        return _existing(client, job.local_image if job.rendered is None else _content_ref(job), report)
-    report.build_seconds, report.log_tail = built.seconds, built.log_tail
-    if not built.ok:
-        hash_mismatch = any(HASH_MISMATCH in line for line in built.log_tail)
-        report.fail("build", f"build: {LOCK_BROKEN if hash_mismatch else built.error}")
-        return False
-    report.image_id, report.state = built.image_id, "built"
-    report.image_bytes = _size(client, built.image_id)
-    return True
-
-
-HASH_MISMATCH = "DO NOT MATCH THE HASHES"  # pip's words when --require-hashes refuses a wheel
-LOCK_BROKEN = ("a wheel does not match the hashes in the lock (pip --require-hashes): the wheelhouse or index now "
-               "serves other bytes under a locked name and version; nothing was pushed. If the new wheel is wanted, "
-               "`builder lock --update` pins it")
-
-
-def _content_ref(job: Job) -> str:
-    """The local name that holds one content (bake tags it): no other run moves it elsewhere."""
-    return tags.local_ref(job.repository, tags.immutable_tag(job.tag, job.content_hash))
-
-
-def _existing(client: docker.DockerClient, ref: str | None, report: ImageReport) -> bool:
-    try:
-        image = client.images.get(ref or "")
-    except (ImageNotFound, DockerException) as exc:
-        report.fail("build", f"build: no local image {ref}: {exc}")
-        return False
-    report.image_id, report.state = image.id, "built"
-    report.image_bytes = int(image.attrs.get("Size") or 0)
-    return True
-
-
-def _validate(client: docker.DockerClient, job: Job, options: Options, events: Events, report: ImageReport) -> bool:
-    events.stage(job.tag, "validate")
-    assert report.image_id is not None
-    result = validate_image(client, report.image_id, job.expect, job.labels, gpu=options.gpu)
-    report.validation, report.validate_seconds = result.checks, round(result.seconds, 3)
-    if not result.ok:
-        report.fail("validate", "validation")
-        return False
-    report.state = "validated"
-    report.packages = _packages(client, report.image_id)
-    return True
-
-
-def _sbom(client: docker.DockerClient, job: Job, events: Events, report: ImageReport) -> sbom.Sbom | None:
-    """The SBOM of the validated image, from a container of it; None (the image failed) when it cannot say."""
-    events.stage(job.tag, "sbom")
-    assert report.image_id is not None
-    try:
-        document = sbom.generate(client, report.image_id, f"{job.repository}:{report.immutable_tag}")
-    except sbom.SbomError as exc:
-        report.fail("sbom", f"sbom: {exc}")
-        return None
-    report.sbom_digest, report.sbom_packages = document.digest, len(document.packages)
-    return document
-
-
-def _attach(job: Job, target: Target, manifest: Manifest, document: sbom.Sbom, events: Events,
-            report: ImageReport) -> bool:
-    events.stage(job.tag, "attach sbom")
-    try:
-        target.attach_sbom(report, manifest, document)
-    except RegistryError as exc:
-        where = f"{target.api.address}/{target.repository(job.repository)}@{manifest.digest}"
-        report.digest = manifest.digest
-        report.fail("sbom", f"sbom: cannot attach the SBOM to {where} (pushed under {report.immutable_tag}; no "
-                            f"tag moved; a rerun attaches it): {exc}")
-        return False
-    return True
-
-
-def _repair_sbom(client: docker.DockerClient, job: Job, target: Target, published: Manifest, events: Events,
-                 report: ImageReport) -> bool:
-    """A published image without an SBOM (a run whose attach failed): attach one before its tags move, made from
-    the local image when it is exactly the published one (same manifest digest). False: the image failed."""
-    if target.has_sbom(report, published):
-        return True
-    try:
-        local = client.images.get(_content_ref(job)).id
-    except (ImageNotFound, DockerException):
-        return True  # nothing here to make it from: the record says so (no sbom_artifact)
-    if local != published.digest:
-        return True
-    report.image_id = local
-    document = _sbom(client, job, events, report)
-    return document is not None and _attach(job, target, published, document, events, report)
-
-
-def _packages(client: docker.DockerClient, image_id: str) -> list[str]:
-    """What is in the image's environment, for the record and the catalog (empty when pip cannot say)."""
-    try:
-        pip = [f"{tags.VENV_DIR}/bin/python", "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"]
-        code, out, _ = run_captured(client, image_id, pip, timeout=120, entrypoint=[])
-    except (TimeoutError, DockerException):
-        return []
-    return sorted(line for line in out.splitlines() if "==" in line) if code == 0 else []
+    target.promote(report, manifest, on_stage=stage)
 
 
 def _has_image(client: docker.DockerClient, ref: str, content_hash: str) -> bool:
@@ -320,10 +232,3 @@ def _has_image(client: docker.DockerClient, ref: str, content_hash: str) -> bool
     except (ImageNotFound, DockerException):
         return False
     return labels.get(tags.HASH_LABEL) == content_hash
-
-
-def _size(client: docker.DockerClient, image_id: str | None) -> int | None:
-    try:
-        return int(client.images.get(image_id or "").attrs.get("Size") or 0)
-    except DockerException:
-        return None

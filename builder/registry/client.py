@@ -1,27 +1,20 @@
 """A registry's HTTP API (distribution spec v2): what is published under which digest, and moving a tag.
 
 Manifests are only served in the format asked for, so every request names the Docker and OCI media types.
-Auth follows the distribution spec's flow: every request goes out without credentials until the registry
-challenges it (the registry itself: a 401 from a host it redirected to is not answered, or that host could
-name a realm of its own and receive the password); Basic credentials go only to a registry that asks for
-Basic; a Bearer token is fetched from the challenge's realm for the scope the operation needs (`pull` to
-read, `pull,push` to write), cached per repository and scope until it expires. Plain HTTP, and credentials
-over it, only for loopback and for the hosts named insecure (`--insecure-registry`, as Docker's
-`insecure-registries`): a realm on any other host gets no password over plain HTTP, whatever the registry
-says.
+Requests go out without credentials until the registry challenges them; builder.registry.auth answers the
+challenge (Basic, or a Bearer token for the scope the operation needs). Plain HTTP only for loopback and for
+the hosts named insecure (`--insecure-registry`, as Docker's `insecure-registries`).
 Every failure is a RegistryError carrying the HTTP status, the registry's error code and message, and what
-to do about it (builder.registry.hints); the one retry policy (builder.registry.retry) decides what is worth
-another try.
+to do about it (builder.registry.answers, .hints); the one retry policy (builder.registry.retry) decides what
+is worth another try.
 Every request goes through builder.registry.transport (credentials kept on their origin, proxies, size caps, a total
 deadline), and every manifest and blob read is checked against the digest of its bytes.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
-import json
 import re
 import time
 import urllib.error
@@ -31,24 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.registry import hints, retry
+from builder.registry import retry
 from builder.registry import transport as httpsafe
 from builder.registry.address import host_port, plain_http_ok
-from builder.registry.credentials import Credentials, describe
-from builder.registry.errors import AuthError, DeadlineError, RegistryError, TransientError
+from builder.registry.answers import error_of, json_object
+from builder.registry.auth import Auth
+from builder.registry.credentials import Credentials
+from builder.registry.errors import AuthError, DeadlineError, RegistryError
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
     "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json"
 )
 TIMEOUT_S = 60
-TOKEN_LIFETIME_S = 60  # the token spec's default when the server names no expires_in
 WRITES = frozenset({"PUT", "POST", "PATCH", "DELETE"})
 REFERENCE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # a tag, as the distribution spec spells it
-MAX_TOKEN_CHARS = 16 << 10
 MAX_LAYER_BYTES = 64 << 30  # a layer read to a file (builder reproduce): ROCm's largest are a few GB
 LAYER_DEADLINE_S = 3600.0
-TOKEN_RE = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")  # one header value: no space, no CR/LF
 
 __all__ = ["AuthError", "DeadlineError", "Manifest", "RegistryClient", "RegistryError", "referrers_tag"]
 
@@ -61,16 +53,9 @@ class Manifest:
 
 
 @dataclass
-class _Token:
-    value: str
-    expires: float
-
-
-@dataclass
 class _Response:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
-
 
 
 class RegistryClient:
@@ -84,8 +69,7 @@ class RegistryClient:
         self.base = f"{self.scheme}://{address}/v2"
         self.credentials = credentials
         self.policy = policy
-        self._tokens: dict[tuple[str, str], _Token] = {}
-        self._basic = False  # the registry asked for Basic: send it from now on
+        self.auth = Auth(address, credentials, self.scheme, self.insecure, self._seconds)
         self.deadline_s = httpsafe.DEADLINE_S  # one request, start to last byte
         self.ends: float | None = None  # a whole command's deadline (time.monotonic()), set by until()
         self._budget_s = 0.0
@@ -111,7 +95,7 @@ class RegistryClient:
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""
         found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
-        listed = _json(found.body, "tag list").get("tags") if found is not None else None
+        listed = json_object(found.body, "tag list").get("tags") if found is not None else None
         return [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
 
     def digest(self, repository: str, tag: str) -> str | None:
@@ -135,11 +119,11 @@ class RegistryClient:
 
     def config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
         """A published image's config blob (labels, history), read without a pull, checked against its digest."""
-        config = _json(manifest.body, "manifest").get("config")
+        config = json_object(manifest.body, "manifest").get("config")
         config_digest = config.get("digest") if isinstance(config, dict) else None
         if not httpsafe.is_digest(config_digest):
             raise RegistryError(f"{self.address}/{repository}: manifest {manifest.digest} names no sha256 config")
-        return _json(self.blob(repository, str(config_digest)), "image config")
+        return json_object(self.blob(repository, str(config_digest)), "image config")
 
     def config_labels(self, repository: str, tag: str) -> dict[str, str]:
         """Labels of a published image, read from its config blob (no pull needed)."""
@@ -190,7 +174,7 @@ class RegistryClient:
             body = index.body if index is not None else b'{"manifests": []}'
         else:
             body = found.body
-        manifests = _json(body, "referrers index").get("manifests") or []
+        manifests = json_object(body, "referrers index").get("manifests") or []
         return [m for m in manifests if isinstance(m, dict)
                 and (artifact_type is None or m.get("artifactType") == artifact_type)]
 
@@ -248,7 +232,7 @@ class RegistryClient:
             req = urllib.request.Request(f"{self.base}/{path}", method=method, data=body, headers={"Accept": accept})
             if content_type:
                 req.add_header("Content-Type", content_type)
-            auth = self._authorization(repository, scope)
+            auth = self.auth.header(repository, scope)
             if auth:
                 req.add_header("Authorization", auth)
             try:
@@ -262,9 +246,9 @@ class RegistryClient:
                     raise AuthError(f"registry {self.address} redirected {method} {path} to "
                                     f"{host_port(urllib.parse.urlsplit(exc.url).netloc)}, which asks for credentials: "
                                     "a challenge from off the registry's origin is not answered", 401) from None
-                if exc.code == 401 and attempt == 1 and self._answer_challenge(exc, repository, scope):
+                if exc.code == 401 and attempt == 1 and self.auth.answer(exc, repository, scope):
                     continue
-                raise self._error(exc, method, path, repository) from None
+                raise error_of(exc, self.address, self.credentials, method, path, repository) from None
         raise AssertionError("unreachable")
 
     def until(self, seconds: float) -> RegistryClient:
@@ -284,108 +268,8 @@ class RegistryClient:
                                 "stopped")
         return min(self.deadline_s, left)
 
-    def _authorization(self, repository: str, scope: str) -> str | None:
-        token = self._tokens.get((repository, scope))
-        if token is not None and token.expires > time.monotonic():
-            return f"Bearer {token.value}"
-        if self._basic and self.credentials is not None:
-            return _basic(self.credentials)
-        return None
-
-    def _answer_challenge(self, exc: urllib.error.HTTPError, repository: str, scope: str) -> bool:
-        """True when the challenge can be answered (credentials or a token now in hand): try again."""
-        scheme, _, rest = exc.headers.get("WWW-Authenticate", "").partition(" ")
-        params = dict(re.findall(r'(\w+)="([^"]*)"', rest))
-        if scheme.lower() == "basic":
-            if self.credentials is None or self._basic:
-                return False
-            if self.scheme != "https" and not plain_http_ok(self.address, self.insecure):
-                raise AuthError(f"registry {self.address} asks for a password over plain HTTP and is neither "
-                                "loopback nor named with --insecure-registry: refused")
-            self._basic = True
-            return True
-        if scheme.lower() != "bearer":
-            return False
-        if "realm" not in params:
-            raise AuthError(f"registry {self.address} sent a Bearer challenge without a realm: cannot authenticate",
-                            401)
-        wanted = params.get("scope") or f"repository:{repository}:{scope}"
-        self._tokens[(repository, scope)] = self._fetch_token(params["realm"], params.get("service"), wanted,
-                                                              repository)
-        return True
-
-    def _fetch_token(self, realm: str, service: str | None, scope: str, repository: str) -> _Token:
-        parts = urllib.parse.urlsplit(realm)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise AuthError(f"registry {self.address} names a token realm that is not an http(s) URL")
-        query = urllib.parse.urlencode({k: v for k, v in (("service", service), ("scope", scope)) if v})
-        req = urllib.request.Request(f"{realm}{'&' if parts.query else '?'}{query}")
-        where = host_port(parts.netloc)
-        if self.credentials is not None:
-            if parts.scheme != "https" and not plain_http_ok(parts.netloc, self.insecure):
-                raise AuthError(f"token realm {parts.scheme}://{where} of registry {self.address} is plain HTTP, "
-                                "neither loopback nor named with --insecure-registry: the password is not sent "
-                                "there")
-            req.add_header("Authorization", _basic(self.credentials))
-        try:
-            got = httpsafe.request(req, httpsafe.MAX_TOKEN_BYTES, f"token from {where}", self._seconds())
-            data = _json(got.body, f"token from {where}")
-        except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403):
-                code, message = _oci_error(exc)
-                raise AuthError(f"token server {where} for registry {self.address} refused "
-                                f"{describe(self.credentials)} ({exc.code})", exc.code, code,
-                                hints.hint(exc.code, code, message, repository)) from None
-            raise self._error(exc, "GET", f"token ({where})", repository) from None
-        value = data.get("token") or data.get("access_token")
-        if not isinstance(value, str) or not value:
-            raise AuthError(f"token server {where} answered without a token")
-        if not TOKEN_RE.fullmatch(value):
-            raise AuthError(f"token server {where} answered with a token that is no header value of at most "
-                            f"{MAX_TOKEN_CHARS} printable characters: refused")
-        lifetime = data.get("expires_in")
-        lifetime = min(lifetime, 86400) if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
-        return _Token(value, time.monotonic() + max(lifetime - 5, 1))
-
-    def _error(self, exc: urllib.error.HTTPError, method: str, path: str, repository: str) -> RegistryError:
-        """The answer as a RegistryError: status, the registry's code and message, and what to do about it."""
-        code, message = _oci_error(exc)
-        detail = f" {code}: {message}" if code else ""
-        what_to_do = hints.hint(exc.code, code, message, repository)
-        if exc.code in (401, 403):
-            verb = "refused" if exc.code == 401 else "denied"
-            return AuthError(f"registry {self.address} {verb} {method} {path} ({exc.code}{detail}) with "
-                             f"{describe(self.credentials)}", exc.code, code, what_to_do)
-        kind = TransientError if exc.code in retry.TRANSIENT_STATUS else RegistryError
-        return kind(f"registry {self.address} answered {method} {path} with {exc.code}{detail}", exc.code, code,
-                    what_to_do)
-
 
 def referrers_tag(digest: str) -> str:
     """The referrers tag schema's fallback tag of a manifest digest: `sha256:abc...` -> `sha256-abc...`."""
     algorithm, _, hex_ = digest.partition(":")
     return f"{algorithm}-{hex_}"[:128]
-
-
-def _basic(credentials: Credentials) -> str:
-    raw = f"{credentials.username}:{credentials.password}".encode()
-    return "Basic " + base64.b64encode(raw).decode()
-
-
-def _json(body: bytes, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        raise RegistryError(f"the registry's {what} is not JSON (or is nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise RegistryError(f"the registry's {what} is not a JSON object")
-    return data
-
-
-def _oci_error(exc: urllib.error.HTTPError) -> tuple[str | None, str]:
-    """The first error of the spec's `{"errors": [{"code", "message"}]}` body, when there is one."""
-    try:
-        first = json.loads(exc.read(65536))["errors"][0]
-        return str(first["code"]), str(first.get("message", ""))[:200]
-    except (ValueError, KeyError, IndexError, TypeError, OSError, RecursionError):
-        return None, ""

@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 from builder.core import tags
-from builder.render.dockerfile import NameClash, RenderedCell, bake_target
+from builder.render.dockerfile import RenderedCell, bake_target
+from builder.render.stages import NameClash
 
 DEFAULT_GROUP = "default"
 

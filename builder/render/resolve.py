@@ -23,8 +23,10 @@ from builder.core.spec import CellSpec
 from builder.registry import credentials
 from builder.registry.client import RegistryClient
 from builder.render import lockfile
-from builder.render.dockerfile import WheelSource, lock_steps, render_all
+from builder.render.dockerfile import render_all
+from builder.render.stages import lock_steps
 from builder.render.wheelhouse import PLATFORMS
+from builder.render.wheels import WheelSource
 
 MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged")

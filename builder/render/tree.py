@@ -24,8 +24,9 @@ from pathlib import Path
 
 from builder.core import files as safefs
 from builder.render import bakefile
-from builder.render.dockerfile import WHEELS_DIR, RenderedCell, WheelSource, step_wheels, tree_files
+from builder.render.dockerfile import RenderedCell, tree_files
 from builder.render.lockfile import BASE_FILE, LOCK_DIR, pins_of
+from builder.render.wheels import WHEELS_DIR, WheelSource, step_wheels
 
 MANIFEST = ".rif-rendered.json"
 BAKE_FILE = "docker-bake.json"

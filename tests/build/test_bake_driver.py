@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from builder.build import bake
+from builder.build.export import Export
 
 
 def test_every_target_builds_on_the_host_network_and_exports_to_one_layout(tmp_path: Path) -> None:
-    export = bake.Export(tmp_path / "layout", "zstd")
+    export = Export(tmp_path / "layout", "zstd")
     extra = bake.override({"a": "rif-local/x:a-1", "b": "rif-local/x:b-2"}, export)
     assert {t: v["network"] for t, v in extra["target"].items()} == {"a": "host", "b": "host"}
     [output] = extra["target"]["b"]["output"]
@@ -26,17 +27,6 @@ def test_every_target_builds_on_the_host_network_and_exports_to_one_layout(tmp_p
     assert "rewrite-timestamp" not in output
     assert "force-compression" not in output  # compressed layers (the base's, cached steps') are reused as they are
     assert bake.override({"a": "n"}) == {"target": {"a": {"network": "host"}}}  # plain: into the engine
-
-
-def test_the_registry_cache_is_per_target_every_stage_and_read_only_on_a_rehearsal(tmp_path: Path) -> None:
-    cache = bake.Cache("127.0.0.1:5000/ns/buildcache", insecure=True)
-    keys = bake.Export(tmp_path, "zstd", cache=cache).target("t1", "n")
-    assert keys["cache-from"] == ["type=registry,ref=127.0.0.1:5000/ns/buildcache:t1,registry.insecure=true"]
-    [to] = keys["cache-to"]
-    assert to.startswith("type=registry,ref=127.0.0.1:5000/ns/buildcache:t1,registry.insecure=true,mode=max,")
-    assert "compression=zstd" in to and "ignore-error=true" in to
-    read_only = bake.Export(tmp_path, cache=bake.Cache("ghcr.io/o/buildcache", write=False)).target("t1", "n")
-    assert "cache-to" not in read_only and "insecure" not in read_only["cache-from"][0]
 
 
 FAKE = r'''#!{python}

@@ -192,13 +192,14 @@ def test_the_cell_table_stays_readable_at_80_columns() -> None:
     from rich.console import Console
 
     from builder.cli import display
+    from builder.cli.matrix import print_cells
     from builder.matrix.expand import expand_matrix
 
     console = Console(width=80, file=io.StringIO(), record=True)
     original = display.out
     display.out = console
     try:
-        display.print_cells(expand_matrix(ROOT / "matrix.yaml"), "matrix.yaml")
+        print_cells(expand_matrix(ROOT / "matrix.yaml"), "matrix.yaml")
     finally:
         display.out = original
     rows = [line for line in console.export_text().splitlines() if line.startswith("│")]

@@ -9,9 +9,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.core.tags import REFERRERS_TAG_RE
+from builder.core.tags import HASH_LABEL, REFERRERS_TAG_RE
 from builder.registry.client import RegistryClient
-from builder.render.dockerfile import HASH_LABEL
 from tests.conftest import DATA, builder_cli
 from tests.fakes import synthwheels
 

@@ -1,5 +1,9 @@
-"""Small synthetic wheels shaped like TheRock's split: torch (the common part, with per-target extras) and
-one device package per gfx target, so tests can build family images without multi-GB downloads."""
+"""Synthetic wheels, the one writer of them for tests and benchmarks.
+
+Tests get small wheels shaped like TheRock's split: torch (the common part, with per-target extras) and one
+device package per gfx target, so they can build family images without multi-GB downloads. The ROCm-scale
+benchmarks (benchmarks/rocmwheels.py) write wheels of gigabytes through the same `write`, which streams each
+file's chunks into the archive and hashes them on the way, so no payload is ever held in memory whole."""
 
 from __future__ import annotations
 
@@ -10,13 +14,50 @@ import re
 import threading
 import zipfile
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 TORCH = "2.13.0"
+WHEEL_FILE = b"Wheel-Version: 1.0\nGenerator: rif-synthwheels\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+EPOCH = (2020, 1, 1, 0, 0, 0)  # every member's time: the same inputs give the same bytes
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+def _record_hash(digest: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def metadata(name: str, version: str, requires: list[str] | None = None,
+             extras: dict[str, list[str]] | None = None, summary: str | None = None) -> bytes:
+    """METADATA: plain requirements, then each extra with the requirements it adds."""
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta += [f"Summary: {summary}"] if summary else []
+    meta += [f"Requires-Dist: {r}" for r in requires or []]
+    for extra, reqs in (extras or {}).items():
+        meta += [f"Provides-Extra: {extra}", *(f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs)]
+    return ("\n".join(meta) + "\n").encode()
+
+
+def write(path: Path, info: str, files: Iterable[tuple[str, Iterable[bytes]]], level: int | None = None) -> Path:
+    """A wheel at path: each (name, chunks) streamed in and hashed as it goes, then RECORD (info: the
+    .dist-info folder) with every file's hash and size, as pip checks them on install. Members are stored as
+    they are, or deflated at level when one is given."""
+    record = []
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, chunks in files:
+            member = zipfile.ZipInfo(name, date_time=EPOCH)
+            if level is not None:
+                member.compress_type = zipfile.ZIP_DEFLATED
+                member._compresslevel = level  # type: ignore[attr-defined]  # compress_level from Python 3.13
+            digest, size = hashlib.sha256(), 0
+            with archive.open(member, "w", force_zip64=True) as out:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    size += len(chunk)
+                    out.write(chunk)
+            record.append(f"{name},{_record_hash(digest.digest())},{size}\n")
+        record.append(f"{info}/RECORD,,\n")
+        archive.writestr(zipfile.ZipInfo(f"{info}/RECORD", date_time=EPOCH), "".join(record))
+    return path
 
 
 def wheel(dest: Path, name: str, version: str, requires: list[str] | None = None,
@@ -24,23 +65,9 @@ def wheel(dest: Path, name: str, version: str, requires: list[str] | None = None
     """A valid pure-Python wheel pip installs: a package with one data file, METADATA, WHEEL and RECORD."""
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
-    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
-    meta += [f"Requires-Dist: {r}" for r in requires or []]
-    for extra, reqs in (extras or {}).items():
-        meta += [f"Provides-Extra: {extra}", *(f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs)]
-    files = {
-        f"{dist}/__init__.py": f"__version__ = {version!r}\n".encode(),
-        f"{dist}/payload.bin": payload,
-        f"{info}/METADATA": ("\n".join(meta) + "\n").encode(),
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: rif-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in files.items())
-    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
-    path = dest / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name_, data in files.items():
-            archive.writestr(zipfile.ZipInfo(name_, date_time=(2020, 1, 1, 0, 0, 0)), data)
-    return path
+    files = [(f"{dist}/__init__.py", [f"__version__ = {version!r}\n".encode()]), (f"{dist}/payload.bin", [payload]),
+             (f"{info}/METADATA", [metadata(name, version, requires, extras)]), (f"{info}/WHEEL", [WHEEL_FILE])]
+    return write(dest / f"{dist}-{version}-py3-none-any.whl", info, files)
 
 
 def therock_like(dest: Path, targets: list[str], payload: int = 4096, numpy: str = "2.4.6", salt: bytes = b"",
@@ -115,7 +142,6 @@ def rebrand(wheel: Path, version: str, dest: Path) -> Path:
             if path.endswith(".dist-info/METADATA"):
                 data = data.replace(f"\nVersion: {old}\n".encode(), f"\nVersion: {version}\n".encode(), 1)
             dst.writestr(path, data)
-            digest = hashlib.sha256(data).digest()
-            records.append(f"{path},sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()},{len(data)}")
+            records.append(f"{path},{_record_hash(hashlib.sha256(data).digest())},{len(data)}")
         dst.writestr(record, "\n".join([*records, f"{record},,"]) + "\n")
     return out

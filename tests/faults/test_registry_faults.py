@@ -32,13 +32,13 @@ from pathlib import Path
 
 import docker
 import pytest
-from builder.registry.errors import RegistryError
 
 from builder.core.tags import REFERRERS_TAG_RE
 from builder.publish.push import push_image
 from builder.registry import retry
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
+from builder.registry.errors import RegistryError
 from tests.fakes.faultproxy import Fault, FaultProxy, Rule
 from tests.fakes.registries import Registry, need_docker_registry, write_htpasswd
 from tests.publish.test_promote import MATRIX, RUNTIME

@@ -16,8 +16,10 @@ import pytest
 
 from builder.core.errors import InputError, Problem
 from builder.core.tags import HASH_CHARS, MAX_TAG_CHARS
+from builder.matrix import checks
 from builder.matrix import expand as matrix
-from builder.matrix.expand import MAX_CELLS, MAX_EXCLUDE_CHECKS, expand_matrix
+from builder.matrix.checks import MAX_CELLS, MAX_EXCLUDE_CHECKS
+from builder.matrix.expand import expand_matrix
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_DEPTH, MAX_NODES, dotted, load_located
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -303,12 +305,12 @@ def axes(os_n: int, torch_n: int, rocm: int = 0, gfx: int = 0, cpu: bool = True)
 
 
 def test_product_at_the_limit_expands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matrix, "MAX_CELLS", 5 * 3 * (2 * 4 + 1))  # the cpu platform has no gfx
+    monkeypatch.setattr(checks, "MAX_CELLS", 5 * 3 * (2 * 4 + 1))  # the cpu platform has no gfx
     assert expand_matrix(write(tmp_path, axes(5, 3, rocm=2, gfx=4))).cells
 
 
 def test_product_past_the_limit_is_refused_before_expanding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matrix, "MAX_CELLS", 5 * 3 * (2 * 4 + 1) - 1)
+    monkeypatch.setattr(checks, "MAX_CELLS", 5 * 3 * (2 * 4 + 1) - 1)
     monkeypatch.setattr(matrix, "_product", lambda model: pytest.fail("expanded"))
     problem = only_problem(write(tmp_path, axes(5, 3, rocm=2, gfx=4)))
     assert (problem.line, problem.key) == (1, "matrix")
@@ -318,7 +320,7 @@ def test_product_past_the_limit_is_refused_before_expanding(tmp_path: Path, monk
 
 
 def test_includes_count_toward_the_cell_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matrix, "MAX_CELLS", 2)
+    monkeypatch.setattr(checks, "MAX_CELLS", 2)
     text = axes(1, 2) + "include:\n  - {os: debian-13, platform: cpu, torch: '2.12.0'}\n"
     message = only_problem(write(tmp_path, text)).message
     assert message.startswith("expands to 3 cells (1 os x 2 torch x 1 flavor x 1 channel x (0 rocm platforms x 0 gfx "
@@ -339,7 +341,7 @@ def test_forty_values_per_axis_is_refused_at_once(tmp_path: Path) -> None:
 
 
 def test_excludes_times_product_past_the_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matrix, "MAX_EXCLUDE_CHECKS", 2 * 3 * 2)
+    monkeypatch.setattr(checks, "MAX_EXCLUDE_CHECKS", 2 * 3 * 2)
     text = axes(2, 3) + "exclude:\n  - {os: debian-12, torch: '2.13.0'}\n  - {os: debian-13, torch: '2.12.0'}\n"
     assert len(expand_matrix(write(tmp_path, text)).cells) == 4  # 6 cells x 2 excludes: at the limit
     text += "  - {os: debian-13, torch: '2.11.0'}\n"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from builder.registry.address import check_registry
 
 from builder.core.errors import InputError
+from builder.registry.address import check_registry
 
 
 @pytest.mark.parametrize("value", ["https://ghcr.io/org", "user:hunter2@ghcr.io/org", "GHCR.io/org", "ghcr.io/Org",

@@ -101,7 +101,7 @@ def test_no_import_cycle_between_modules() -> None:
 
 def test_rooms_import_only_rooms_below_them() -> None:
     upward = sorted(f"{a} -> {b}" for a, bs in GRAPH.items() for b in bs
-                    if room(b) and room(a) != room(b) and RANK[room(b)] >= RANK[room(a)])
+                    if room(a) and room(b) and room(a) != room(b) and RANK[room(b)] >= RANK[room(a)])
     assert not upward, "imports against the house's arrows (README, How it works): " + ", ".join(upward)
 
 

@@ -1,19 +1,26 @@
-"""build --push, push and publish run one lifecycle: a failing validation blocks the push in every one of them."""
+"""build --push, push and publish run one lifecycle: a failing validation blocks the push in every one of them;
+the bake takes the render the jobs came with."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import docker
 import pytest
 
+from builder.build.bake import BuildResult
+from builder.core.spec import CellSpec
+from builder.matrix.expand import expand_matrix
+from builder.matrix.selection import plan_images
 from builder.publish import jobs
 from builder.publish import lifecycle as pipeline
 from builder.registry.client import RegistryClient
-from tests.conftest import DATA, builder_cli
-
-pytestmark = [pytest.mark.docker, pytest.mark.registry]
+from builder.render import dockerfile
+from builder.render.dockerfile import RenderedCell
+from builder.render.wheels import INDEX, WheelSource
+from tests.conftest import DATA, builder_cli, write_matrix
 
 BROKEN = "cpu_debian12_py3.11_torch2.13.0_broken"  # promises torch 2.12.0, installs 2.13.0
 
@@ -27,6 +34,8 @@ def commands(namespace: str, wheelhouse: Path, report: Path) -> dict[str, list[s
     }
 
 
+@pytest.mark.docker
+@pytest.mark.registry
 @pytest.mark.parametrize("command", ["build", "push", "publish"])
 def test_a_failing_validation_blocks_the_push(command: str, namespace: str, base_image: str, wheelhouse: Path,
                                               tmp_path: Path, docker_client: docker.DockerClient) -> None:
@@ -44,6 +53,8 @@ def test_a_failing_validation_blocks_the_push(command: str, namespace: str, base
     assert RegistryClient(address).tags(f"{ns}/pytorch") == []
 
 
+@pytest.mark.docker
+@pytest.mark.registry
 def test_every_command_goes_through_run_image(monkeypatch: pytest.MonkeyPatch, namespace: str, base_image: str,
                                               wheelhouse: Path, tmp_path: Path) -> None:
     """Structural: the CLI commands reach images only through pipeline.run_image (spied in-process)."""
@@ -70,3 +81,62 @@ def test_every_command_goes_through_run_image(monkeypatch: pytest.MonkeyPatch, n
         result = runner.invoke(app, args)
         assert result.exit_code == 1, (name, result.output)
         assert calls == [BROKEN], name
+
+
+NO_ENGINE = cast(docker.DockerClient, None)  # prepare asks the engine only when it skips what is published
+TWO_FAMILIES = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n  channel: [therock]\n"
+                "  gfx: [gfx94X-dcgpu, gfx1151]\n  flavor: [runtime, devel]\n")
+
+
+@pytest.fixture
+def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The bake stage without BuildKit: buildx is "there" and every bake succeeds; what each bake was asked for."""
+    baked: list[list[str]] = []
+
+    def bake(bake_file: Path, targets: list[str], *args: object, **kwargs: object) -> dict[str, BuildResult]:
+        assert bake_file.is_file()
+        baked.append(list(targets))
+        return {t: BuildResult(t, True, f"sha256:{t}") for t in targets}
+
+    monkeypatch.setattr("builder.publish.lifecycle.require_buildx", lambda: "github.com/docker/buildx v0.13.1")
+    monkeypatch.setattr("builder.publish.lifecycle.bake", bake)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the run's build tree
+    return baked
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, *where: str) -> list[list[str]]:
+    """Every render_images call made through the named modules, as the tags it rendered."""
+    calls: list[list[str]] = []
+
+    def render_images(images: list[CellSpec], source: WheelSource = INDEX) -> list[RenderedCell]:
+        calls.append([c.tag for c in images])
+        return dockerfile.render_images(images, source)
+
+    for module in where:
+        monkeypatch.setattr(f"{module}.render_images", render_images)
+    return calls
+
+
+def test_a_run_renders_its_images_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      no_engine: list[list[str]]) -> None:
+    calls = counting(monkeypatch, "builder.publish.jobs", "builder.publish.lifecycle")
+    todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
+    assert len(todo) == 4 and len(calls) == 1
+    prepared = pipeline.prepare(NO_ENGINE, todo, pipeline.Options(validate=False))
+    assert len(calls) == 1, f"the images were rendered again: {calls}"
+    assert {t for wave in no_engine for t in wave} == {j.rendered.target for j in todo if j.rendered}
+    assert all(prepared.built[j.tag].ok for j in todo)
+    # Some of the images (the others published, say): baked from the same render, still not rendered again.
+    pipeline.prepare(NO_ENGINE, todo[1:3], pipeline.Options(validate=False))
+    assert len(calls) == 1, f"the images were rendered again: {calls}"
+
+
+def test_jobs_rendered_apart_are_rendered_together_for_the_bake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                no_engine: list[list[str]]) -> None:
+    """One Dockerfile per combination holds all of its images: renders made one image at a time cannot share it."""
+    plans = plan_images(expand_matrix(write_matrix(tmp_path, TWO_FAMILIES)).cells)
+    apart = [jobs.Job.of(p, INDEX) for p in plans]
+    calls = counting(monkeypatch, "builder.publish.lifecycle")
+    prepared = pipeline.prepare(NO_ENGINE, apart, pipeline.Options(validate=False))
+    assert calls == [[j.tag for j in apart]]
+    assert all(prepared.built[j.tag].ok for j in apart)

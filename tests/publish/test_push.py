@@ -5,10 +5,9 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
-from builder.registry.errors import AuthError, RegistryError, TransientError
-
 from builder.publish.push import _classify
 from builder.registry.client import RegistryClient
+from builder.registry.errors import AuthError, RegistryError, TransientError
 from tests.registry.test_client import CREDS, FAST, Scripted, Seen, oci_error, server  # noqa: F401  (fixture)
 
 DIGITS = "Put http://127.0.0.1:44013/v2/ns/blobs/uploads/401403: dial tcp: connect: connection reset by peer"

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from builder.registry.address import is_loopback
 
 from builder.registry import retry
+from builder.registry.address import is_loopback
 from builder.registry.client import AuthError, Manifest, RegistryClient, RegistryError
 from builder.registry.credentials import Credentials
 

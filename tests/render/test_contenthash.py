@@ -13,9 +13,10 @@ import jinja2
 import pytest
 
 from builder.core.spec import CellSpec
-from builder.render import contenthash
+from builder.render import contenthash, labels
 from builder.render import dockerfile as render
-from builder.render.dockerfile import WheelSource, render_cell
+from builder.render.dockerfile import render_cell
+from builder.render.wheels import WheelSource
 from tests.conftest import load_cells
 
 MATRIX = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
@@ -68,10 +69,10 @@ def test_the_template_changes_the_hash(cell: CellSpec, monkeypatch: pytest.Monke
 def test_each_baked_file_changes_the_hash(cell: CellSpec, monkeypatch: pytest.MonkeyPatch) -> None:
     """The smoke program and the image's cell.json: one byte more in either is another image."""
     before = digest(cell)
-    real_json, real_bundle = render.cell_json, render.smoke.bundle
-    monkeypatch.setattr(render, "cell_json", lambda c: real_json(c) + b"\n")
+    real_json, real_bundle = labels.cell_json, render.smoke.bundle
+    monkeypatch.setattr(labels, "cell_json", lambda c: real_json(c) + b"\n")
     after_json = digest(cell)
-    monkeypatch.setattr(render, "cell_json", real_json)
+    monkeypatch.setattr(labels, "cell_json", real_json)
     monkeypatch.setattr(render.smoke, "bundle", lambda: real_bundle() + b"\n")
     assert len({before, after_json, digest(cell)}) == 3
 

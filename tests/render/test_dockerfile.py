@@ -13,19 +13,14 @@ import pytest
 
 from builder.core import facts as catalog
 from builder.core.spec import CellSpec
+from builder.core.tags import HASH_LABEL
 from builder.matrix.expand import load_matrix
 from builder.render import bakefile
 from builder.render import tree as imagetree
 from builder.render.contenthash import stage_chains
-from builder.render.dockerfile import (
-    HASH_LABEL,
-    RenderedCell,
-    WheelSource,
-    render_all,
-    render_cell,
-    render_images,
-)
+from builder.render.dockerfile import RenderedCell, render_all, render_cell, render_images
 from builder.render.installs import apt_sdk_steps
+from builder.render.wheels import WheelSource
 from tests.conftest import DATA, ROOT, builder_cli, load_cells
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

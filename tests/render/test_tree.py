@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from builder.render import tree as imagetree
-from builder.render.dockerfile import WheelSource, render_all
+from builder.render.dockerfile import render_all
+from builder.render.wheels import WheelSource
 from tests.conftest import ROOT, builder_cli, load_cells
 
 ONE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"

@@ -7,20 +7,24 @@ random, half repetitive, so it compresses about 2x with gzip, as real shared lib
 costs the engine, the registry and the network what a real one would; nothing in them runs.
 
 Generating gigabytes is slow on a small machine, so a set is written once per size under a cache folder
-and reused; the payload comes from os.urandom in 1 MiB chunks (never a Python loop per byte).
+and reused; the payload comes from os.urandom in 1 MiB chunks (never a Python loop per byte). The wheel files
+themselves are written by tests/fakes/synthwheels.py, the one writer of synthetic wheels (tests use it too).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
-import zipfile
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: tests.fakes below
+
+from tests.fakes import synthwheels
 
 TORCH_VERSION = "2.13.0"
 LOCAL_VERSION = "rocm7.2"  # torch's local version label, as on a ROCm index
@@ -54,7 +58,7 @@ class Spec:
     version: str
     payload: int
     requires: tuple[str, ...] = ()
-    extras: tuple[str, ...] = ()
+    extras: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (extra, the requirements it adds)
     top: str = ""  # the import package its files go under
 
     @property
@@ -103,9 +107,8 @@ def device_project(target: str) -> str:
 
 def specs(sizes: Sizes, targets: list[str]) -> list[Spec]:
     """torch depends on the common package and offers one `device-<target>` extra per target, as TheRock's does."""
-    extras = tuple(f"device-{t}" for t in targets)
-    requires = (f"{COMMON}=={COMMON_VERSION}",
-                *(f'{device_project(t)}=={COMMON_VERSION}; extra == "device-{t}"' for t in targets))
+    extras = tuple((f"device-{t}", (f"{device_project(t)}=={COMMON_VERSION}",)) for t in targets)
+    requires = (f"{COMMON}=={COMMON_VERSION}",)
     found = [Spec("torch", f"{TORCH_VERSION}+{LOCAL_VERSION}", sizes.torch, requires, extras, "torch"),
              Spec(COMMON, COMMON_VERSION, sizes.common, top="rif_synth_rocm_libraries")]
     found += [Spec(device_project(t), COMMON_VERSION, sizes.device, top=f"rif_synth_device_{t}") for t in targets]
@@ -140,48 +143,22 @@ def _read_manifest(path: Path) -> list[Wheel]:
 def write_wheel(spec: Spec, folder: Path) -> Wheel:
     """Write one wheel (to a .part file first, so an interrupted run never leaves a wheel that looks whole)."""
     final = folder / spec.filename
-    part = final.with_suffix(".part")
-    record: list[str] = []
-    with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED, compresslevel=ZIP_LEVEL) as zf:
-        _write_payload(zf, spec, record)
-        _write_text(zf, f"{spec.dist_info}/METADATA", metadata(spec), record)
-        _write_text(zf, f"{spec.dist_info}/WHEEL", WHEEL_FILE, record)
-        record.append(f"{spec.dist_info}/RECORD,,")
-        zf.writestr(f"{spec.dist_info}/RECORD", "\n".join(record) + "\n")
+    meta = synthwheels.metadata(spec.project, spec.version, list(spec.requires),
+                                {extra: list(reqs) for extra, reqs in spec.extras},
+                                "synthetic package of rocm-image-factory's ROCm-scale benchmark")
+    files = [(f"{spec.top}/__init__.py", [f'__version__ = "{spec.version}"\n'.encode()]), *payload_files(spec),
+             (f"{spec.dist_info}/METADATA", [meta]), (f"{spec.dist_info}/WHEEL", [synthwheels.WHEEL_FILE])]
+    part = synthwheels.write(final.with_suffix(".part"), spec.dist_info, files, level=ZIP_LEVEL)
     part.rename(final)
     return Wheel(spec.project, spec.version, final, final.stat().st_size, _sha256(final), spec.payload)
 
 
-WHEEL_FILE = "Wheel-Version: 1.0\nGenerator: rif-bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-
-
-def metadata(spec: Spec) -> str:
-    lines = ["Metadata-Version: 2.1", f"Name: {spec.project}", f"Version: {spec.version}",
-             "Summary: synthetic package of rocm-image-factory's ROCm-scale benchmark"]
-    lines += [f"Provides-Extra: {extra}" for extra in spec.extras]
-    lines += [f"Requires-Dist: {req}" for req in spec.requires]
-    return "\n".join(lines) + "\n"
-
-
-def _write_text(zf: zipfile.ZipFile, name: str, text: str, record: list[str]) -> None:
-    data = text.encode()
-    zf.writestr(name, data)
-    record.append(f"{name},sha256={_b64(hashlib.sha256(data).digest())},{len(data)}")
-
-
-def _write_payload(zf: zipfile.ZipFile, spec: Spec, record: list[str]) -> None:
-    """An importable package (its __init__ says the version) and the payload in files of at most FILE_LIMIT."""
-    _write_text(zf, f"{spec.top}/__init__.py", f'__version__ = "{spec.version}"\n', record)
+def payload_files(spec: Spec) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """The payload in files of at most FILE_LIMIT, under the package's lib/, as shared libraries would be."""
     left, index = spec.payload, 0
     while left > 0:
         size = min(left, FILE_LIMIT)
-        name = f"{spec.top}/lib/libsynth{index:03d}.so"
-        digest = hashlib.sha256()
-        with zf.open(name, "w", force_zip64=True) as out:
-            for chunk in payload_chunks(size):
-                digest.update(chunk)
-                out.write(chunk)
-        record.append(f"{name},sha256={_b64(digest.digest())},{size}")
+        yield f"{spec.top}/lib/libsynth{index:03d}.so", payload_chunks(size)
         left, index = left - size, index + 1
 
 
@@ -194,10 +171,6 @@ def payload_chunks(size: int) -> Iterator[bytes]:
         random_part = n // 2
         yield os.urandom(random_part) + pattern[: n - random_part]
         left -= n
-
-
-def _b64(digest: bytes) -> str:
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def _sha256(path: Path) -> str:

@@ -1,0 +1,138 @@
+"""Images on this host: `build` (and validate, and with --push publish), `test`, `base` and `prune`."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from builder.build import baseimage
+from builder.build.engine import connect
+from builder.build.prune import Pruned
+from builder.cli import display as show
+from builder.cli import runs
+from builder.cli.kit import (
+    EXIT_FAILED,
+    EXIT_OK,
+    CellOpt,
+    GpuOpt,
+    InsecureOpt,
+    LocksOpt,
+    MatrixOpt,
+    Progress,
+    ProgressOpt,
+    QuietOpt,
+    RegistryOpt,
+    WheelhouseOpt,
+    handles_errors,
+    wheel_source,
+)
+from builder.core.errors import usage_error
+from builder.core.text import safe
+from builder.matrix.expand import load_matrix
+from builder.matrix.selection import plan_images
+from builder.publish import jobs
+from builder.publish import lifecycle as pipeline
+from builder.registry.address import check_insecure
+from builder.validate.runner import Check
+
+CHECK_COLORS = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "magenta", "info": "cyan"}
+
+
+@handles_errors
+def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt = None, locks: LocksOpt = None,
+          cell: CellOpt = None,
+          push: Annotated[bool, typer.Option("--push", help="Push every image that passed validation.")] = False,
+          registry: RegistryOpt = None, insecure: InsecureOpt = None,
+          validate: Annotated[bool, typer.Option("--validate/--no-validate",
+                                                 help="Validate images (refused with --push).")] = True,
+          gpu: GpuOpt = False,
+          report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
+          quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
+          ) -> None:
+    """Build every cell, validate each image, and with --push publish only those that passed."""
+    insecure_hosts = check_insecure(insecure)
+    if insecure_hosts and not push:
+        raise usage_error("--insecure-registry", "applies with --push only (nothing else talks to a registry)")
+    if push and not validate:
+        raise usage_error("--no-validate", "refused with --push: an unvalidated image is never pushed")
+    if push and not registry:
+        raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
+    todo = jobs.matrix_jobs(matrix, cell, None, wheel_source(wheelhouse_dir, locks))
+    target = runs.target(registry, insecure_hosts) if push and registry else None
+    runs.run(todo, pipeline.Options(wheel_source(wheelhouse_dir, locks), validate, gpu, target), progress, report,
+             registry if target else None)
+
+
+@handles_errors
+def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to validate.")],
+             matrix: Annotated[Path | None, typer.Option("--matrix", "-m", help=(
+                 "Hold the image to its cell in this matrix (found by tag); default: the cell baked into it."))]
+             = None, wheelhouse_dir: WheelhouseOpt = None, gpu: GpuOpt = False,
+             ) -> None:
+    """Validate an existing image: the testinfra suite, then the in-image smoke test."""
+    plans = plan_images(load_matrix(matrix)) if matrix is not None else None
+    client = connect()
+    job = jobs.job_for_image(client, image, plans, wheel_source(wheelhouse_dir))
+    result = pipeline.run_image(client, job, pipeline.Options(gpu=gpu))
+    print_checks(image, result.validation)
+    if result.failed:
+        show.print_failed_checks(image, result.validation)
+    raise typer.Exit(EXIT_FAILED if result.failed else EXIT_OK)
+
+
+@handles_errors
+def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-12")],
+         mirror: Annotated[str | None, typer.Option(help="Package mirror; default: the host's apt sources.")] = None,
+         tag: Annotated[str | None, typer.Option(help="Image reference; default: the OS's base, e.g. debian:12.")]
+         = None) -> None:
+    """Make an OS base image with debootstrap and `docker import` (for hosts that cannot pull)."""
+    connect()
+    try:
+        ref = baseimage.build_base(os_name, mirror, tag)
+    except subprocess.CalledProcessError as exc:
+        show.error(str(exc))
+        raise typer.Exit(EXIT_FAILED) from exc
+    show.out.print(f"imported {safe(ref)}")
+
+
+@handles_errors
+def prune_cmd(dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")]
+              = False,
+              image: Annotated[str | None, typer.Option("--image", metavar="NAME", help=(
+                  "Only this image repository (rocm-image-factory/NAME); default: all of them."))] = None) -> None:
+    """Remove local content names (<tag>-<hash12>) that a newer build of their tag has superseded."""
+    from builder.build import prune
+
+    pruned(prune.prune(connect(), dry_run, image), dry_run)
+
+
+def print_checks(ref: str, checks: list[Check]) -> None:
+    table = Table(title=f"validation of {safe(ref)}")
+    for col in ("suite", "check", "status", "detail"):
+        table.add_column(col)
+    for c in checks:
+        detail = c.detail + (f" (fix: {c.fix})" if c.fix else "")
+        table.add_row(safe(c.suite), safe(c.name), f"[{CHECK_COLORS.get(c.status, 'white')}]{c.status}[/]",
+                      safe(detail))
+    show.out.print(table)
+    failures = sum(c.status == "fail" for c in checks)
+    show.out.print("[green]passed[/green]" if checks and not failures else f"[red]{failures} check(s) failed[/red]")
+
+
+def pruned(result: Pruned, dry_run: bool) -> None:
+    """What `builder prune` removed (or would remove), and what the engine refused to."""
+    verb = "would remove" if dry_run else "removed"
+    for name in result.removed:
+        show.out.print(f"{verb} {safe(name.ref)}  ({show.gb(name.size)})")
+    for name, why in result.kept:
+        show.err.print(f"[yellow]kept[/yellow] {safe(name.ref)}: {safe(why)}")
+    if not result.removed and not result.kept:
+        show.out.print("nothing to prune: every local content name is the current build of its tag, or in use")
+    elif not dry_run:
+        freed = show.gb(result.deleted_bytes) if result.deleted_bytes else "nothing"
+        show.out.print(f"{len(result.removed)} superseded names removed; images deleted: {freed} (their size, "
+                       "counting layers shared with images that stay)")

@@ -1,0 +1,101 @@
+"""Publishing to a registry: `publish` (what changed in the matrix) and `push` (images already built here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from builder.build.engine import connect
+from builder.cli import display as show
+from builder.cli import runs
+from builder.cli.kit import (
+    CellOpt,
+    GpuOpt,
+    InsecureOpt,
+    LocksOpt,
+    MatchOpt,
+    MatrixOpt,
+    Progress,
+    ProgressOpt,
+    QuietOpt,
+    RegistryOpt,
+    WheelhouseOpt,
+    handles_errors,
+    wheel_source,
+)
+from builder.core.errors import usage_error
+from builder.publish import jobs
+from builder.publish import lifecycle as pipeline
+from builder.registry.address import check_insecure, check_registry, plain_http_ok
+
+
+@handles_errors
+def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = None, insecure: InsecureOpt = None,
+            cell: CellOpt = None,
+            match: MatchOpt = None, wheelhouse_dir: WheelhouseOpt = None, locks: LocksOpt = None, gpu: GpuOpt = False,
+            plan: Annotated[bool, typer.Option("--plan", help="Look up what would be built, skipped and re-tagged; "
+                                               "build nothing, push nothing.")] = False,
+            no_push: Annotated[bool, typer.Option("--no-push", help=(
+                "Build and validate what changed; push nothing and move no tag (states `validated`, `failed`, "
+                "`would-skip`)."))] = False,
+            dry_run: Annotated[bool, typer.Option("--dry-run", hidden=True,
+                                                  help="Deprecated: the old name of --plan.")] = False,
+            record_path: Annotated[Path, typer.Option("--record", help="Where the JSON run record goes.")]
+            = Path("publish-record.json"),
+            cache_registry: Annotated[str | None, typer.Option(
+                "--cache-registry", metavar="HOST/NS", help=(
+                    "Import BuildKit's cache from, and export it to, HOST/NS/buildcache:<target> (every stage), so a "
+                    "cold runner rebuilding after a small change reinstalls nothing unchanged. Credentials: docker "
+                    "login."))] = None,
+            compression: Annotated[str, typer.Option("--compression", metavar="gzip|zstd", help=(
+                "The layers' compression: gzip (default: every Docker and containerd client pulls it) or zstd "
+                "(faster to pull and unpack; Docker 23+, containerd 1.5+)."))] = "gzip",
+            quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
+            ) -> None:
+    """Publish what changed: build, validate, push under an immutable tag, then move the cells' tags."""
+    insecure_hosts = check_insecure(insecure)
+    if dry_run:
+        show.err.print("warning: --dry-run is deprecated: it means --plan (builds nothing); "
+                       "--no-push builds and validates without pushing", soft_wrap=True)
+        plan = True
+    if plan and no_push:
+        raise usage_error("--no-push", "--plan builds nothing and --no-push builds: pass one of them")
+    if not registry:
+        raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
+    todo = jobs.matrix_jobs(matrix, cell, match, wheel_source(wheelhouse_dir, locks))
+    options = pipeline.Options(wheel_source(wheelhouse_dir, locks), True, gpu, runs.target(registry, insecure_hosts),
+                               skip_published=True, plan=plan, no_push=no_push, compression=_compression(compression),
+                               cache=_cache(cache_registry, insecure_hosts))
+    runs.run(todo, options, progress, record_path, registry)
+
+
+@handles_errors
+def push(images: Annotated[list[str], typer.Argument(help="Local images built by builder.")],
+         registry: RegistryOpt = None, insecure: InsecureOpt = None, gpu: GpuOpt = False,
+         report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
+         progress: ProgressOpt = Progress.auto,
+         ) -> None:
+    """Validate, then push existing images under their immutable tag and move their cell tag to it."""
+    insecure_hosts = check_insecure(insecure)
+    if not registry:
+        raise usage_error("--registry", "needs REGISTRY/NAMESPACE")
+    client = connect()
+    todo = [jobs.job_for_image(client, image) for image in images]
+    runs.run(todo, pipeline.Options(gpu=gpu, target=runs.target(registry, insecure_hosts)), progress, report,
+             registry)
+
+
+def _compression(name: str) -> str:
+    if name not in ("gzip", "zstd"):
+        raise usage_error("--compression", f"{name!r}: gzip or zstd")
+    return name
+
+
+def _cache(cache_registry: str | None, insecure: frozenset[str]) -> pipeline.Cache | None:
+    """BuildKit's registry cache at HOST/NS/buildcache, over plain HTTP only where the registry client would."""
+    if not cache_registry:
+        return None
+    checked = check_registry(cache_registry, "--cache-registry")
+    return pipeline.Cache(f"{checked}/buildcache", plain_http_ok(checked.split("/", 1)[0], insecure))

@@ -1,0 +1,121 @@
+"""The build tree's inputs and files: `render` (Dockerfiles and bake file), `lock` (pins), `wheelhouse` (wheels)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from builder.cli import display as show
+from builder.cli.kit import (
+    EXIT_FAILED,
+    PRODUCTION_IMAGES,
+    PRODUCTION_MATRIX,
+    CellOpt,
+    InsecureOpt,
+    MatrixOpt,
+    WheelhouseOpt,
+    handles_errors,
+    wheel_source,
+)
+from builder.core.errors import usage_error
+from builder.core.text import safe
+from builder.matrix.expand import load_matrix
+from builder.matrix.selection import select
+from builder.registry.address import check_insecure
+from builder.render import lockfile, wheelhouse
+from builder.render import resolve as lock
+from builder.render import tree as imagetree
+from builder.render.dockerfile import render_all
+
+
+@handles_errors
+def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
+           out_dir: Annotated[Path, typer.Option("--out", help="Where the build tree goes.")] = PRODUCTION_IMAGES,
+           check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if --out has drifted.")] = False,
+           prune: Annotated[bool, typer.Option("--prune", help=(
+               "Remove files this factory rendered before and the matrix no longer renders (default for the "
+               "production matrix into images/); nothing it did not write is ever removed."))] = False,
+           wheelhouse_dir: WheelhouseOpt = None,
+           locked: Annotated[bool | None, typer.Option("--locked/--unlocked", help=(
+               "Render from the tree's lock files (base by digest, wheels by sha256; a missing or stale lock is an "
+               "error), or without them. Default: locked when --out holds any lock."))] = None,
+           ) -> None:
+    """Render the build tree: one Dockerfile per combination, each image a target of docker-bake.json.
+
+    The tree builds without Python: `docker buildx bake -f images/docker-bake.json TARGET` from the checkout.
+    """
+    production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
+    if out_dir == PRODUCTION_IMAGES and not (production and wheelhouse_dir is None) and not check:
+        raise usage_error("--out", f"only the production matrix with its index URLs is rendered into "
+                                   f"{PRODUCTION_IMAGES}/ (pass --out DIR)")
+    locks = out_dir if (lockfile.has_locks(out_dir) if locked is None else locked) else None
+    source = wheel_source(wheelhouse_dir, locks)
+    rendered = render_all(load_matrix(matrix), source)
+    if not check:
+        imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES), source)
+        groups = len({r.group for r in rendered})
+        show.out.print(f"wrote {len(rendered)} images in {groups} Dockerfiles and "
+                       f"{safe(out_dir / imagetree.BAKE_FILE)}")
+        return
+    problems = imagetree.drift(out_dir, rendered)
+    for p in problems:
+        show.err.print(f"[red]drift:[/red] {safe(p)}")
+    if problems:
+        show.err.print("run `builder render` and commit the result")
+        raise typer.Exit(EXIT_FAILED)
+    show.out.print(f"{len(rendered)} images in {safe(out_dir)} match the template and matrix")
+
+
+@handles_errors
+def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
+             out_dir: Annotated[Path, typer.Option("--out", help="The build tree whose <combination>/lock/ "
+                                                   "files are written (then the tree is rendered from them).")]
+             = PRODUCTION_IMAGES,
+             update: Annotated[bool, typer.Option("--update", help=(
+                 "Resolve every lock again (new wheels, new base digests); without it only missing and stale "
+                 "locks are resolved."))] = False,
+             wheelhouse_dir: WheelhouseOpt = None,
+             base_registry: Annotated[str | None, typer.Option(
+                 "--base-registry", metavar="HOST[:PORT]",
+                 help="Pin base images from this registry (a mirror of Docker Hub's images) instead of Docker Hub.")]
+             = None,
+             insecure: InsecureOpt = None,
+             ) -> None:
+    """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256."""
+    production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
+    if out_dir == PRODUCTION_IMAGES and not production:
+        raise usage_error("--out", f"only the production matrix is locked into {PRODUCTION_IMAGES}/ (pass --out DIR)")
+    cells = load_matrix(matrix)
+
+    def say(group: str, file: str, state: str) -> None:
+        if state != "kept":
+            show.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
+
+    done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None, update,
+                          base_registry, check_insecure(insecure), say)
+    rendered = render_all(cells, wheel_source(wheelhouse_dir, out_dir))
+    imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES,
+                    wheel_source(wheelhouse_dir, out_dir))
+    show.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
+                   f"images into {safe(out_dir)}")
+
+
+@handles_errors
+def wheelhouse_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
+                   dest: Annotated[Path, typer.Option("--dest", help="Directory to fill.")] = Path("wheelhouse"),
+                   cell: CellOpt = None,
+                   index_url: Annotated[str | None, typer.Option(help="One index for every cell.")] = None,
+                   use_pip_config: Annotated[bool, typer.Option(
+                       "--use-pip-config", help="Use the host pip's configured indexes, not the cells'.")] = False,
+                   ) -> None:
+    """Download every wheel the cells install into a directory, with the host's pip."""
+    cells = select(load_matrix(matrix), cell, matrix)
+    try:
+        wheelhouse.fill(cells, dest, index_url, use_pip_config)
+    except subprocess.CalledProcessError as exc:
+        show.error(f"pip download failed ({exc.returncode})")
+        raise typer.Exit(EXIT_FAILED) from exc
+    show.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {safe(dest)}")

@@ -1,0 +1,112 @@
+"""Running a list of image jobs for `build`, `publish` and `push`: the live view, the record, the summary table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from builder.build.engine import connect
+from builder.cli import display as show
+from builder.cli.kit import EXIT_FAILED, EXIT_OK, Progress, terminates
+from builder.cli.progress import RunView
+from builder.core.text import safe
+from builder.publish import jobs
+from builder.publish import lifecycle as pipeline
+from builder.publish.promote import Target
+from builder.publish.record import ImageReport
+from builder.registry.address import check_registry
+from builder.validate.runner import Check
+
+COLORS = {"published": "green", "validated": "green", "built": "green", "skipped": "cyan", "failed": "red",
+          "would-build": "yellow", "would-skip": "cyan", "not-attempted": "yellow", "planned": "yellow"}
+
+
+def target(registry: str, insecure: frozenset[str]) -> Target:
+    """Where a run pushes (--registry, checked), spoken to over plain HTTP only if loopback or named insecure."""
+    return Target.of(check_registry(registry), insecure=insecure)
+
+
+def run(todo: list[jobs.Job], options: pipeline.Options, progress: Progress, report_path: Path | None,
+        registry: str | None) -> None:
+    """Run the jobs, print the summary, and write the record whatever happens (interruptions included)."""
+    client = connect()
+    view = RunView([j.tag for j in todo], progress.value, console=show.out)
+    with terminates(), view.running():
+        reports = pipeline.run_and_record(client, todo, options, view.events(), report_path, registry)
+    if progress == Progress.json:
+        print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
+    else:
+        rehearsal = "plan" if options.plan else "no push" if options.no_push else ""
+        print_reports(reports, registry, rehearsal, view.log_dir)
+        if report_path is not None:
+            show.out.print(f"run record: {safe(report_path)}")
+    raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
+
+
+def print_reports(reports: list[ImageReport], registry: str | None, rehearsal: str = "",
+                  log_dir: Path | None = None) -> None:
+    """Failures first (with what to look at), then one row per image, then where things went.
+
+    rehearsal: "plan" or "no push" for a run that writes nothing to the registry ("" for a real one).
+    """
+    for r in reports:
+        _print_failure(r, registry, log_dir)
+    where = f"publish to {safe(registry)}" if registry else "build"
+    table = Table(title=f"{rehearsal + ': ' if rehearsal else ''}{where}", title_justify="left")
+    table.add_column("image", overflow="fold", ratio=3)
+    table.add_column("state", no_wrap=True)
+    table.add_column("size", no_wrap=True)
+    table.add_column("checks", overflow="fold", ratio=1)
+    table.add_column("time", no_wrap=True, justify="right")
+    for r in reports:
+        state = f"[{COLORS.get(r.state, 'white')}]{r.state}[/]"
+        table.add_row(safe(r.tag), state, _sizes(r), check_counts(r.validation), f"{r.seconds:.0f}s")
+    show.out.print(table)
+    for r in reports:
+        if r.digest and registry:
+            ref = f"{registry}/{r.repository}:{r.immutable_tag}"
+            verb = "pushed" if r.pushed else "already published:"
+            show.out.print(f"{verb} {safe(ref)}@{r.digest}", soft_wrap=True)
+        if r.moved:
+            show.out.print(f"  {'would move' if rehearsal else 'moved'} {safe(' '.join(r.moved))}", soft_wrap=True)
+    counts = {s: sum(r.state == s for r in reports) for s in ("published", "skipped", "failed", "validated",
+                                                               "would-build", "would-skip")}
+    if registry and rehearsal == "no push":
+        show.out.print(f"{counts['validated']} built and validated, {counts['would-skip']} unchanged, "
+                       f"{counts['failed']} failed; nothing pushed, no tag moved")
+    elif registry and rehearsal:
+        show.out.print(f"{counts['would-build']} would be built, {counts['would-skip']} unchanged; nothing built")
+    elif registry:
+        show.out.print(f"{counts['published']} built, {counts['skipped']} unchanged, {counts['failed']} failed")
+
+
+def check_counts(checks: list[Check]) -> str:
+    """'12 passed, 1 warning' (or '-' when nothing was validated)."""
+    if not checks:
+        return "-"
+    names = {"pass": "passed", "fail": "failed", "warn": "warning", "skip": "skipped"}
+    counts = {status: sum(c.status == status for c in checks) for status in names}
+    parts = [f"{n} {names[s]}{'s' if s == 'warn' and n > 1 else ''}" for s, n in counts.items() if n]
+    return ", ".join(parts)
+
+
+def _sizes(r: ImageReport) -> str:
+    installed = show.gb(r.image_bytes)
+    return f"{installed} ({show.gb(r.compressed_bytes)} pushed)" if r.compressed_bytes else installed
+
+
+def _print_failure(r: ImageReport, registry: str | None, log_dir: Path | None) -> None:
+    if r.failed_stage == "build":
+        show.err.print(f"[red]build failed[/red] {safe(r.tag)}: {safe(r.failure)}")
+        for line in r.log_tail[-15:]:
+            show.err.print(f"    {safe(line)}")
+        if log_dir is not None:
+            show.err.print(f"    full log: {safe(log_dir / (r.tag + '.log'))}")
+    elif r.failed_stage == "validate":
+        show.print_failed_checks(r.tag, r.validation)
+    elif r.failed_stage in ("push", "registry"):
+        show.err.print(f"[red]push failed[/red] {safe(registry)}/{safe(r.repository)} ({safe(r.tag)}): "
+                       f"{safe(r.failure)}")

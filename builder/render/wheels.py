@@ -1,0 +1,55 @@
+"""Where pip takes wheels from: the cell's index URL or a local wheelhouse, its mounts, and each locked step's wheels.
+
+A local wheelhouse (air-gapped sites, tests) is bind-mounted read-only, never copied into a layer; the pip
+cache is a cache mount either way, and a step's lock file is read from inside it, so neither is ever in a layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from builder.core.spec import CellSpec
+
+PIP_CACHE = "--mount=type=cache,id=rif-pip,target=/tmp"  # pip --cache-dir /tmp/pip
+WHEELS_DIR = "wheels"  # a local wheelhouse, linked into the build tree and bind-mounted, never copied
+WHEELS_MOUNT = "/mnt"  # where the build sees it: a folder every base image has, so no mount point is left
+LOCK_MOUNT = "/tmp/rif/requirements.txt"  # a step's lock file, inside the pip cache mount: never in a layer
+
+
+@dataclass(frozen=True)
+class WheelSource:
+    """Where pip takes wheels from (the cell's index URL, or a local wheelhouse for air-gapped sites and tests)
+    and, when locked, the tree whose `<combination>/lock/` files pin the base image and every wheel."""
+
+    wheelhouse: Path | None = None
+    locks: Path | None = None
+
+    def pip_args(self, cell: CellSpec) -> list[str]:
+        if self.wheelhouse is not None:
+            return ["--no-index", "--find-links", WHEELS_MOUNT]
+        url = urlsplit(cell.index_url)
+        # pip ignores a plain-HTTP index unless told to trust it: a matrix that names one (a mirror inside
+        # the site's network) means it.
+        trust = ["--trusted-host", url.hostname] if url.scheme == "http" and url.hostname else []
+        return ["--index-url", cell.index_url, *trust]
+
+    def mounts(self) -> list[str]:
+        """The pip cache is a cache mount either way; a wheelhouse comes in read-only by a bind mount."""
+        bind = [f"--mount=type=bind,source={WHEELS_DIR},target={WHEELS_MOUNT}"] if self.wheelhouse else []
+        return [PIP_CACHE, *bind]
+
+    def describe(self, cell: CellSpec) -> str:
+        where = "local wheelhouse (--wheelhouse)" if self.wheelhouse else cell.index_url
+        return where + (", exactly the wheels of lock/ (--require-hashes)" if self.locks else "")
+
+
+INDEX = WheelSource()  # the cell's own index URL, unlocked: what a render uses unless told otherwise
+
+
+def step_wheels(lock_text: str) -> str:
+    """A locked step's own wheels in the build tree (a wheelhouse build): the folder its bind mount reads, named
+    by its lock, so a new wheel elsewhere in the wheelhouse leaves BuildKit's cache of this step untouched."""
+    return f"{WHEELS_DIR}/{hashlib.sha256(lock_text.encode()).hexdigest()[:12]}"
