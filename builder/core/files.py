@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -109,6 +110,17 @@ def replace_file(path: Path, data: bytes, mode: int = 0o644) -> Path:
     """path holds data and mode, whole or not at all: written beside it, synced, renamed over it."""
     with _fresh(path, mode, keep_name=False) as f:
         f.write(data)
+    return path
+
+
+def copy_file(source: Path, path: Path, mode: int = 0o644) -> Path:
+    """path holds a copy of source (a wheel where a hard link cannot be made), by replace_file's rules, with
+    source's times (as shutil.copy2: an incremental build-context sync sees the same file)."""
+    with source.open("rb") as src, _fresh(path, mode, keep_name=False) as f:
+        shutil.copyfileobj(src, f, 1 << 20)
+        f.flush()  # before the times: a later write would move them
+        info = os.fstat(src.fileno())
+        os.utime(f.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
     return path
 
 

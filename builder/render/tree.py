@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,7 +164,7 @@ def _link(wheel: Path, tree: Path, folder: str) -> str:
         try:
             os.link(wheel, dest)
         except OSError:
-            shutil.copy2(wheel, dest)
+            safefs.copy_file(wheel, dest)  # beside it, then renamed: nothing planted there is written through
     return f"{folder}/{wheel.name}"
 
 

@@ -240,3 +240,18 @@ def test_the_run_lock_file_is_never_truncated_through_a_planted_hard_link(tmp_pa
     with imagetree.run_tree(WheelSource()):
         pass
     assert victim.untouched() and replaced(lock_file)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_copied_wheel_replaces_what_is_planted_at_it(tmp_path: Path, kind: str) -> None:
+    """Where a wheel cannot be hard-linked into the tree it is copied: beside its name, then renamed."""
+    wheel = tmp_path / "wheelhouse" / "torch-2.13.0-cp312-cp312-linux_x86_64.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"wheel")
+    os.utime(wheel, ns=(1, 2_000_000_000))
+    at = tmp_path / "images" / "wheels" / wheel.name
+    victim = Victim(tmp_path / "outside")
+    victim.plant(at, kind)
+    safefs.copy_file(wheel, at)
+    assert victim.untouched() and replaced(at) and at.read_bytes() == b"wheel"
+    assert at.stat().st_mtime_ns == 2_000_000_000 and no_temporaries(at.parent)
