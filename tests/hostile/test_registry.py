@@ -227,10 +227,34 @@ def test_a_reference_that_is_neither_tag_nor_digest_is_not_sent(serve: Callable[
     assert reg.seen == []
 
 
-def test_an_oversized_manifest_is_refused_without_reading_it_all(serve: Callable[..., Server]) -> None:
-    reg = serve(lambda s: (200, {}, b" " * (httpsafe.MAX_MANIFEST_BYTES + 1)))
-    with pytest.raises(RegistryError, match="refused"):
-        RegistryClient(reg.address, policy=ONCE).manifest("ns/r", "tag")
+def raw_answer(answer: bytes) -> str:
+    """A server on loopback that sends answer to its first request, as it is, then closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def run() -> None:
+        with listener, contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    threading.Thread(target=run, daemon=True).start()
+    return f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_an_oversized_manifest_announced_is_refused_before_any_read() -> None:
+    """Content-Length over the cap, then a small body: only the header check refuses it (the read would not)."""
+    head = f"HTTP/1.1 200 OK\r\nContent-Length: {httpsafe.MAX_MANIFEST_BYTES + 1}\r\n\r\n".encode()
+    address = raw_answer(head + MANIFEST)
+    with pytest.raises(RegistryError, match=f"{httpsafe.MAX_MANIFEST_BYTES + 1} bytes is more than the"):
+        RegistryClient(address, policy=ONCE).manifest("ns/r", "tag")
+
+
+def test_an_oversized_manifest_unannounced_is_refused_at_the_cap() -> None:
+    """No Content-Length (the body ends when the connection closes): only the read's own cap refuses it."""
+    address = raw_answer(b"HTTP/1.0 200 OK\r\n\r\n" + b" " * (httpsafe.MAX_MANIFEST_BYTES + 1))
+    with pytest.raises(RegistryError, match=f"more than the {httpsafe.MAX_MANIFEST_BYTES} bytes read: refused"):
+        RegistryClient(address, policy=ONCE).manifest("ns/r", "tag")
 
 
 @pytest.mark.parametrize("token", ["x" * (httpsafe.MAX_TOKEN_BYTES + 1), "a\r\nX-Injected: 1"], ids=["huge", "crlf"])
