@@ -316,6 +316,23 @@ def test_a_one_byte_at_a_time_server_cannot_hold_a_read_past_its_deadline(drip: 
     assert time.monotonic() - started < 5
 
 
+def test_the_watchdog_cuts_a_read_that_bytes_keep_alive() -> None:
+    """The drip cases above are also held by the socket timeout and _read's check between chunks (a body, a
+    TLS handshake): this one is the watchdog's alone, a blocking read the deadline must end from outside."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        watchdog = httpsafe._Watchdog(0.2)
+        watchdog.watch(ours)
+        ours.settimeout(10)  # without the watchdog: a failure after 10 s, not a hang
+        try:
+            assert ours.recv(1) == b""  # blocks until the watchdog shuts the socket
+        finally:
+            watchdog.cancel()
+        assert watchdog.fired
+        with pytest.raises(TimeoutError, match=r"within 0\.2 s"):
+            watchdog.remaining()
+
+
 def test_diff_by_digest_never_reports_another_image(serve: Callable[..., Server], monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
     from builder.audit import diff
