@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from builder.build import bake
+from tests import conftest
 from tests.conftest import ROOT
 from tests.fakes import loopback
 
@@ -160,3 +161,12 @@ def test_the_guard_is_on_in_this_suite() -> None:
     with socket.socket() as s, pytest.raises(loopback.OffLoopback, match="off loopback"):
         s.bind(("0.0.0.0", 0))
     assert loopback.taken() == ["socket.bind(('0.0.0.0', 0)) off loopback (family <AddressFamily.AF_INET: 2>)"]
+
+
+def test_an_engine_with_any_bridge_network_is_refused_before_a_docker_test_runs() -> None:
+    """The engine half of the guard (tests/conftest.py docker_client): containers a test starts reach nothing
+    but loopback only on an engine whose networks are host and none."""
+    engine = [{"Name": "host", "Driver": "host"}, {"Name": "none", "Driver": "null"}]
+    assert conftest.bridges(engine) == []
+    assert conftest.bridges([*engine, {"Name": "bridge", "Driver": "bridge"},
+                             {"Name": "ci", "Driver": "macvlan"}]) == ["bridge", "ci"]
