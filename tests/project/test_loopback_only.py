@@ -2,6 +2,10 @@
 
 Builds run on the host's network (builder.build.bake.override), so a wheel index or registry a test starts on
 127.0.0.1 is reachable from a RUN step; the engine scripts/setup.sh starts has no bridge at all.
+
+The primary check runs with the suite (tests/fakes/loopback.py): every bind, connect and sendto is checked, a
+registry's config `addr:` is checked before it starts, an engine with a bridge fails the docker tests. The
+lints here cover what a run does not reach: benchmarks, and code a run skips.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from tests.fakes import loopback
 
 SOURCES = sorted(p for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
                  if p.name != Path(__file__).name)
-SERVERS = {"HTTPServer", "ThreadingHTTPServer", "TCPServer", "ThreadingTCPServer", "WheelIndex", "create_server"}
+SERVERS = {"HTTPServer", "ThreadingHTTPServer", "TCPServer", "ThreadingTCPServer", "WheelIndex", "create_server",
+           "bind"}
 LOOPBACK_RE = re.compile(r"^(127\.\d+\.\d+\.\d+|::1|localhost)$")
 PASSED = {"host", "LOOPBACK"}
+ADDR_RE = re.compile(r"(?:^|\n)[ \t]*addr:")  # a registry config's listen address, as YAML
 
 
 def _host_argument(call: ast.Call) -> ast.expr | None:
@@ -43,8 +49,8 @@ def test_every_server_a_test_or_benchmark_starts_binds_a_loopback_literal() -> N
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name not in SERVERS:
-                continue
+            if name not in SERVERS or (name == "bind" and not (node.args and isinstance(node.args[0], ast.Tuple))):
+                continue  # bind(path): an AF_UNIX socket
             host = _host_argument(node)
             if isinstance(host, ast.Constant) and isinstance(host.value, str) and LOOPBACK_RE.match(host.value):
                 continue
@@ -55,6 +61,53 @@ def test_every_server_a_test_or_benchmark_starts_binds_a_loopback_literal() -> N
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "LOOPBACK" for t in node.targets):
                 assert isinstance(node.value, ast.Constant) and LOOPBACK_RE.match(str(node.value.value)), path
+    assert bad == []
+
+
+def _host_of(text: str) -> str:
+    """`127.0.0.1:5000`, `127.0.0.1:` or `[::1]:5000` -> the host."""
+    if text.startswith("["):
+        return text[1:text.find("]")]
+    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
+
+
+def _loopback_start(node: ast.expr | None) -> bool:
+    """A literal (or an f-string's literal start) that is a loopback address, e.g. f"127.0.0.1:{port}"."""
+    if isinstance(node, ast.JoinedStr) and node.values:
+        node = node.values[0]
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+        LOOPBACK_RE.match(_host_of(node.value)) is not None
+
+
+def test_every_registry_config_a_test_or_benchmark_writes_listens_on_loopback() -> None:
+    """What the run-time guard cannot see: a registry is another process. Its `addr:` is a loopback literal, or a
+    name assigned a loopback f-string in the same file, or (tests/fakes/registries.py) checked by check_address
+    before the registry starts."""
+    bad = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text(), str(path))
+        names = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and _loopback_start(n.value)
+                 for t in n.targets if isinstance(t, ast.Name)}
+        checked = "check_address(" in path.read_text()
+        inner = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        for node in ast.walk(tree):
+            if id(node) in inner:
+                continue  # seen with its f-string
+            parts = node.values if isinstance(node, ast.JoinedStr) else [node] if isinstance(node, ast.Constant) \
+                else []
+            for i, part in enumerate(parts):
+                if not (isinstance(part, ast.Constant) and isinstance(part.value, str)
+                        and ADDR_RE.search(part.value)):
+                    continue
+                rest = ADDR_RE.split(part.value, 1)[-1].strip()
+                if rest:
+                    ok = LOOPBACK_RE.match(_host_of(rest.split()[0])) is not None
+                else:
+                    after = parts[i + 1] if i + 1 < len(parts) else None
+                    value = after.value if isinstance(after, ast.FormattedValue) else None
+                    ok = checked or (isinstance(value, ast.Name) and value.id in names)
+                if not ok:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert bad == []
 
 
