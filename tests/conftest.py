@@ -37,8 +37,10 @@ from docker.models.containers import Container
 from builder.core.errors import InputError, Problem
 from builder.core.spec import CellSpec
 from builder.matrix.expand import Expansion, expand_matrix, load_matrix
+from tests.fakes.matrices import ONE_CPU
 
-pytest_plugins = ["pytester", "tests.fakes.loopback"]  # the second: every bind and connect on loopback
+pytest_plugins = ["pytester", "tests.fakes.scripted_registry",  # the scripted registry: `server`
+                  "tests.fakes.loopback"]  # every bind and connect on loopback
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -410,12 +412,7 @@ def containers(request: pytest.FixtureRequest, docker_client: docker.DockerClien
 # --- matrix files: shared by the tests of yamlsrc, schema, matrix, spec, tags and compat -------------------
 
 # Lines 1-4; error cases append from line 5 on.
-BASE = """\
-matrix:
-  os: [debian-12]
-  platform: [cpu]
-  torch: ["2.13.0"]
-"""
+BASE = ONE_CPU
 CPU_TAG = "cpu_debian12_py3.11_torch2.13.0_runtime"
 
 

@@ -16,9 +16,11 @@ import pytest
 from builder.audit import reproduce
 from builder.registry.client import RegistryClient
 from tests.conftest import builder_cli, write_matrix
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
-MATRIX = ("image: {image}\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"
-          "  torch:\n    - {{version: '2.13.0', torchvision: null, torchaudio: null}}\n  flavor: [runtime]\n")
+
+def matrix_of(image: str) -> str:
+    return cpu_matrix(BARE_TORCH, image=image) + "  flavor: [runtime]\n"
 
 
 def layer(files: dict[str, bytes], mtime: int = 0) -> bytes:
@@ -72,7 +74,7 @@ def test_same_layers_another_config_names_the_config_keys() -> None:
 @pytest.mark.docker
 def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(base_image: str, wheelhouse: Path,
                                                                              namespace: str, tmp_path: Path) -> None:
-    matrix = write_matrix(tmp_path, MATRIX.format(image=f"repro{uuid.uuid4().hex[:8]}"))
+    matrix = write_matrix(tmp_path, matrix_of(f"repro{uuid.uuid4().hex[:8]}"))
     record = tmp_path / "record.json"
     built = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--push",
                         "--registry", namespace, "--report", str(record), "--quiet")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA, ROOT, builder_cli
+from tests.fakes.matrices import ONE_CPU
 
 COMMANDS = ["matrix", "render", "build", "test", "push", "base", "wheelhouse"]
 
@@ -34,7 +35,7 @@ def test_every_command_is_registered_in_the_order_help_lists_them() -> None:
 
 def test_bad_matrix_exits_2_naming_file_line_and_key(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n  flavour: [runtime]\n")
+    bad.write_text(ONE_CPU + "  flavour: [runtime]\n")
     for command in (["matrix"], ["render", "--out", str(tmp_path / "out")], ["build"], ["wheelhouse"]):
         proc = builder_cli(*command, "--matrix", str(bad))
         assert proc.returncode == 2, command
@@ -45,7 +46,7 @@ def test_bad_matrix_exits_2_naming_file_line_and_key(tmp_path: Path) -> None:
 def test_error_text_with_brackets_is_printed_verbatim(tmp_path: Path) -> None:
     """Problems quote regexes like [a-z_]; the console must not eat them as markup."""
     bad = tmp_path / "bad.yaml"
-    bad.write_text("user: 'root;id'\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n")
+    bad.write_text("user: 'root;id'\n" + ONE_CPU)
     proc = builder_cli("matrix", "--matrix", str(bad))
     assert proc.returncode == 2
     assert "'root;id' is not allowed here: it should match pattern '^[a-z_][a-z0-9_-]{0,31}$'" in proc.stderr

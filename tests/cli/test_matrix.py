@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA, ROOT, builder_cli
+from tests.fakes.matrices import ONE_CPU
 
 
 def test_matrix_json_lists_resolved_cells() -> None:
@@ -82,7 +83,7 @@ def test_explain_lists_every_dropped_cell_with_its_reason(tmp_path: Path) -> Non
 
 def test_overridden_include_is_listed_with_the_maintainers_reason(tmp_path: Path) -> None:
     m = tmp_path / "m.yaml"
-    m.write_text("matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\ninclude:\n"
+    m.write_text(ONE_CPU + "include:\n"
                  "  - {os: ubuntu-24.04, platform: rocm6.4, torch: '2.13.0', gfx: all,\n"
                  "     override: {reason: 'nightly wheels exist on our mirror'}}\n")
     proc = builder_cli("matrix", "--matrix", str(m))

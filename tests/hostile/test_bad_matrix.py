@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_NODES
+from tests.fakes.matrices import ONE_CPU
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
 MEMORY_LIMIT = 512 * 1024 * 1024
 TIMEOUT_S = 20
-BASE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+BASE = ONE_CPU
 
 # The real entry point, under an address-space limit set before anything of the package is imported.
 LIMITED = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT})); "

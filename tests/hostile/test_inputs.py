@@ -26,6 +26,7 @@ from builder.render import tree as imagetree
 from builder.render.dockerfile import bake_target, render_all
 from builder.site.records import MARKER, load_records
 from tests.conftest import ROOT, load_cells
+from tests.fakes.matrices import ONE_CPU
 from tests.site.test_site import (
     HASH_ROCM,
     REGISTRY,
@@ -120,7 +121,7 @@ def test_a_forged_catalog_marker_removes_only_what_a_catalog_writes(tmp_path: Pa
 
 def test_render_out_replaces_linked_files_and_leaves_their_targets_alone(tmp_path: Path) -> None:
     out = tmp_path / "images"
-    rendered = render_all(load_cells(tmp_path, "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"))
+    rendered = render_all(load_cells(tmp_path, ONE_CPU))
     imagetree.write(out, rendered, prune=True)
     victims = []
     for rel in [imagetree.BAKE_FILE, *sorted(p.relative_to(out).as_posix() for p in (out / "cells").glob("*.json"))]:

@@ -11,8 +11,9 @@ from builder.render import tree as imagetree
 from builder.render.dockerfile import render_all
 from builder.render.wheels import WheelSource
 from tests.conftest import ROOT, builder_cli, load_cells
+from tests.fakes.matrices import ONE_CPU
 
-ONE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+ONE = ONE_CPU
 TWO = ONE + "  flavor: [runtime, devel]\n"
 OTHER = "matrix:\n  os: [ubuntu-24.04]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
 GROUP, DEVEL = "cpu_debian12_py3.11_torch2.13.0", "cells/cpu_debian12_py3.11_torch2.13.0_devel/cell.json"
