@@ -73,7 +73,7 @@ def stages_of(members: list[CellSpec]) -> tuple[dict[str, Stage], dict[str, Stag
                 parent = Stage(parent.cell, f"{stage_name(cell)}-runtime", device=parent.device, small=parent.small)
             runtimes.setdefault(parent.stage, parent)
             develops[stage_name(cell)] = Stage(cell, stage_name(cell), parent=parent.stage,
-                                                 sdk=sdk_requirements(cell), apt_sdk=apt_sdk_steps(cell))
+                                                sdk=sdk_requirements(cell), apt_sdk=apt_sdk_steps(cell))
     return runtimes, develops
 
 

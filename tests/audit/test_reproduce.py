@@ -18,10 +18,12 @@ from builder.audit import reproduce
 from builder.core import tags
 from builder.registry.client import RegistryClient
 from tests.conftest import ROOT, builder_cli, write_matrix
-from tests.registry.test_client import Scripted, Seen, server  # noqa: F401  (a fixture)
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix
+from tests.fakes.scripted_registry import Scripted, Seen
 
-MATRIX = ("image: {image}\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"
-          "  torch:\n    - {{version: '2.13.0', torchvision: null, torchaudio: null}}\n  flavor: [runtime]\n")
+
+def matrix_of(image: str) -> str:
+    return cpu_matrix(BARE_TORCH, image=image) + "  flavor: [runtime]\n"
 
 
 def layer(files: dict[str, bytes], mtime: int = 0) -> bytes:
@@ -75,7 +77,7 @@ def test_same_layers_another_config_names_the_config_keys() -> None:
 @pytest.mark.docker
 def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(base_image: str, wheelhouse: Path,
                                                                              namespace: str, tmp_path: Path) -> None:
-    matrix = write_matrix(tmp_path, MATRIX.format(image=f"repro{uuid.uuid4().hex[:8]}"))
+    matrix = write_matrix(tmp_path, matrix_of(f"repro{uuid.uuid4().hex[:8]}"))
     record = tmp_path / "record.json"
     built = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--push",
                         "--registry", namespace, "--report", str(record), "--quiet")
@@ -130,7 +132,7 @@ def test_a_cell_no_matrix_here_has_asks_for_the_one_it_was_published_from(tmp_pa
 
 
 def test_reproduce_without_matrix_names_the_example_matrix_not_a_cell_option(
-        server: Callable[..., Scripted]) -> None:  # noqa: F811
+        server: Callable[..., Scripted]) -> None:
     config = json.dumps({"config": {"Labels": {tags.TAG_LABEL: EXAMPLE_RUNTIME,
                                                 tags.HASH_LABEL: "sha256:" + "1" * 64}}}).encode()
     config_digest = "sha256:" + hashlib.sha256(config).hexdigest()

@@ -13,6 +13,7 @@ from builder.core.tags import HASH_LABEL, REFERRERS_TAG_RE
 from builder.registry.client import RegistryClient
 from tests.conftest import DATA, builder_cli
 from tests.fakes import synthwheels
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = pytest.mark.docker
 
@@ -99,17 +100,13 @@ def test_builder_push_refuses_an_image_that_fails_validation(e2e_run: tuple, nam
     assert images(RegistryClient(address).tags(f"{ns}/pytorch")) == sorted([GOOD[1], devel["immutable_tag"]])
 
 
-TWO_TORCHES = ("image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch:\n"
-               "    - {version: '2.12.0', torchvision: null, torchaudio: null}\n"
-               "    - {version: '2.13.0', torchvision: null, torchaudio: null}\n")
-
-
 def test_failed_build_is_reported_with_its_log_and_later_cells_still_build(
         docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
     # The failing cell comes first: its torch 2.12.0 wheel is there by name (the preflight passes) but no zip, so
     # pip fails inside its build.
     matrix = tmp_path / "m.yaml"
-    matrix.write_text(TWO_TORCHES)
+    matrix.write_text(cpu_matrix("{version: '2.12.0', torchvision: null, torchaudio: null}", BARE_TORCH,
+                                 image="pytorch"))
     broken = synthwheels.with_a_corrupt_wheel(wheelhouse, tmp_path / "wheels")
     nowheel = "cpu_debian12_py3.11_torch2.12.0_runtime"
     report = tmp_path / "r.json"
@@ -125,7 +122,8 @@ def test_failed_build_is_reported_with_its_log_and_later_cells_still_build(
 def test_a_wheel_missing_from_the_wheelhouse_stops_the_run_before_any_bake(
         docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
     matrix = tmp_path / "m.yaml"
-    matrix.write_text(TWO_TORCHES)
+    matrix.write_text(cpu_matrix("{version: '2.12.0', torchvision: null, torchaudio: null}", BARE_TORCH,
+                                 image="pytorch"))
     report = tmp_path / "r.json"
     proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--report", str(report),
                        "--quiet")

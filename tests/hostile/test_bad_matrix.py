@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_NODES
+from tests.fakes.matrices import ONE_CPU
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
 MEMORY_LIMIT = 512 * 1024 * 1024
 TIMEOUT_S = 20
-BASE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+BASE = ONE_CPU
 
 # The real entry point, under an address-space limit set before anything of the package is imported.
 LIMITED = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT})); "
@@ -194,6 +195,11 @@ def _run(case: str, command: str, tmp: Path) -> Result:
     leftovers = sorted(p.name for p in tmp.iterdir() if p != file)
     return Result(file, code, stdout.decode("utf-8", "backslashreplace"), stderr.decode("utf-8", "backslashreplace"),
                   leftovers)
+
+
+# The results fixture starts every selected run of this module at once: under xdist, one worker takes them all
+# (--dist loadgroup, pyproject.toml), or each worker would start every run.
+pytestmark = pytest.mark.xdist_group("bad_matrix")
 
 
 @pytest.fixture(scope="module")

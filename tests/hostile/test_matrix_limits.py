@@ -21,9 +21,10 @@ from builder.matrix import expand as matrix
 from builder.matrix.checks import MAX_CELLS, MAX_EXCLUDE_CHECKS
 from builder.matrix.expand import expand_matrix
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_DEPTH, MAX_NODES, dotted, load_located
+from tests.fakes.matrices import ONE_CPU
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+BASE = ONE_CPU
 
 
 def write(tmp_path: Path, text: str, name: str = "matrix.yaml") -> Path:

@@ -21,6 +21,7 @@ from tests.conftest import (
     problems_of,
     write_matrix,
 )
+from tests.fakes.matrices import cpu_matrix
 
 
 def rules_of(expansion: Expansion) -> list[tuple[str, str]]:
@@ -79,7 +80,7 @@ def test_channel_axis_multiplies_cells_and_picks_the_index(tmp_path: Path) -> No
 def test_channel_defaults_to_pytorch_and_include_takes_a_channel(tmp_path: Path) -> None:
     cells = load_cells(tmp_path, BASE + textwrap.dedent("""\
         include:
-          - {os: ubuntu-24.04, platform: rocm7.13, torch: "2.9.1", gfx: gfx94X-dcgpu, channel: therock}
+          - {os: ubuntu-24.04, platform: rocm7.13, torch: "2.8.0", gfx: gfx94X-dcgpu, channel: therock}
           - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.13.0", gfx: all}
         """))
     assert [(c.channel, c.index_url) for c in cells] == [
@@ -291,7 +292,7 @@ def test_include_with_explicit_null_gfx_on_cpu(tmp_path: Path) -> None:
 
 
 def test_same_torch_release_spelled_twice_is_a_duplicate(tmp_path: Path) -> None:
-    file = write_matrix(tmp_path, "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: [2.10, 2.10.0]\n")
+    file = write_matrix(tmp_path, cpu_matrix("2.10", "2.10.0"))
     [problem] = problems_of(file)
     assert (problem.line, problem.key) == (4, "matrix.torch[1]") and "duplicate value '2.10.0'" in problem.message
 

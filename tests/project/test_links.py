@@ -1,5 +1,5 @@
 """The README and docs/ stay navigable and true: every relative link resolves, the README stays a five-minute read,
-and the `builder which` samples they show are what the command prints today.
+and the samples they show (`builder which` output, the image `latest` goes to) are what the code does today.
 
 A link is `[text](path)` or `[text](path#anchor)` outside code; http(s) and mailto links are not followed. The path
 is relative to the file that holds the link and must name a file or folder inside the repository; an anchor must
@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from builder.matrix.expand import expand_matrix
+from builder.matrix.selection import latest_cell
 from tests.conftest import ROOT
 
 README_MAX_LINES = 250
@@ -132,3 +134,32 @@ def test_which_samples_are_what_the_command_prints(page: Path) -> None:
         assert run.stdout.strip("\n") == shown, (
             f"{page.relative_to(ROOT)}: `builder which {arguments}` prints something else now (exit {run.returncode}"
             f"{', ' + run.stderr.strip() if run.stderr.strip() else ''}); run it and paste its output:\n{run.stdout}")
+
+
+def test_latest_examples_are_what_latest_cell_picks() -> None:
+    """docs/publishing.md names the image `latest` goes to for matrix.yaml and examples/local.yaml: still so."""
+    text = (ROOT / "docs" / "publishing.md").read_text(encoding="utf-8")
+    named = {"matrix.yaml": re.search(r"`([^`]+)` for `matrix\.yaml`", text),
+             "examples/local.yaml": re.search(r"the `latest` of\s+`examples/local\.yaml` is `([^`]+)`", text)}
+    for matrix, match in named.items():
+        assert match, f"docs/publishing.md no longer names the `latest` of {matrix}"
+        expansion = expand_matrix(ROOT / matrix)
+        cell = latest_cell(expansion.cells, expansion.default_os)
+        assert cell is not None and cell.tag == match.group(1), (
+            f"docs/publishing.md says `latest` of {matrix} is {match.group(1)}; latest_cell picks "
+            f"{cell.tag if cell else None}")
+
+
+def test_architecture_lists_every_module_of_every_room() -> None:
+    """docs/architecture.md has one row per folder of builder/, naming exactly the modules (and folders) it holds."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `builder/(\w+)/` \|.*\| ([^|\n]*) \|$", text, re.M))
+    rooms = {p.name for p in (ROOT / "builder").iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert set(rows) == rooms, f"docs/architecture.md: rows for {sorted(rows)}, folders {sorted(rooms)}"
+    for room, listed in rows.items():
+        folder = ROOT / "builder" / room
+        held = {p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()
+                if p.name not in {"__init__.py", "__pycache__"} and (p.is_dir() or p.suffix in {".py", ".yaml"})}
+        named = set(re.findall(r"`([^`]+)`", listed))
+        assert named == held, (f"docs/architecture.md, row builder/{room}/: lists {sorted(named - held)} that the "
+                               f"folder does not hold, misses {sorted(held - named)}")

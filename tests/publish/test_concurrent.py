@@ -14,15 +14,16 @@ import pytest
 from builder.core.tags import HASH_LABEL, IMMUTABLE_SUFFIX_RE, REFERRERS_TAG_RE, short_hash
 from builder.registry.client import RegistryClient
 from tests.conftest import ROOT
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
 RUNTIME = "cpu_debian12_py3.11_torch2.13.0_runtime"
-TORCH = "{version: '2.13.0', torchvision: null, torchaudio: null}"
+TORCH = BARE_TORCH
 
 
 def matrix(user: str | None) -> str:
-    base = f"image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: [{TORCH}]\n"
+    base = cpu_matrix(TORCH, image="pytorch")
     if user is None:
         return base
     return (base + "exclude:\n  - {flavor: runtime}\ninclude:\n"

@@ -19,12 +19,12 @@ import pytest
 from builder.build.bake import host_network
 from builder.registry.client import RegistryClient
 from tests.conftest import ROOT, builder_cli, write_matrix
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.synthwheels import rebrand
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
-MATRIX = ("image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"
-          "  torch:\n    - {version: '2.13.0', torchvision: null, torchaudio: null}\n  flavor: [runtime, devel]\n")
+MATRIX = cpu_matrix(BARE_TORCH, image="pytorch") + "  flavor: [runtime, devel]\n"
 RUNTIME, DEVEL = "cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian12_py3.11_torch2.13.0_devel"
 SITE = "/opt/venv/lib/python3.11/site-packages"
 

@@ -28,6 +28,7 @@ from builder.registry.credentials import Credentials
 from tests.conftest import ROOT, labelled_image, saved_image
 from tests.fakes import synthwheels
 from tests.fakes.faultproxy import FaultProxy
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.registries import Registry, free_port, need_docker_registry, write_htpasswd
 
 __all__ = ["DEVEL", "MATRIX", "RUNTIME", "Registry", "free_port", "image_tags", "publish"]
@@ -37,9 +38,8 @@ pytestmark = pytest.mark.docker
 RUNTIME = "cpu_debian12_py3.11_torch2.13.0_runtime"
 DEVEL = "cpu_debian12_py3.11_torch2.13.0_devel"
 MISSING = "cpu_debian12_py3.11_torch2.12.0_runtime"  # the wheelhouse holds no torch 2.12.0: its build fails
-TORCH = "{version: '2.13.0', torchvision: null, torchaudio: null}"
-MATRIX = f"image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: [{TORCH}]\n" \
-         "  flavor: [runtime, devel]\n"
+TORCH = BARE_TORCH
+MATRIX = cpu_matrix(TORCH, image="pytorch") + "  flavor: [runtime, devel]\n"
 
 
 def cell_override(flavor: str, tag: str, extra: str) -> str:
@@ -316,7 +316,7 @@ def test_digest_mismatch_guard_fails_the_image_and_moves_no_tag(
 def test_a_failed_build_is_recorded_and_the_other_cells_publish(ns: Namespace, base_image: str, wheelhouse: Path,
                                                                 tmp_path: Path) -> None:
     missing = "{version: '2.12.0', torchvision: null, torchaudio: null}"
-    matrix = (f"image: pytorch\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: [{missing}, {TORCH}]\n"
+    matrix = (cpu_matrix(missing, TORCH, image="pytorch") +
               "  flavor: [runtime, devel]\nexclude:\n  - {torch: '2.12.0', flavor: devel}\n")
     # torch 2.12.0 is in the wheelhouse by name (the preflight passes) but no zip: pip fails inside the bake.
     run = publish(matrix, ns.target, synthwheels.with_a_corrupt_wheel(wheelhouse, tmp_path / "wheels"), tmp_path)

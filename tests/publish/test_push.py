@@ -11,24 +11,24 @@ from builder.publish.promote import uploaded_size
 from builder.publish.push import _classify, _push_once
 from builder.registry.client import RegistryClient
 from builder.registry.errors import AuthError, RegistryError, TransientError
-from tests.registry.test_client import CREDS, FAST, Scripted, Seen, oci_error, server  # noqa: F401  (fixture)
+from tests.fakes.scripted_registry import CREDS, FAST, Scripted, oci_error
 
 DIGITS = "Put http://127.0.0.1:44013/v2/ns/blobs/uploads/401403: dial tcp: connect: connection reset by peer"
 
 
-def test_digits_in_a_message_are_no_refused_login(server: Callable[..., Scripted]) -> None:  # noqa: F811
+def test_digits_in_a_message_are_no_refused_login(server: Callable[..., Scripted]) -> None:
     reg = server(lambda seen: (200, {}, b'{"tags": []}'))
     found = _classify(RegistryClient(reg.address, CREDS, policy=FAST), "ns/pytorch", None, DIGITS)
     assert type(found) is TransientError  # the registry answers us: worth another try
 
 
-def test_the_registry_refusing_our_credentials_is_an_auth_error(server: Callable[..., Scripted]) -> None:  # noqa: F811
+def test_the_registry_refusing_our_credentials_is_an_auth_error(server: Callable[..., Scripted]) -> None:
     reg = server(lambda seen: (401, {"WWW-Authenticate": 'Basic realm="r"'}, b""))
     found = _classify(RegistryClient(reg.address, CREDS, policy=FAST), "ns/pytorch", None, "unauthorized")
     assert isinstance(found, AuthError) and "'alice'" in str(found)
 
 
-def test_a_status_in_the_error_detail_decides_without_a_probe(server: Callable[..., Scripted]) -> None:  # noqa: F811
+def test_a_status_in_the_error_detail_decides_without_a_probe(server: Callable[..., Scripted]) -> None:
     reg = server(lambda seen: (200, {}, b"{}"))
     api = RegistryClient(reg.address, CREDS, policy=FAST)
     assert isinstance(_classify(api, "ns/pytorch", 403, "denied"), AuthError)
@@ -45,7 +45,7 @@ def test_a_registry_that_is_gone_is_transient() -> None:
     assert isinstance(found, TransientError)
 
 
-def test_a_registry_answering_a_permanent_error_is_not_retried(server: Callable[..., Scripted]) -> None:  # noqa: F811
+def test_a_registry_answering_a_permanent_error_is_not_retried(server: Callable[..., Scripted]) -> None:
     reg = server(lambda seen: oci_error(405, "UNSUPPORTED", "read-only"))
     found = _classify(RegistryClient(reg.address, CREDS, policy=FAST), "ns/pytorch", None, "upload refused")
     assert type(found) is RegistryError and found.status == 405 and "read-only" in str(found)

@@ -1,100 +1,32 @@
 """The registry client against a scripted registry on loopback: the auth flow, error classes, retries.
 
-The server here is a plain HTTP server in the test process that records every request, so the tests can
-say exactly which request carried which credentials. Real registries (anonymous, htpasswd) are used in
-test_publish.py; this file pins the protocol rules that those cannot show.
+The server is tests/fakes/scripted_registry.py's: a plain HTTP server in the test process that records every
+request, so the tests can say exactly which request carried which credentials. Real registries (anonymous,
+htpasswd) are used in test_publish.py; this file pins the protocol rules that those cannot show.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import socket
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 
 import pytest
 
-from builder.registry import retry
 from builder.registry.address import is_loopback
 from builder.registry.client import AuthError, Manifest, RegistryClient, RegistryError
-from builder.registry.credentials import Credentials
-
-FAST = retry.Policy(attempts=3, backoff_s=0.01, total_s=5)
-SECRET = "pa55-word"
-CREDS = Credentials("alice", SECRET, "test")
-BASIC = "Basic " + base64.b64encode(f"alice:{SECRET}".encode()).decode()
-Reply = tuple[int, dict[str, str], bytes]
-
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    auth: str | None
-
-
-@dataclass
-class Scripted:
-    """A registry whose every answer is decided by `answer`, with every request recorded."""
-
-    answer: Callable[[Seen], Reply]
-    seen: list[Seen] = field(default_factory=list)
-    address: str = ""
-
-
-@pytest.fixture
-def server() -> Iterator[Callable[[Callable[[Seen], Reply]], Scripted]]:
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(answer: Callable[[Seen], Reply]) -> Scripted:
-        scripted = Scripted(answer)
-
-        class Handler(BaseHTTPRequestHandler):
-            def handle_one(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                seen = Seen(self.command, self.path, self.headers.get("Authorization"))
-                scripted.seen.append(seen)
-                status, headers, body = scripted.answer(seen)
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_PUT = do_HEAD = do_POST = handle_one
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        servers.append(httpd)
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        scripted.address = f"127.0.0.1:{httpd.server_address[1]}"
-        return scripted
-
-    yield start
-    for httpd in servers:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-MANIFEST = json.dumps({"schemaVersion": 2, "config": {"digest": "sha256:" + "c" * 64, "size": 1},
-                       "layers": []}).encode()
-MANIFEST_HEADERS = {"Content-Type": "application/vnd.docker.distribution.manifest.v2+json",
-                    "Docker-Content-Digest": "sha256:" + hashlib.sha256(MANIFEST).hexdigest()}  # what it is
-
-
-def oci_error(status: int, code: str, message: str) -> Reply:
-    return status, {"Content-Type": "application/json"}, json.dumps(
-        {"errors": [{"code": code, "message": message}]}).encode()
-
+from tests.fakes.scripted_registry import (
+    BASIC,
+    CREDS,
+    FAST,
+    MANIFEST,
+    MANIFEST_HEADERS,
+    SECRET,
+    Reply,
+    Scripted,
+    Seen,
+    oci_error,
+)
 
 # -- Basic ------------------------------------------------------------------------------------------------
 

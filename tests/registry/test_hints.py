@@ -1,10 +1,9 @@
 """Every registry error says its HTTP status, the registry's OCI code and message, and what to do about it.
 
-Each error is answered by a scripted registry on loopback (tests.registry.test_client) and read where a person reads
-it: the exception the client raises, a failed cell's message in its report and run record, and the one line
-a command prints when the registry refuses the run before it starts.
+Each error is answered by a scripted registry on loopback (tests/fakes/scripted_registry.py) and read where a
+person reads it: the exception the client raises, a failed cell's message in its report and run record, and the
+one line a command prints when the registry refuses the run before it starts.
 """
-# ruff: noqa: F811  (test functions take the `server` fixture imported from tests.registry.test_client)
 
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ from builder.publish.push import _classify
 from builder.registry import hints
 from builder.registry.client import Manifest, RegistryClient, RegistryError
 from tests.conftest import builder_cli
-from tests.registry.test_client import (
+from tests.fakes.scripted_registry import (
     CREDS,
     FAST,
     MANIFEST,
@@ -36,7 +35,6 @@ from tests.registry.test_client import (
     Scripted,
     Seen,
     oci_error,
-    server,  # noqa: F401  (a fixture)
 )
 
 REPO = "ns/pytorch"

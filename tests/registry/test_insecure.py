@@ -4,7 +4,6 @@ Names ending in `.test` resolve to 127.0.0.1 through a hook on socket.getaddrinf
 token realm is a scripted server on loopback: every byte these tests send stays on this machine, and the hook
 records which names the client looked up (a realm it refuses must not even be resolved).
 """
-# ruff: noqa: F811  (test functions take the `server` fixture imported from tests.registry.test_client)
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ from builder.registry.address import check_insecure, host_port, plain_http_ok
 from builder.registry.client import AuthError, RegistryClient, RegistryError
 from builder.registry.errors import TransientError
 from tests.conftest import DATA
-from tests.registry.test_client import (
+from tests.fakes.scripted_registry import (
     BASIC,
     CREDS,
     FAST,
@@ -36,7 +35,6 @@ from tests.registry.test_client import (
     Scripted,
     Seen,
     oci_error,
-    server,  # noqa: F401  (a fixture)
 )
 
 LookedUp = list[str]

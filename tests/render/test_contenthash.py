@@ -18,8 +18,9 @@ from builder.render import dockerfile as render
 from builder.render.dockerfile import render_cell
 from builder.render.wheels import WheelSource
 from tests.conftest import load_cells
+from tests.fakes.matrices import ONE_CPU
 
-MATRIX = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+MATRIX = ONE_CPU
 
 
 @pytest.fixture

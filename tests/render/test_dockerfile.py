@@ -22,6 +22,7 @@ from builder.render.dockerfile import RenderedCell, render_all, render_cell, ren
 from builder.render.installs import apt_sdk_steps
 from builder.render.wheels import WheelSource
 from tests.conftest import DATA, ROOT, builder_cli, load_cells
+from tests.fakes.matrices import ONE_CPU
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("RIF_UPDATE_GOLDEN") == "1"
@@ -210,7 +211,7 @@ def test_hadolint_passes_every_rendered_dockerfile(tmp_path: Path) -> None:
 def test_tags_that_would_share_a_buildkit_name_are_refused(tmp_path: Path, tags: tuple[str, str], says: str) -> None:
     includes = "".join(f"  - {{os: debian-12, platform: cpu, torch: '2.13.0', tag: {t}}}\n" for t in tags)
     matrix = tmp_path / "m.yaml"
-    matrix.write_text("matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\ninclude:\n" + includes)
+    matrix.write_text(ONE_CPU + "include:\n" + includes)
     proc = builder_cli("render", "--matrix", str(matrix), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()  # nothing written

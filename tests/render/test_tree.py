@@ -11,8 +11,9 @@ from builder.render import tree as imagetree
 from builder.render.dockerfile import render_all
 from builder.render.wheels import WheelSource
 from tests.conftest import ROOT, builder_cli, load_cells
+from tests.fakes.matrices import ONE_CPU
 
-ONE = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+ONE = ONE_CPU
 TWO = ONE + "  flavor: [runtime, devel]\n"
 OTHER = "matrix:\n  os: [ubuntu-24.04]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
 GROUP, DEVEL = "cpu_debian12_py3.11_torch2.13.0", "cells/cpu_debian12_py3.11_torch2.13.0_devel/cell.json"
@@ -29,7 +30,7 @@ def test_rendering_the_production_matrix_into_a_checkout_leaves_git_and_notes_un
     assert (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n" and (out / ".git" / "objects").is_dir()
     assert (out / "notes" / "todo.md").read_text() == "mine"
     files = json.loads((out / imagetree.MANIFEST).read_text())["files"]
-    assert sum(f.startswith("cells/") for f in files) == 182 and sum(f.endswith("/Dockerfile") for f in files) == 37
+    assert sum(f.startswith("cells/") for f in files) == 202 and sum(f.endswith("/Dockerfile") for f in files) == 37
 
 
 def test_only_files_written_before_are_pruned_and_folders_only_when_emptied(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from builder.build.engine import run_captured
 from tests.conftest import builder_cli
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = pytest.mark.docker
 
@@ -60,8 +61,7 @@ def image(docker_client: docker.DockerClient, base_image: str, wheelhouse: Path,
     """One CPU image, built by `builder build` as in production (its own name: runs never share it)."""
     tmp = tmp_path_factory.mktemp("smoke-image")
     matrix, report = tmp / "matrix.yaml", tmp / "report.json"
-    matrix.write_text(f"image: smoke{uuid.uuid4().hex[:8]}\nmatrix:\n  os: [debian-12]\n  platform: [cpu]\n"
-                      "  torch:\n    - {version: '2.13.0', torchvision: null, torchaudio: null}\n  flavor: [devel]\n")
+    matrix.write_text(cpu_matrix(BARE_TORCH, image=f"smoke{uuid.uuid4().hex[:8]}") + "  flavor: [devel]\n")
     proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--quiet",
                        "--report", str(report))
     assert proc.returncode == 0, proc.stdout + proc.stderr
