@@ -32,10 +32,8 @@ import zstandard
 
 from builder.build import ocilayout
 from builder.core import tags
-from builder.core.errors import InputError
 from builder.core.scratch import scratch_dir
 from builder.core.text import printable
-from builder.matrix.expand import load_matrix
 from builder.registry import models
 from builder.registry.client import LAYER_DEADLINE_S, RegistryClient
 from builder.registry.transport import MAX_BLOB_BYTES, is_digest
@@ -282,21 +280,3 @@ def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuil
 
         return compare(ref, (manifest.digest, manifest.body), (image.digest, image.manifest), published_blob,
                        lambda blob: image.blob_path(blob).open("rb"))
-
-
-def not_in_matrix(ref: str, tag: str, matrix: Path, default: bool, root: Path = Path(".")) -> str:
-    """What to say when the matrix given (or the default) has no cell for the published image's tag: which of
-    this checkout's matrices (matrix.yaml, examples/*.yaml) does, to pass as --matrix."""
-    candidates = [root / "matrix.yaml", *sorted((root / "examples").glob("*.y*ml"))]
-    found = [str(path) for path in candidates if path.resolve() != matrix.resolve() and _holds(path, tag)]
-    which = (f"; it is a cell of {' and '.join(found)}: pass --matrix {found[0]}" if found
-             else ": pass --matrix with the matrix it was published from")
-    given = f"{matrix}{' (the default)' if default else ''}"
-    return f"{ref} is the image of cell {tag!r}, and {given} has no such cell{which}"
-
-
-def _holds(matrix: Path, tag: str) -> bool:
-    try:
-        return any(tag in (cell.tag, cell.content_cell().tag) for cell in load_matrix(matrix))
-    except (InputError, OSError, ValueError):
-        return False

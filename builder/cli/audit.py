@@ -76,7 +76,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     Exit 0 when the rebuild's manifest digest is the published one; 1 when it differs (the first differing
     layer and its files are named) or cannot be rebuilt; 2 for a bad reference.
     """
-    from builder.audit import diff, reproduce
+    from builder.audit import diff, origin, reproduce
     from builder.registry import credentials
     from builder.registry.client import RegistryClient
 
@@ -91,7 +91,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
             if not any(p.key == "--cell" for p in exc.problems):
                 raise
             default = matrix.resolve() == PRODUCTION_MATRIX.resolve()
-            raise usage_error("--matrix", reproduce.not_in_matrix(str(ref), tag, matrix, default)) from None
+            raise usage_error("--matrix", origin.not_in_matrix(str(ref), tag, matrix, default)) from None
         if job.content_hash != content_hash:
             raise reproduce.ReproduceError(
                 f"{ref} was built from other inputs (content hash {content_hash}) than {matrix} and this checkout "
