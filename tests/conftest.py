@@ -42,7 +42,8 @@ from builder.core.spec import CellSpec
 from builder.matrix.expand import Expansion, expand_matrix, load_matrix
 from tests.fakes.matrices import ONE_CPU
 
-pytest_plugins = ["pytester", "tests.fakes.scripted_registry"]  # the scripted registry: `server`
+pytest_plugins = ["pytester", "tests.fakes.scripted_registry",  # the scripted registry: `server`
+                  "tests.fakes.loopback"]  # every bind and connect on loopback
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -174,7 +175,18 @@ def docker_client() -> docker.DockerClient:
         client.ping()
     except docker.errors.DockerException as exc:
         unavailable(f"the Docker engine does not answer: {exc}")
+    bridged = bridges([network.attrs for network in client.networks.list()])
+    if bridged:  # a container or build on it could reach, or serve on, an address off loopback
+        pytest.fail(f"the Docker engine has bridge networks ({', '.join(bridged)}): tests need an engine without "
+                    'one (scripts/setup.sh: "bridge": "none"), so containers and builds run on host or none only',
+                    pytrace=False)
     return client
+
+
+def bridges(networks: list[dict[str, Any]]) -> list[str]:
+    """The networks (docker's network inspect dicts) that give a container an address off loopback: any driver
+    but host, null (none) or a swarm's; an engine without a bridge leaves containers only host or none."""
+    return sorted(str(n.get("Name")) for n in networks if n.get("Driver") not in ("host", "null", "overlay"))
 
 
 @pytest.fixture(scope="session")

@@ -43,7 +43,8 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
              ) -> None:
     """Which OS and Python packages changed between two published images, read from their attached SBOMs.
 
-    Exit 0 with the changes (none is an answer too), 1 when an image has no SBOM, 2 for a bad reference.
+    Exit 0 with the changes (none is an answer too), 1 when an image has no SBOM or SBOM entries were left out
+    (the changes are printed, with a warning each), 2 for a bad reference.
     """
     from builder.audit import diff
 
@@ -59,7 +60,10 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
         print(json.dumps(diff.as_json(a, b, found), indent=2))
     else:
         print_diff(a, b, found)
-    raise typer.Exit(EXIT_OK)
+    lost = a.warnings + b.warnings  # components of no readable shape: the diff is printed, and incomplete
+    for warning in lost:
+        show.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
+    raise typer.Exit(EXIT_FAILED if lost else EXIT_OK)
 
 
 @handles_errors

@@ -27,6 +27,7 @@ from rich.text import Text
 from builder.build.engine import EngineUnavailable
 from builder.cli import display as show
 from builder.core.errors import InputError
+from builder.core.files import replace_file
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
@@ -125,8 +126,7 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _crash_log() -> Path:
     path = Path(tempfile.gettempdir()) / f"rif-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    path.write_text(traceback.format_exc())
-    return path
+    return replace_file(path, traceback.format_exc().encode(), 0o600)  # /tmp is shared: planted names replaced
 
 
 @contextmanager

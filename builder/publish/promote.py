@@ -19,7 +19,7 @@ from builder.core.tags import HASH_LABEL
 from builder.publish.push import push_image
 from builder.publish.record import ImageReport
 from builder.registry import credentials as creds
-from builder.registry import retry
+from builder.registry import models, retry
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.registry.errors import RegistryError
 from builder.validate.sbom import MEDIA_TYPE as SBOM_TYPE
@@ -65,7 +65,7 @@ class Target:
         repo = self.repository(report.repository)
         manifest = self.api.manifest(repo, report.immutable_tag)
         if manifest is not None:
-            labels = self.api.config(repo, manifest).get("config", {}).get("Labels") or {}
+            labels = self.api.config(repo, manifest).labels
             if labels.get(HASH_LABEL) != report.content_hash:
                 raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} exists with content hash "
                                     f"{labels.get(HASH_LABEL)!r}, not {report.content_hash}: an immutable tag is "
@@ -94,8 +94,7 @@ class Target:
     def _check_content(self, repo: str, manifest: Manifest, report: ImageReport) -> None:
         """The immutable tag must name what was validated: the same manifest (the engine's image ID in its
         containerd store), the same content hash."""
-        config = self.api.config(repo, manifest)
-        labels = config.get("config", {}).get("Labels") or {}
+        labels = self.api.config(repo, manifest).labels
         if labels.get(HASH_LABEL) != report.content_hash or manifest.digest != report.image_id:
             raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} holds another image than the "
                                 "one validated (was it pushed by a concurrent run?)")
@@ -137,7 +136,10 @@ class Target:
     def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
         tag = referrers_tag(subject)
         current = self.api.manifest(repo, tag)
-        listed = json.loads(current.body).get("manifests", []) if current is not None else []
+        listed: list[dict[str, object]] = []
+        if current is not None:  # its shape checked (a RegistryError otherwise); its entries kept as they are
+            models.parse(models.Referrers, current.body, f"{self.api.address}/{repo}:{tag} referrers index")
+            listed = json.loads(current.body).get("manifests") or []
         if any(m.get("digest") == descriptor["digest"] for m in listed):
             return
         index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*listed, descriptor]}

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.core import files as safefs
 from builder.core.logfiles import LOG_DIR
 from builder.core.scratch import scratch_dir
 from builder.core.spec import CellSpec
@@ -30,6 +31,7 @@ from builder.render.stages import lock_steps, stages_of
 from builder.render.wheelhouse import PLATFORMS
 from builder.render.wheels import WheelSource
 
+MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged" | "error")
 
 
@@ -76,7 +78,7 @@ def lock_tree(cells: list[CellSpec], tree: Path, wheelhouse: Path | None = None,
         failed: set[str] = set()
         for step in lock_steps(members):
             path = lockfile.lock_path(tree, group, step)
-            old = path.read_text(encoding="utf-8") if path.is_file() else None
+            old = _old_lock(path)
             if failed & set(step.after):
                 failed.add(step.file)
                 continue
@@ -97,8 +99,7 @@ def lock_tree(cells: list[CellSpec], tree: Path, wheelhouse: Path | None = None,
             texts[step.file] = new
             changed = new != old
             if changed and write:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(new, encoding="utf-8")
+                safefs.write_inside(tree, path.relative_to(tree).as_posix(), new.encode())
             (report.written if changed else report.kept).append(path)
             on_step(group, step.file, ("written" if write else "resolved") if changed else "unchanged")
     return report
@@ -192,5 +193,13 @@ def _key(name: str) -> str:
 
 def _log(cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with (LOG_DIR / "lock.log").open("a", encoding="utf-8") as fh:
+    with safefs.open_log(LOG_DIR / "lock.log", append=True) as fh:
         fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}(exit {proc.returncode})\n")
+
+
+def _old_lock(path: Path) -> str | None:
+    """The lock already there: a regular file only (a FIFO would block, a link is not followed), else None."""
+    try:
+        return safefs.read_regular(path, MAX_LOCK_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

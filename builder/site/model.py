@@ -10,6 +10,8 @@ from builder.core.facts import gfx_families
 from builder.site.records import RecordRow
 from builder.validate.runner import Check
 
+MAX_PAGE_LAYERS = 200  # a real image has at most ~125 layers (Docker's overlay limit)
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -50,6 +52,17 @@ class Published:
     platform: str
     layers: list[Layer]
 
+    @property
+    def shown_layers(self) -> list[Layer]:
+        """The layers a page lists: at most MAX_PAGE_LAYERS (a page's size has a cap; it says what it left out)."""
+        return self.layers[:MAX_PAGE_LAYERS]
+
+    @property
+    def layers_left_out(self) -> str | None:
+        if len(self.layers) <= MAX_PAGE_LAYERS:
+            return None
+        return f"layers: first {MAX_PAGE_LAYERS} of {len(self.layers):,} shown"
+
 
 @dataclass
 class ImageEntry:
@@ -66,6 +79,7 @@ class ImageEntry:
     dockerfile: str | None = None
     dockerfile_source: str | None = None
     dockerfile_hash: str | None = None  # the content hash the bake file gives the Dockerfile's target
+    same_as: str | None = None  # another tag of this manifest whose page holds it: this one's page points there
 
     @property
     def dockerfile_matches(self) -> bool | None:

@@ -17,7 +17,9 @@ import pytest
 
 from builder import site
 from builder.core import tags
+from builder.registry import models
 from builder.registry.client import Manifest
+from builder.registry.models import ImageConfig
 from builder.render.dockerfile import bake_target
 from tests.conftest import DATA, ROOT, builder_cli, unavailable
 
@@ -70,8 +72,9 @@ class FakeRegistry:
     def manifest(self, repository: str, reference: str) -> Manifest | None:
         return self.manifests.get((repository, reference))
 
-    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
-        return self.blobs[json.loads(manifest.body)["config"]["digest"]]
+    def config(self, repository: str, manifest: Manifest) -> ImageConfig:
+        return models.parse_value(models.ImageConfig, self.blobs[json.loads(manifest.body)["config"]["digest"]],
+                                  f"config of {manifest.digest}")
 
 
 def labels(tag: str, content_hash: str, **extra: str) -> dict[str, str]:
