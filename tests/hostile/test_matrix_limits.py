@@ -285,7 +285,8 @@ def test_dotted_escapes_keys_that_are_not_printable(path: tuple[str, ...], text:
 def test_unknown_key_with_an_escape_sequence_is_reported_escaped(tmp_path: Path) -> None:
     problem = only_problem(write(tmp_path, BASE + '"\\e[2J": x\n'))
     assert "\x1b" not in str(problem)
-    assert (problem.line, problem.key, problem.message) == (5, "['\\x1b[2J']", "unknown key")
+    assert (problem.line, problem.key) == (5, "['\\x1b[2J']")
+    assert problem.message.startswith("unknown key") and "\x1b" not in problem.message
 
 
 def test_list_or_mapping_as_a_key_is_refused(tmp_path: Path) -> None:
