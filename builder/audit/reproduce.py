@@ -63,8 +63,8 @@ class Verdict:
 
 def compression_of(manifest: bytes) -> str:
     """The layers' compression of a published manifest, which a rebuild must use to give the same bytes."""
-    types = {layer.media_type or "" for layer in _manifest(manifest, "published").layers}
-    return "zstd" if any(t.endswith("+zstd") for t in types) else "gzip"
+    layers = _manifest(manifest, "published").layers
+    return "zstd" if any((layer.media_type or "").endswith("+zstd") for layer in layers) else "gzip"
 
 
 Blobs = Callable[[str], IO[bytes]]  # a blob by digest, seekable (a file: a multi-GB layer is never held in memory)
@@ -102,11 +102,9 @@ def _blobs_of(manifest: bytes, which: str) -> tuple[list[str], str]:
     """A manifest's layer digests and config digest: sha256 digests only (one is a file name under a scratch
     folder: `/etc/shadow` or `../x` named as a layer would be read as one)."""
     data = _manifest(manifest, which)
-    if data.config is None:
-        raise LayerError(f"the {which} manifest is not an image manifest (no config)")
-    layers, config = [layer.digest for layer in data.layers], data.config.digest
+    layers, config = [layer.digest for layer in data.layers], data.config.digest if data.config else ""
     if not all(is_digest(d) for d in [*layers, config]):
-        raise LayerError(f"the {which} manifest names a layer or config by no sha256 digest: refused")
+        raise LayerError(f"the {which} manifest names no config, or a layer or config by no sha256 digest: refused")
     return layers, config
 
 
