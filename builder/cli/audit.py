@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,

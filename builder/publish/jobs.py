@@ -21,7 +21,7 @@ from builder.publish.record import ImageReport
 from builder.registry import images
 from builder.render.dockerfile import RenderedCell, render_cell, render_images
 from builder.render.installs import requirements
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 
 
 @dataclass(frozen=True)
