@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from builder.audit.layers import Entry, LayerError, entries
+from builder.audit.layers import Entry, entries
 from builder.build import ocilayout
 from builder.core import tags
 from builder.core.scratch import scratch_dir
@@ -104,7 +104,7 @@ def _blobs_of(manifest: bytes, which: str) -> tuple[list[str], str]:
     data = _manifest(manifest, which)
     layers, config = [layer.digest for layer in data.layers], data.config.digest if data.config else ""
     if not all(is_digest(d) for d in [*layers, config]):
-        raise LayerError(f"the {which} manifest names no config, or a layer or config by no sha256 digest: refused")
+        raise ReproduceError(f"the {which} manifest names no config, or a layer or config by no sha256 digest: refused")
     return layers, config
 
 
@@ -112,7 +112,7 @@ def _manifest(body: bytes, which: str) -> models.ManifestDoc:
     try:
         return models.parse(models.ManifestDoc, body, f"the {which} manifest")
     except models.ShapeError as exc:
-        raise LayerError(f"{exc} (not an image manifest)") from None
+        raise ReproduceError(f"{exc} (not an image manifest)") from None
 
 
 def diff_layers(a: IO[bytes], b: IO[bytes]) -> list[str]:
@@ -135,7 +135,7 @@ def diff_configs(a: bytes, b: bytes) -> list[str]:
         x, y = json.loads(a), json.loads(b)
         return [f"~ {key}" for key in sorted(x.keys() | y.keys()) if x.get(key) != y.get(key)]
     except (ValueError, AttributeError, RecursionError):
-        raise LayerError("an image config is not a JSON object") from None
+        raise ReproduceError("an image config is not a JSON object") from None
 
 
 Rebuild = Callable[[str, str, Path, str], str]  # (cell tag, content hash, layout, compression) -> manifest digest

@@ -218,7 +218,8 @@ PARSERS: list[Callable[[bytes], Any]] = [
     lambda body: parse_record(json.loads(body), "r.json", []),
     lambda body: lockfile.inputs_of("# rif-lock " + body.decode("utf-8", "replace")),
 ]
-CLEAR = (models.ShapeError, sbom.SbomError, layers.LayerError, ValueError)  # ValueError: "not a run record"
+CLEAR = (models.ShapeError, sbom.SbomError, layers.LayerError, reproduce.ReproduceError,
+         ValueError)  # ValueError: "not a run record"
 
 
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
