@@ -37,6 +37,7 @@ class Seen:
     method: str
     path: str
     auth: str | None
+    body: bytes = b""  # what a PUT or POST carried
 
 
 @dataclass
@@ -62,9 +63,8 @@ def _handler(scripted: Scripted) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def handle_one(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            seen = Seen(self.command, self.path, self.headers.get("Authorization"))
+            sent = self.rfile.read(length) if length else b""
+            seen = Seen(self.command, self.path, self.headers.get("Authorization"), sent)
             scripted.seen.append(seen)
             status, headers, body = scripted.answer(seen)
             self.send_response(status)

@@ -1,0 +1,181 @@
+"""The registry-aware plan: build / move-tags / skip from the registry's answers, no engine, few requests.
+
+Against a scripted registry that holds manifests and configs in memory (tests/fakes/scripted_registry.py): what it
+is asked, and what the plan decides and prints, `--format github` included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from builder.core.tags import HASH_LABEL
+from builder.publish import plan as planner
+from builder.publish.jobs import Job, matrix_jobs, shard_jobs
+from builder.publish.promote import Target
+from builder.registry.client import RegistryClient
+from builder.render.wheels import WheelSource
+from tests.conftest import ROOT
+from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
+
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+Start = Callable[[Callable[[Seen], Reply]], Scripted]
+
+
+class Store:
+    """A registry's tags and blobs in memory: GET manifests and blobs, PUT manifests (a tag moved)."""
+
+    def __init__(self) -> None:
+        self.manifests: dict[str, bytes] = {}  # "repo:tag" -> body
+        self.blobs: dict[str, bytes] = {}
+
+    def publish(self, repo: str, tag: str, content_hash: str, salt: str = "") -> bytes:
+        config = json.dumps({"config": {"Labels": {HASH_LABEL: content_hash}}, "salt": salt}).encode()
+        digest = "sha256:" + hashlib.sha256(config).hexdigest()
+        self.blobs[digest] = config
+        body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST_TYPE, "layers": [],
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest,
+                                      "size": len(config)}}).encode()
+        self.manifests[f"{repo}:{tag}"] = body
+        return body
+
+    def digest(self, repo: str, tag: str) -> str | None:
+        body = self.manifests.get(f"{repo}:{tag}")
+        return "sha256:" + hashlib.sha256(body).hexdigest() if body is not None else None
+
+    def answer(self, seen: Seen) -> Reply:
+        path = seen.path.split("?")[0][len("/v2/"):]
+        if "/manifests/" in path:
+            repo, ref = path.split("/manifests/")
+            if seen.method == "PUT":
+                self.manifests[f"{repo}:{ref}"] = seen.body
+                return 201, {"Docker-Content-Digest": self.digest(repo, ref) or ""}, b""
+            body = self.manifests.get(f"{repo}:{ref}") or self._by_digest(repo, ref)
+            if body is None:
+                return 404, {}, b""
+            return 200, {"Content-Type": MANIFEST_TYPE}, body
+        if "/blobs/" in path:
+            blob = self.blobs.get(path.split("/blobs/")[1])
+            return (200, {}, blob) if blob is not None else (404, {}, b"")
+        return 404, {}, b""
+
+    def _by_digest(self, repo: str, ref: str) -> bytes | None:
+        return next((b for k, b in self.manifests.items()
+                     if k.startswith(f"{repo}:") and "sha256:" + hashlib.sha256(b).hexdigest() == ref), None)
+
+
+def example_jobs() -> list[Job]:
+    return matrix_jobs(ROOT / "examples" / "local.yaml", None, None, WheelSource())
+
+
+def target_of(scripted: Scripted, namespace: str = "rocm") -> Target:
+    api = RegistryClient(scripted.address, policy=FAST)
+    return Target(f"{scripted.address}/{namespace}", api, None)
+
+
+def publish_all(store: Store, todo: list[Job], namespace: str = "rocm") -> None:
+    for job in todo:
+        repo = f"{namespace}/{job.repository}"
+        body = store.publish(repo, job.report().immutable_tag, job.content_hash)
+        for tag in job.tags:
+            store.manifests[f"{repo}:{tag}"] = body
+
+
+def test_an_empty_namespace_builds_everything_with_one_manifest_request_each(server: Start) -> None:
+    store = Store()
+    scripted = server(store.answer)
+    todo = example_jobs()
+    decisions = planner.plan(target_of(scripted), todo)
+    assert [(d.job.tag, d.action) for d in decisions] == [(j.tag, "build") for j in todo]
+    assert all("nothing published" in d.reason and d.moves == d.job.tags for d in decisions)
+    # The readable tag (404), then the immutable tag (404): nothing more.
+    assert sorted(s.path for s in scripted.seen) == sorted(
+        f"/v2/rocm/{j.repository}/manifests/{t}" for j in todo for t in (j.tag, j.report().immutable_tag))
+
+
+def test_nothing_changed_skips_every_image_from_one_manifest_and_its_config(server: Start) -> None:
+    store = Store()
+    scripted = server(store.answer)
+    todo = example_jobs()
+    publish_all(store, todo)
+    decisions = planner.plan(target_of(scripted), todo)
+    assert [d.action for d in decisions] == ["skip"] * len(todo)
+    manifests = [s.path for s in scripted.seen if "/manifests/" in s.path]
+    blobs = [s.path for s in scripted.seen if "/blobs/" in s.path]
+    # One manifest per image, plus one per extra moving tag (`latest`); one config per image; no write.
+    assert len(manifests) == sum(len(j.tags) for j in todo) and len(blobs) == len(todo)
+    assert all(s.method == "GET" for s in scripted.seen)
+    assert not any(j.report().immutable_tag in p for j in todo for p in manifests)
+
+
+def test_a_moved_tag_is_moved_back_by_digest_without_a_build(server: Start) -> None:
+    store = Store()
+    scripted = server(store.answer)
+    todo = example_jobs()
+    publish_all(store, todo)
+    runtime, devel = todo
+    store.manifests["rocm/pytorch:latest"] = store.manifests[f"rocm/pytorch:{devel.tag}"]  # moved by hand
+    target = target_of(scripted)
+    decisions = planner.plan(target, todo)
+    assert [(d.action, d.moves) for d in decisions] == [("move-tags", ["latest"]), ("skip", [])]
+    assert not [s for s in scripted.seen if s.method != "GET"], "a plan alone writes nothing"
+    planner.move_tags(target, decisions)
+    assert decisions[0].moved == ["latest"]
+    assert store.digest("rocm/pytorch", "latest") == store.digest("rocm/pytorch", runtime.report().immutable_tag)
+    assert [s.path for s in scripted.seen if s.method == "PUT"] == ["/v2/rocm/pytorch/manifests/latest"]
+
+
+def test_new_content_is_built_and_an_immutable_tag_with_another_hash_is_an_error(server: Start) -> None:
+    store = Store()
+    scripted = server(store.answer)
+    todo = example_jobs()
+    runtime, devel = todo
+    store.publish("rocm/pytorch", runtime.tag, "sha256:" + "0" * 64)  # the tag holds older content
+    store.publish("rocm/pytorch", devel.report().immutable_tag, "sha256:" + "1" * 64)  # a lying immutable tag
+    decisions = planner.plan(target_of(scripted), todo)
+    assert (decisions[0].action, decisions[0].reason) == (
+        "build", f"new content: no image under {runtime.report().immutable_tag}")
+    assert decisions[1].action == "error" and "never overwritten" in decisions[1].reason
+
+
+def test_shards_keep_a_combination_together_and_cover_every_image() -> None:
+    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
+    parts = [shard_jobs(todo, f"{k}/3") for k in (1, 2, 3)]
+    assert sorted(j.tag for p in parts for j in p) == sorted(j.tag for j in todo)
+    from builder.publish.jobs import combination
+    owners = {combination(j): k for k, p in enumerate(parts) for j in p}
+    assert all(owners[combination(j)] == k for k, p in enumerate(parts) for j in p)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/rif-plan/docker.sock", "NO_COLOR": "1",
+           "PYTHONPATH": str(ROOT)}
+    env.pop("RIF_REGISTRY", None)
+    return subprocess.run([sys.executable, "-m", "builder", "publish", *args], capture_output=True, text=True,
+                          env=env, timeout=300, check=False, cwd=ROOT)
+
+
+def test_the_command_plans_without_an_engine_in_every_format(server: Start, tmp_path: Path) -> None:
+    store = Store()
+    scripted = server(store.answer)
+    todo = example_jobs()
+    base = ["-m", "examples/local.yaml", "--registry", f"{scripted.address}/rocm", "--plan",
+            "--record", str(tmp_path / "record.json")]
+    empty = cli(*base, "--format", "github")
+    assert empty.returncode == 0, empty.stderr
+    rows = json.loads(empty.stdout)["include"]
+    assert [r["cells"] for r in rows] == [" ".join(j.tag for j in todo)]  # the one combination, all its images
+    publish_all(store, todo)
+    done = cli(*base, "--format", "github")
+    assert done.returncode == 0 and json.loads(done.stdout) == {"include": []}, done.stderr
+    listed = json.loads(cli(*base, "--format", "json").stdout)
+    assert [(i["tag"], i["action"], i["immutable_tag"]) for i in listed["images"]] == [
+        (j.tag, "skip", j.report().immutable_tag) for j in todo]
+    text = cli(*base)
+    assert text.returncode == 0 and "0 would be built, 2 unchanged; nothing built" in text.stdout, text.stderr
+    assert "Docker engine" not in text.stderr
