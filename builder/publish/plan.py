@@ -26,7 +26,7 @@ from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 
 Action = Literal["build", "move-tags", "skip", "error"]
-WORKERS = 16  # concurrent look-ups: enough to hide a registry's latency, few enough to spare it
+WORKERS = 32  # concurrent look-ups: enough to hide a registry's latency, few enough to spare it
 DEADLINE_S = 900.0  # the whole plan's look-ups, all together
 
 
