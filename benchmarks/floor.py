@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import docker
 
-from builder.build.engine import run_captured
+from builder.build.engine import installed_bytes, run_captured
 
 BASE = "debian:12"
 
@@ -61,7 +61,11 @@ class Floor:
 
 
 def image_size(client: docker.DockerClient, ref: str) -> int:
-    return int(client.images.get(ref).attrs["Size"])
+    """Unpacked bytes, as the floor's parts are measured (inspect's Size is the compressed content on containerd)."""
+    size = installed_bytes(client, ref)
+    if size is None:
+        raise RuntimeError(f"the engine does not report {ref}'s unpacked size (Docker 28+ does)")
+    return size
 
 
 def base_packages(client: docker.DockerClient, base: str = BASE) -> str:

@@ -2,8 +2,11 @@
 # Idempotent set-up on a fresh Debian 12 machine: system packages, the Python package in .venv, the Docker
 # engine production runs (28+, containerd image store, current BuildKit) and a local OCI registry on 127.0.0.1.
 # Source it: it exports RIF_STARTED (what it started, for scripts/stop.sh), RIF_TEST_REGISTRY and DOCKER_HOST
-# (the engine's own socket), and puts .venv/bin on PATH.
-set -euo pipefail
+# (the engine's own socket), and puts .venv/bin on PATH. Nothing else of the sourcing shell changes: the work
+# runs in a subshell with its own options (set -euo pipefail), which hands back only those exports, so an
+# interactive shell keeps its options, traps, directory, variables and functions, and a failure returns
+# (status 1) instead of closing the terminal.
+_rif_setup() {  # _rif_setup ENV_FILE: the set-up; writes the exports for the caller to ENV_FILE
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE="$ROOT/.rif"
 mkdir -p "$STATE"
@@ -108,7 +111,7 @@ JSON
 fi
 if [ "$(docker info -f '{{.DriverStatus}}' 2>/dev/null | grep -c snapshotter)" = 0 ]; then
   echo "setup: the engine at $DOCKER_HOST does not use the containerd image store (features.containerd-snapshotter)" >&2
-  exit 1
+  return 1
 fi
 
 registry_up() { python3 -c "import urllib.request,sys; urllib.request.urlopen('http://$RIF_TEST_REGISTRY/v2/', timeout=2)"; }
@@ -129,3 +132,19 @@ YAML
   RIF_STARTED="$RIF_STARTED registry"
   wait_for registry 30 registry_up
 fi
+  local var
+  for var in RIF_TEST_REGISTRY RIF_STARTED DOCKER_HOST PATH; do
+    if [ -n "${!var+x}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
+  done >"$1"
+}
+_rif_env=$(mktemp)
+# Not `if ( ... )` nor `( ... ) || ...`: bash ignores set -e inside a command whose status is tested. The
+# caller's own options that would change what the commands do (noclobber, noglob, allexport) are off in there.
+( set -euo pipefail +o noclobber +o noglob +o allexport; _rif_setup "$_rif_env" )
+_rif_rc=$?
+[ "$_rif_rc" != 0 ] || source "$_rif_env"
+rm -f "$_rif_env"
+unset -f _rif_setup
+unset _rif_env
+# The status goes back without leaving _rif_rc behind (`exit` where the script is run rather than sourced).
+eval "unset _rif_rc; return $_rif_rc 2>/dev/null || exit $_rif_rc"

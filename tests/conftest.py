@@ -9,6 +9,9 @@ than 0/false/no/off: CI=1, CI=true, ...), so a CI run can never go green by skip
 The markers are enforced: a test whose fixtures reach the engine (docker_client, containers, or any fixture
 built on them) but lacks @pytest.mark.docker errors, whether or not an engine is there. A test using the
 `registry` fixture is marked `registry` automatically, so the same policy applies to it.
+
+Engine and registry tests run one at a time (what each leaves behind is tracked per test): under pytest-xdist
+(`-n 2`, the fast tier) they fail at setup; the rest runs on every core.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ from builder.core.spec import CellSpec
 from builder.matrix.expand import Expansion, expand_matrix, load_matrix
 from tests.fakes.matrices import ONE_CPU
 
-pytest_plugins = ["pytester", "tests.fakes.scripted_registry"]  # the scripted registry: `server`
+pytest_plugins = ["pytester", "tests.fakes.scripted_registry",  # the scripted registry: `server`
+                  "tests.fakes.loopback"]  # every bind and connect on loopback
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -135,6 +139,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"{item.nodeid} uses the Docker engine (fixture {', '.join(engine)}) but is not marked "
                     "@pytest.mark.docker: mark it, so that it skips without an engine and fails when CI is set",
                     pytrace=False)
+    if hasattr(item.config, "workerinput") and (marked or item.get_closest_marker("registry") is not None):
+        pytest.fail(f"{item.nodeid} needs the engine or the registry, whose tests run serially (they track what "
+                    "each test leaves behind): run them without -n", pytrace=False)
     ci = os.environ.get("CI")
     if marked:
         problem = engine_problem()
@@ -168,7 +175,18 @@ def docker_client() -> docker.DockerClient:
         client.ping()
     except docker.errors.DockerException as exc:
         unavailable(f"the Docker engine does not answer: {exc}")
+    bridged = bridges([network.attrs for network in client.networks.list()])
+    if bridged:  # a container or build on it could reach, or serve on, an address off loopback
+        pytest.fail(f"the Docker engine has bridge networks ({', '.join(bridged)}): tests need an engine without "
+                    'one (scripts/setup.sh: "bridge": "none"), so containers and builds run on host or none only',
+                    pytrace=False)
     return client
+
+
+def bridges(networks: list[dict[str, Any]]) -> list[str]:
+    """The networks (docker's network inspect dicts) that give a container an address off loopback: any driver
+    but host, null (none) or a swarm's; an engine without a bridge leaves containers only host or none."""
+    return sorted(str(n.get("Name")) for n in networks if n.get("Driver") not in ("host", "null", "overlay"))
 
 
 @pytest.fixture(scope="session")

@@ -7,13 +7,13 @@ referrers tag schema's fallback tag. Nothing is pulled: a few manifest and blob 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from builder.core.errors import usage_error
 from builder.registry import credentials as creds
+from builder.registry import models
 from builder.registry.client import RegistryClient
 from builder.registry.transport import is_digest
 from builder.validate import sbom
@@ -58,6 +58,12 @@ class Inventory:
     digest: str  # the image's manifest digest
     sbom_artifact: str  # the SBOM artifact's manifest digest
     packages: list[sbom.Package]
+    skipped: int = 0  # components of its SBOM that are not a package this diff can read: left out, warned
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{self.ref}: {self.skipped} SBOM component(s) of no readable shape left out of the diff"] \
+            if self.skipped else []
 
 
 def fetch(ref: ImageRef, insecure: frozenset[str] = frozenset()) -> Inventory:
@@ -70,25 +76,24 @@ def fetch(ref: ImageRef, insecure: frozenset[str] = frozenset()) -> Inventory:
     if not found:
         raise NoSbom(f"{ref} ({manifest.digest}) has no SBOM attached (no {sbom.MEDIA_TYPE} referrer, and no "
                      "referrers tag listing one): was it published before SBOMs were attached?")
-    listed = found[-1].get("digest")
+    listed = found[-1].digest
     if not is_digest(listed):
         raise NoSbom(f"{ref}: its SBOM artifact is listed under no sha256 digest")
     artifact = api.manifest(ref.repository, listed)  # checked against that digest by the client
     if artifact is None:
         raise NoSbom(f"{ref}: its SBOM artifact {listed} is listed but missing")
     try:
-        body = json.loads(artifact.body)
-        layers = [layer for layer in body.get("layers") or [] if isinstance(layer, dict)
-                  and layer.get("mediaType") == sbom.MEDIA_TYPE and is_digest(layer.get("digest"))]
-    except (ValueError, AttributeError, TypeError, RecursionError):
-        raise NoSbom(f"{ref}: its SBOM artifact {artifact.digest} is not a manifest") from None
+        body = models.parse(models.ManifestDoc, artifact.body, f"{ref}: its SBOM artifact {artifact.digest}")
+    except models.ShapeError as exc:
+        raise NoSbom(f"{exc} (not a manifest)") from None
+    layers = [layer.digest for layer in body.layers if layer.media_type == sbom.MEDIA_TYPE and is_digest(layer.digest)]
     if not layers:
         raise NoSbom(f"{ref}: its SBOM artifact {artifact.digest} holds no {sbom.MEDIA_TYPE} layer")
     try:
-        packages = sbom.parse(api.blob(ref.repository, str(layers[0]["digest"])))
+        found_sbom = sbom.read(api.blob(ref.repository, layers[0], models.MAX_SBOM_BYTES))
     except sbom.SbomError as exc:
         raise NoSbom(f"{ref}: its SBOM cannot be read: {exc}") from None
-    return Inventory(ref, manifest.digest, artifact.digest, packages)
+    return Inventory(ref, manifest.digest, artifact.digest, found_sbom.packages, found_sbom.skipped)
 
 
 @dataclass

@@ -32,8 +32,11 @@ import zstandard
 
 from builder.build import ocilayout
 from builder.core import tags
+from builder.core.errors import InputError
 from builder.core.scratch import scratch_dir
 from builder.core.text import printable
+from builder.matrix.expand import load_matrix
+from builder.registry import models
 from builder.registry.client import LAYER_DEADLINE_S, RegistryClient
 from builder.registry.transport import MAX_BLOB_BYTES, is_digest
 
@@ -90,9 +93,9 @@ class Verdict:
         return [printable(line) for line in out]
 
 
-def compression_of(manifest: dict[str, Any]) -> str:
+def compression_of(manifest: bytes) -> str:
     """The layers' compression of a published manifest, which a rebuild must use to give the same bytes."""
-    types = {str(layer.get("mediaType", "")) for layer in manifest.get("layers") or []}
+    types = {layer.media_type or "" for layer in _manifest(manifest, "published").layers}
     return "zstd" if any(t.endswith("+zstd") for t in types) else "gzip"
 
 
@@ -130,15 +133,20 @@ def compare(ref: str, published: tuple[str, bytes], rebuilt: tuple[str, bytes], 
 def _blobs_of(manifest: bytes, which: str) -> tuple[list[str], str]:
     """A manifest's layer digests and config digest: sha256 digests only (one is a file name under a scratch
     folder: `/etc/shadow` or `../x` named as a layer would be read as one)."""
-    try:
-        data = json.loads(manifest)
-        layers = [layer["digest"] for layer in data.get("layers") or []]
-        config = data["config"]["digest"]
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
-        raise LayerError(f"the {which} manifest is not an image manifest") from None
+    data = _manifest(manifest, which)
+    if data.config is None:
+        raise LayerError(f"the {which} manifest is not an image manifest (no config)")
+    layers, config = [layer.digest for layer in data.layers], data.config.digest
     if not all(is_digest(d) for d in [*layers, config]):
         raise LayerError(f"the {which} manifest names a layer or config by no sha256 digest: refused")
     return layers, config
+
+
+def _manifest(body: bytes, which: str) -> models.ManifestDoc:
+    try:
+        return models.parse(models.ManifestDoc, body, f"the {which} manifest")
+    except models.ShapeError as exc:
+        raise LayerError(f"{exc} (not an image manifest)") from None
 
 
 def diff_layers(a: IO[bytes], b: IO[bytes]) -> list[str]:
@@ -254,13 +262,16 @@ def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuil
     manifest = api.manifest(repository, reference)
     if manifest is None:
         raise ReproduceError(f"{ref}: no such image in the registry")
-    labels = api.config(repository, manifest).get("config", {}).get("Labels") or {}
+    try:
+        labels = api.config(repository, manifest).labels
+    except models.ShapeError as exc:
+        raise ReproduceError(f"{ref}: {exc}") from None
     tag, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
     if not tag or not content_hash:
         raise ReproduceError(f"{ref} was not built by rocm-image-factory (no {tags.TAG_LABEL} label)")
     with scratch_dir("rif-reproduce-") as tmp:
         layout = tmp / "layout"
-        digest = rebuild(str(tag), str(content_hash), layout, compression_of(json.loads(manifest.body)))
+        digest = rebuild(str(tag), str(content_hash), layout, compression_of(manifest.body))
         image = ocilayout.by_digest(layout, digest)
 
         def published_blob(blob: str) -> IO[bytes]:  # blob: a sha256 digest (compare's _blobs_of checked it)
@@ -271,3 +282,21 @@ def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuil
 
         return compare(ref, (manifest.digest, manifest.body), (image.digest, image.manifest), published_blob,
                        lambda blob: image.blob_path(blob).open("rb"))
+
+
+def not_in_matrix(ref: str, tag: str, matrix: Path, default: bool, root: Path = Path(".")) -> str:
+    """What to say when the matrix given (or the default) has no cell for the published image's tag: which of
+    this checkout's matrices (matrix.yaml, examples/*.yaml) does, to pass as --matrix."""
+    candidates = [root / "matrix.yaml", *sorted((root / "examples").glob("*.y*ml"))]
+    found = [str(path) for path in candidates if path.resolve() != matrix.resolve() and _holds(path, tag)]
+    which = (f"; it is a cell of {' and '.join(found)}: pass --matrix {found[0]}" if found
+             else ": pass --matrix with the matrix it was published from")
+    given = f"{matrix}{' (the default)' if default else ''}"
+    return f"{ref} is the image of cell {tag!r}, and {given} has no such cell{which}"
+
+
+def _holds(matrix: Path, tag: str) -> bool:
+    try:
+        return any(tag in (cell.tag, cell.content_cell().tag) for cell in load_matrix(matrix))
+    except (InputError, OSError, ValueError):
+        return False

@@ -29,6 +29,7 @@ from typing import Any
 
 from builder.build.engine import EngineUnavailable
 from builder.build.export import Export, ExportError
+from builder.core.files import replace_file
 from builder.core.scratch import scratch_dir
 
 LOG_TAIL_LINES = 40
@@ -87,7 +88,7 @@ def host_network(bake_file: Path, folder: Path, targets: list[str] | None = None
     """Arguments that let a plain `docker buildx bake -f bake_file` of targets (default: all) run on an engine
     without a bridge: an override file written into folder, and the entitlement it needs."""
     extra = folder / f"{bake_file.stem}.host-network.json"
-    extra.write_text(json.dumps(override(dict.fromkeys(targets or _tags(bake_file), ""))))
+    replace_file(extra, json.dumps(override(dict.fromkeys(targets or _tags(bake_file), ""))).encode())
     return ["--file", str(extra), *ALLOW_HOST_NETWORK]
 
 

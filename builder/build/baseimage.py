@@ -6,6 +6,7 @@ rendered Dockerfile builds unchanged here and on a machine that pulls from Docke
 
 from __future__ import annotations
 
+import difflib
 import re
 import shutil
 import subprocess
@@ -69,7 +70,10 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
     """Debootstrap a minimal root filesystem for os_name and import it; returns the image reference."""
     releases = catalog.os_releases()
     if os_name not in releases:
-        raise InputError([Problem(Path("(command line)"), None, "os", f"unknown os {os_name!r}")])
+        close = difflib.get_close_matches(os_name, list(releases), n=1, cutoff=0.6)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        raise InputError([Problem(Path("(command line)"), None, "os",
+                                  f"unknown os {os_name!r}; {guess}known: {', '.join(sorted(releases))}")])
     release = releases[os_name]
     if release.family != "apt":
         raise InputError([Problem(Path("(command line)"), None, "os",

@@ -27,6 +27,36 @@ def connect() -> docker.DockerClient:
     return client
 
 
+# The image list's per-platform sizes (ImageData.Size.Unpacked) came with API 1.47 (Docker 28); docker-py 7.1
+# speaks 1.44 by default, so this one request names the version it needs.
+MANIFESTS_API = "1.47"
+
+
+def installed_bytes(client: docker.DockerClient, image_id: str) -> int | None:
+    """The image's size unpacked on disk (what a container's filesystem holds), None when the engine cannot say.
+
+    With the containerd image store, `docker image inspect`'s Size is the compressed content (what a pull
+    downloads) and `docker image ls` shows the two added; the unpacked size is the image list's
+    ImageData.Size.Unpacked (`docker image ls --tree`). A graph-driver engine's Size is the unpacked size itself.
+    """
+    try:
+        image = client.images.get(image_id)
+        if "Descriptor" not in image.attrs:  # a graph driver: no containerd content store, Size is on disk
+            return int(image.attrs.get("Size") or 0) or None
+        answer = client.api.get(f"{client.api.base_url}/v{MANIFESTS_API}/images/json", params={"manifests": "1"})
+        listed = answer.json() if answer.ok else []
+    except (DockerException, ValueError, OSError):
+        return None
+    entry = next((e for e in listed if isinstance(e, dict) and e.get("Id") == image.id), None) \
+        if isinstance(listed, list) else None
+    manifests = entry.get("Manifests") if entry else None
+    sizes = [((m.get("ImageData") or {}).get("Size") or {}).get("Unpacked")
+             for m in manifests if isinstance(m, dict) and m.get("Kind") == "image" and m.get("Available")] \
+        if isinstance(manifests, list) else []
+    unpacked = [n for n in sizes if isinstance(n, int) and n > 0]
+    return max(unpacked) if unpacked else None
+
+
 @contextmanager
 def started(client: docker.DockerClient, image: str, command: list[str], **options: Any) -> Iterator[Container]:
     """A running container, removed afterwards whatever happens.

@@ -25,6 +25,7 @@ from builder.cli.kit import (
     wheel_source,
 )
 from builder.cli.progress import RunView
+from builder.core.errors import InputError, usage_error
 from builder.core.text import safe
 from builder.publish import jobs
 from builder.publish import lifecycle as pipeline
@@ -42,7 +43,8 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
              ) -> None:
     """Which OS and Python packages changed between two published images, read from their attached SBOMs.
 
-    Exit 0 with the changes (none is an answer too), 1 when an image has no SBOM, 2 for a bad reference.
+    Exit 0 with the changes (none is an answer too), 1 when an image has no SBOM or SBOM entries were left out
+    (the changes are printed, with a warning each), 2 for a bad reference.
     """
     from builder.audit import diff
 
@@ -58,7 +60,10 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
         print(json.dumps(diff.as_json(a, b, found), indent=2))
     else:
         print_diff(a, b, found)
-    raise typer.Exit(EXIT_OK)
+    lost = a.warnings + b.warnings  # components of no readable shape: the diff is printed, and incomplete
+    for warning in lost:
+        show.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
+    raise typer.Exit(EXIT_FAILED if lost else EXIT_OK)
 
 
 @handles_errors
@@ -80,7 +85,13 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     source = wheel_source(wheelhouse_dir, locks)
 
     def rebuild(tag: str, content_hash: str, layout: Path, compression: str) -> str:
-        [job] = jobs.matrix_jobs(matrix, [tag], None, source)
+        try:
+            [job] = jobs.matrix_jobs(matrix, [tag], None, source)
+        except InputError as exc:
+            if not any(p.key == "--cell" for p in exc.problems):
+                raise
+            default = matrix.resolve() == PRODUCTION_MATRIX.resolve()
+            raise usage_error("--matrix", reproduce.not_in_matrix(str(ref), tag, matrix, default)) from None
         if job.content_hash != content_hash:
             raise reproduce.ReproduceError(
                 f"{ref} was built from other inputs (content hash {content_hash}) than {matrix} and this checkout "

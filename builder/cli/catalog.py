@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from builder.cli import display as show
-from builder.cli.kit import InsecureOpt, RegistryOpt, handles_errors
+from builder.cli.kit import EXIT_FAILED, InsecureOpt, RegistryOpt, handles_errors
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.registry.address import check_insecure
@@ -40,3 +40,6 @@ def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
     for warning in catalog.warnings:
         show.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
     show.out.print(f"catalog of {len(catalog.images)} images: {safe(out / 'index.html')}")
+    if catalog.warnings:  # a page, a row or a repository left out: the site is written, and incomplete
+        show.error(f"{len(catalog.warnings)} thing(s) left out of the catalog: see the warnings above")
+        raise typer.Exit(EXIT_FAILED)

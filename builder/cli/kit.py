@@ -20,10 +20,14 @@ from types import FrameType
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
+import typer.rich_utils as typer_help
+from rich.table import Table
+from rich.text import Text
 
 from builder.build.engine import EngineUnavailable
 from builder.cli import display as show
 from builder.core.errors import InputError
+from builder.core.files import replace_file
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
@@ -122,8 +126,7 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _crash_log() -> Path:
     path = Path(tempfile.gettempdir()) / f"rif-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    path.write_text(traceback.format_exc())
-    return path
+    return replace_file(path, traceback.format_exc().encode(), 0o600)  # /tmp is shared: planted names replaced
 
 
 @contextmanager
@@ -146,8 +149,28 @@ def show_version(value: bool) -> None:
         raise typer.Exit(EXIT_OK)
 
 
+class _HelpTable(Table):
+    """typer's option tables in three columns (names, value, help), the first two never cut, long words of the help
+    folded: at 80 columns typer's six columns (long, short, negative long and short names, value, help) leave
+    rich too little room, and it cut `--insecure-registry` to `--insecure-regis…` and help words likewise."""
+
+    def add_row(self, *renderables: Any, **options: Any) -> None:
+        if len(renderables) >= 6 and all(isinstance(r, str | Text) for r in renderables[-6:-1]):
+            *first, long, short, negative, negative_short, value, text = renderables
+            names = Text(" ").join(Text(n) if isinstance(n, str) else n for n in (long, short) if str(n))
+            negatives = [Text(n) if isinstance(n, str) else n for n in (negative, negative_short) if str(n)]
+            if negatives:
+                names = Text("/").join([names, Text(" ").join(negatives)])
+            renderables = (*first, names, value, text)
+        super().add_row(*renderables, **options)
+        for column in self.columns[:-1]:
+            column.no_wrap = True
+        self.columns[-1].overflow = "fold"
+
+
 def flags_as_flags(command: Any) -> None:
-    """Help shows `--push`, not `--push <bool>`: a flag takes no value."""
+    """Help shows `--push`, not `--push <bool>`: a flag takes no value; and option names are never cut."""
+    typer_help.Table = _HelpTable  # type: ignore[attr-defined]  # (the module's own name for rich's Table)
     for param in command.params:
         if getattr(param, "is_flag", False):
             param.metavar = ""

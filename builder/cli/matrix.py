@@ -15,7 +15,7 @@ from builder.core.errors import usage_error
 from builder.core.spec import CellSpec
 from builder.core.text import safe
 from builder.matrix.expand import Expansion, expand_matrix
-from builder.matrix.explain import line_verdicts
+from builder.matrix.explain import family_gap_lines, family_gaps, line_verdicts
 from builder.matrix.selection import plan_images, select, shard
 from builder.publish import rows as ghrows
 
@@ -60,6 +60,7 @@ def json_rows(expansion: Expansion, explain: bool) -> dict[str, Any] | list[dict
     return {"cells": cells,
             "lines": [{"channel": v.channel, "platform": v.platform, "cells": v.cells, "torch": v.kept,
                        "verdict": v.verdict} for v in line_verdicts(expansion)],
+            "families_without_image": family_gaps(expansion)[1],
             "dropped": [{**cell_row(d.cell), "rule": d.rule, "reason": d.reason} for d in expansion.dropped],
             "overridden": [{"tag": d.cell.tag, "rule": d.rule, "reason": d.reason, "override": d.override}
                            for d in expansion.overridden]}
@@ -96,6 +97,8 @@ def print_dropped(expansion: Expansion) -> None:
         out.print(f"  {safe(v.channel)} {safe(v.platform)}: dropped", soft_wrap=True)
         for reason in v.why:
             out.print(f"      {safe(reason)}", soft_wrap=True)
+    for text in family_gap_lines(expansion):
+        out.print(safe(text), soft_wrap=True)
     by_reason: dict[tuple[str, str], list[str]] = {}
     for d in expansion.dropped:
         by_reason.setdefault((d.rule, d.reason), []).append(d.cell.tag)

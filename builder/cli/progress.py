@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from builder.core.files import open_log
 from builder.core.logfiles import LOG_DIR, log_path, strip_ansi
 from builder.publish.lifecycle import Events
 
@@ -92,7 +93,7 @@ class RunView:
     def _log(self, tag: str, text: str) -> None:
         fh = self._logs.get(tag)
         if fh is None:
-            fh = self._logs[tag] = log_path(self.log_dir, tag).open("a", encoding="utf-8")
+            fh = self._logs[tag] = open_log(log_path(self.log_dir, tag), append=True)
         fh.write(strip_ansi(text).rstrip("\n") + "\n")
         fh.flush()
 

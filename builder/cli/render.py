@@ -83,8 +83,18 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
                  help="Pin base images from this registry (a mirror of Docker Hub's images) instead of Docker Hub.")]
              = None,
              insecure: InsecureOpt = None,
+             check_data: Annotated[bool, typer.Option("--check-data", help=(
+                 "Resolve every image's wheels and base as --update would, write nothing, and exit 1 if any cannot be "
+                 "resolved (a data error: the data promises what the index or registry does not serve)."))] = False,
+             data_errors: Annotated[Path | None, typer.Option("--data-errors", metavar="FILE", help=(
+                 "Also write the data errors as a Markdown list to FILE (empty when there are none), for the lock "
+                 "refresh's pull request."))] = None,
              ) -> None:
-    """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256."""
+    """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256.
+
+    A step no index or registry resolves is a data error of the images that need it: each is reported (cells,
+    index, what was missing), every other lock is refreshed anyway, those images are left out of the render, and
+    the command exits 1."""
     production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
     if out_dir == PRODUCTION_IMAGES and not production:
         raise usage_error("--out", f"only the production matrix is locked into {PRODUCTION_IMAGES}/ (pass --out DIR)")
@@ -94,13 +104,32 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
         if state != "kept":
             show.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
 
-    done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None, update,
-                          base_registry, check_insecure(insecure), say)
+    done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
+                          update or check_data, base_registry, check_insecure(insecure), say, write=not check_data)
+    _report_data_errors(done.errors, data_errors)
+    if check_data:
+        show.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")
+        if done.errors:
+            raise typer.Exit(EXIT_FAILED)
+        return
+    failed = done.failed_cells  # their images have no lock to render from: left out, and listed above
+    cells = [c for c in cells if c.content_cell().tag not in failed and c.tag not in failed]
     rendered = render_all(cells, wheel_source(wheelhouse_dir, out_dir))
     imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES,
                     wheel_source(wheelhouse_dir, out_dir))
     show.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
                    f"images into {safe(out_dir)}")
+    if done.errors:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _report_data_errors(errors: list[lock.DataError], markdown: Path | None) -> None:
+    """Each error on stderr, and (for the pull request) as a Markdown list."""
+    for e in errors:
+        show.err.print(f"[red]data error:[/red] {safe(e.line())}", soft_wrap=True)
+    if markdown is not None:
+        lines = [f"- `{'`, `'.join(e.cells)}`: `{e.step}` from {e.index}: {e.missing}\n" for e in errors]
+        markdown.write_text("".join(lines), encoding="utf-8")
 
 
 @handles_errors

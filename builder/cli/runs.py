@@ -94,8 +94,12 @@ def check_counts(checks: list[Check]) -> str:
 
 
 def _sizes(r: ImageReport) -> str:
+    """Installed (unpacked, in a container), then what a pull downloads and what this run uploaded."""
     installed = show.gb(r.image_bytes)
-    return f"{installed} ({show.gb(r.compressed_bytes)} pushed)" if r.compressed_bytes else installed
+    if not r.compressed_bytes:
+        return installed
+    pushed = "" if r.pushed_bytes is None else f", {show.gb(r.pushed_bytes) if r.pushed_bytes else '0 B'} pushed"
+    return f"{installed} ({show.gb(r.compressed_bytes)} compressed{pushed})"
 
 
 def _print_failure(r: ImageReport, registry: str | None, log_dir: Path | None) -> None:

@@ -72,6 +72,19 @@ class PytorchWheels(BaseModel):
 IndexKind = Literal["per-family", "multi-arch", "whl-next"]
 
 
+class PerFamilyRelease(BaseModel):
+    """A per-family release of a multi-arch line (7.13 shipped both): ROCm/rockrel's release_portable_linux_pytorch_
+    wheels.yml ran once per family of its choice list, with its own torch refs and Python matrix."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    families: tuple[str, ...]
+    torch: tuple[str, ...]
+    python: tuple[str, ...]
+    index_dirs: dict[str, str] = {}
+    exclude_targets: dict[str, tuple[str, ...]] = {}
+
+
 class TheRockRelease(BaseModel):
     """One release of TheRock's own ROCm line (7.13, 7.14, 10.0: never pytorch.org's 7.1/7.2)."""
 
@@ -94,6 +107,20 @@ class TheRockRelease(BaseModel):
     exclude_targets: dict[str, tuple[str, ...]] = {}  # torch minor -> targets it builds no wheels of
     companions: dict[str, dict[str, str]] = {}  # torch minor -> exact companion versions (torchaudio 2.11.0.2)
     prerelease: bool = False  # branched, not tagged: its wheels are release candidates, not on the stable index
+    per_family: PerFamilyRelease | None = None  # a multi-arch line's per-family release beside it (7.13)
+
+    def view(self, family: str | None, minor: str) -> TheRockRelease:
+        """The release as one cell meets it: a multi-arch line's per-family release where that serves the family's
+        torch minor (AMD installs torch 2.11.0+rocm7.13.0 from whl/gfx1151/), else the line itself."""
+        extra = self.per_family
+        if extra is None or family not in extra.families or minor not in extra.torch:
+            return self
+        return self.model_copy(update={"index": "per-family", "families": extra.families, "torch": extra.torch,
+                                       "python": extra.python, "index_dirs": extra.index_dirs,
+                                       "exclude_targets": extra.exclude_targets, "per_family": None})
+
+    def serves_torch(self, minor: str) -> bool:
+        return minor in self.torch or (self.per_family is not None and minor in self.per_family.torch)
 
     @property
     def local(self) -> str:
@@ -137,6 +164,7 @@ class Compat(BaseModel):
     therock: dict[str, TheRockRelease]  # by its ROCm line, the label its images carry (rocm7.14)
     therock_dev_only_targets: tuple[str, ...] = ()
     whl_next_sub_families: tuple[str, ...] = ()  # sub-family device packages on whl-next (amd-torch-device-gfx115x)
+    no_slim_image: dict[str, str] = {}  # family -> why a stable-index family gets no per-family image (sourced)
     amd_apt: AmdApt
     indexes: dict[str, str]
 

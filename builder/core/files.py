@@ -2,21 +2,29 @@
 
 Reading: only a regular file (a FIFO would block, /dev/zero never ends), never through a final symbolic
 link (a Dockerfile linked to /proc/self/environ would publish the environment), at most a size cap, as the
-matrix reader (builder.matrix.yamlsrc) does. Writing and removing: only paths relative to the output folder, never
-through a link: a link where a file should be is replaced, not written through; a folder that is a link (or
+matrix reader (builder.matrix.yamlsrc) does. Writing: every file is a new one, made beside its target
+(O_EXCL, never through a link, never blocking), synced and renamed over it, so whatever stood there (a hard
+link to a file elsewhere, a FIFO, a socket, a device, a symbolic link) is replaced as a name, never opened,
+and the mode is the factory's own. Into --out, only paths relative to the folder: a folder that is a link (or
 a marker naming `/etc/x` or `../x`) makes the write fail, and nothing outside the folder is touched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
+import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO, TextIO
 
 FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
               stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class UnsafePath(OSError):
@@ -83,7 +91,7 @@ def _target(root: Path, name: str) -> Path:
 
 
 def write_inside(root: Path, name: str, data: bytes, mode: int = 0o644) -> Path:
-    """Write root/name (folders made as needed): a link found there is replaced, never written through."""
+    """Write root/name (folders made as needed) by replace_file: the folder checked to be inside root."""
     parts = relative_parts(name)
     if parts is None:
         raise UnsafePath(errno.EINVAL, "not a relative path inside the output folder", name)
@@ -95,14 +103,77 @@ def write_inside(root: Path, name: str, data: bytes, mode: int = 0o644) -> Path:
             raise UnsafePath(errno.EXDEV, "a symbolic link where a folder should be: not written through",
                              str(folder))
         folder.mkdir(exist_ok=True)
-    path = _target(root, name)
-    if path.is_symlink():
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(fd, mode)
+    return replace_file(_target(root, name), data, mode)
+
+
+def replace_file(path: Path, data: bytes, mode: int = 0o644) -> Path:
+    """path holds data and mode, whole or not at all: written beside it, synced, renamed over it."""
+    with _fresh(path, mode, keep_name=False) as f:
         f.write(data)
     return path
+
+
+def copy_file(source: Path, path: Path, mode: int = 0o644) -> Path:
+    """path holds a copy of source (a wheel where a hard link cannot be made), by replace_file's rules, with
+    source's times (as shutil.copy2: an incremental build-context sync sees the same file)."""
+    with source.open("rb") as src, _fresh(path, mode, keep_name=False) as f:
+        shutil.copyfileobj(src, f, 1 << 20)
+        f.flush()  # before the times: a later write would move them
+        info = os.fstat(src.fileno())
+        os.utime(f.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
+    return path
+
+
+def open_log(path: Path, append: bool = False) -> TextIO:
+    """A log streamed as it grows: appended to when path is already a regular file of ours alone (not a link,
+    no second hard link), else a new empty file renamed over whatever stood there before the first line."""
+    if append:
+        with contextlib.suppress(OSError):
+            if _own_regular(os.lstat(path)):
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                if _own_regular(os.fstat(fd)):
+                    return os.fdopen(fd, "a", encoding="utf-8")
+                os.close(fd)
+    with _fresh(path, 0o644, keep_name=True) as f:
+        fd = os.dup(f.fileno())
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def _own_regular(info: os.stat_result) -> bool:
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+
+
+@contextlib.contextmanager
+def _fresh(path: Path, mode: int, keep_name: bool) -> Iterator[BinaryIO]:
+    """A new file beside path (O_EXCL: never an existing one, never through a link, never blocking) renamed over
+    path once the body is written and synced (keep_name: at once, before the body); on any error it is gone."""
+    tmp = path.with_name(f".{path.name[:200]}.{secrets.token_hex(6)}.new")
+    fd = os.open(tmp, _NEW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)  # the factory's mode, whatever the umask says
+            if keep_name:
+                os.replace(tmp, path)
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        if not keep_name:
+            os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """The rename itself survives a power cut (some file systems refuse a folder's fsync: then it is skipped)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def remove_inside(root: Path, name: str) -> bool:

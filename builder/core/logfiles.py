@@ -11,6 +11,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from builder.core.files import open_log
+
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 LOG_DIR = Path(".rif/logs")
 TAIL_LINES = 15
@@ -27,7 +29,7 @@ def log_path(log_dir: Path, tag: str) -> Path:
 def logged_run(cmd: list[str], log: Path, console: Console | None = None, **kwargs: object) -> None:
     """Run cmd with its output in log (ANSI stripped); on failure show the last lines and the log's path."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w", encoding="utf-8") as fh:
+    with open_log(log) as fh:  # a link or FIFO planted at log is replaced, never written through
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                                 **kwargs)  # type: ignore[call-overload]
         assert proc.stdout is not None

@@ -66,7 +66,8 @@ class CellSpec(BaseModel):
     @property
     def therock_release(self) -> catalog.TheRockRelease | None:
         """The TheRock release a therock cell installs from (None off that channel, or for a line it lacks)."""
-        return catalog.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
+        release = catalog.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
+        return release.view(self.gfx, torch_minor(self.torch)) if release else None
 
     @property
     def local_version(self) -> str:

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from builder.core.errors import InputError, Problem
 from builder.core.tags import tag_problems
+from builder.matrix import suggest
 from builder.matrix.schema import MatrixFile
 from builder.matrix.yamlsrc import LocatedYaml, PathKey
 
@@ -27,7 +28,7 @@ def validate(located: LocatedYaml) -> MatrixFile:
             # Drop pydantic's markers for validators and dict keys: they are not part of the YAML path.
             path = tuple(p for p in err["loc"]
                          if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]")))
-            problems.append(located.problem(_in_file(located.data, path), _message(err)))
+            problems.append(located.problem(_in_file(located.data, path), _message(err, path)))
         raise InputError(problems) from exc
 
 
@@ -79,11 +80,13 @@ def _in_file(data: object, path: PathKey) -> PathKey:
     return path
 
 
-def _message(err: object) -> str:
+def _message(err: object, path: PathKey) -> str:
     assert isinstance(err, dict)
     kind, msg = err.get("type"), str(err.get("msg"))
     if kind == "extra_forbidden":
-        return "unknown key"
+        return suggest.unknown_key(path)
+    if kind == "literal_error":
+        return msg + suggest.literal_choice(err.get("input"), str((err.get("ctx") or {}).get("expected", "")))
     if kind == "string_pattern_mismatch":
         return f"{err.get('input')!r} is not allowed here: it {msg.removeprefix('String ')}"
     return msg.removeprefix("Value error, ")

@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from builder.core import facts as catalog
 from builder.core.spec import ALL_TARGETS, CellSpec, torch_minor
+from builder.matrix.serving import dev_only, therock_lines, who_serves
 
 if TYPE_CHECKING:
     from builder.matrix.schema import TorchRelease
@@ -46,7 +47,7 @@ def python_wheels(cell: CellSpec) -> str | None:
     # TheRock builds no Python that torch itself does not support (therock-7.13's workflow: no 3.14 for torch 2.8)
     have = tuple(p for p in release.python if p in minor.python) if release else minor.python
     if cell.python not in have:
-        where = " on TheRock's index" if cell.channel == "therock" else ""
+        where = f" on TheRock {cell.rocm}'s index" if cell.channel == "therock" else ""
         return (f"torch {torch_minor(cell.torch)} has no wheels{where} for Python {cell.python} ({cell.os}'s "
                 f"Python); it has {', '.join(have)}")
     return None
@@ -63,7 +64,7 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
         if rocm not in releases:
             return (f"TheRock has no ROCm {rocm} release: its own line is {', '.join(releases)} "
                     "(pytorch.org's rocm7.1/rocm7.2 are another channel's)")
-        have = tuple(line for line, r in releases.items() if torch_minor(cell.torch) in r.torch)
+        have = tuple(line for line, r in releases.items() if r.serves_torch(torch_minor(cell.torch)))
         where = f"TheRock's {INDEX_NAMES[releases[rocm].index]}"
     else:
         if rocm is None:
@@ -103,24 +104,27 @@ def therock_family_index(cell: CellSpec) -> str | None:
         return None
     if cell.gfx in release.families:
         return None
-    newer = [line for line, r in catalog.compat().therock.items() if r.index != "per-family"]
     return (f"TheRock {cell.rocm} published per-family wheels (one index per family, no [device-*] extras) and "
-            f"none for {cell.gfx}: its families are {', '.join(release.families)}; multi-arch lines "
-            f"({', '.join(newer)}) serve every target")
+            f"none for {cell.gfx}: its families are {', '.join(release.families)}; {cell.gfx} is served by "
+            f"{who_serves(cell.gfx)}")
 
 
 def therock_torch_targets(cell: CellSpec) -> str | None:
-    """A TheRock line may build a torch release without some targets (7.14: torch 2.12 without gfx1250)."""
+    """A TheRock line may build a torch release without some targets (7.14: torch 2.12 without gfx1250). Targets its
+    stable index never serves are therock-stable-targets' to explain: no other torch release would help."""
     release = cell.therock_release
     if release is None or cell.gfx in (None, ALL_TARGETS):
         return None
-    excluded = release.exclude_targets.get(torch_minor(cell.torch), ())
-    missing = [t for t in cell.gfx_targets if t in excluded]
+    minor = torch_minor(cell.torch)
+    never = dev_only(cell.gfx) if _on_line_index(cell) and release.index != "per-family" else ()
+    missing = [t for t in cell.gfx_targets if t in release.exclude_targets.get(minor, ()) and t not in never]
     if not missing:
         return None
-    return (f"TheRock {cell.rocm} builds torch {torch_minor(cell.torch)} without {', '.join(missing)} "
-            "(its release build matrix excludes it): no device package for "
-            f"{cell.gfx}; use another torch release of that line")
+    others = [m for m in release.torch if m != minor and not set(missing) & set(release.exclude_targets.get(m, ()))]
+    fix = (f"use torch {', '.join(others)} of that line" if others else
+           f"no torch release of TheRock {cell.rocm} serves it; {cell.gfx} is served by {who_serves(cell.gfx)}")
+    return (f"TheRock {cell.rocm} builds torch {minor} without {', '.join(missing)} "
+            f"(its release build matrix excludes it): no device package for {cell.gfx}; {fix}")
 
 
 def therock_torch_version(cell: CellSpec) -> str | None:
@@ -146,9 +150,13 @@ def therock_stable_targets(cell: CellSpec) -> str | None:
     missing = [t for t in cell.gfx_targets if t in dev_only]
     if not missing or release is None or release.index == "per-family":
         return None
+    family = cell.gfx or ""
+    if family == "gfx90X-dcgpu":  # the split family: its other halves do install from the stable index
+        fix = "choose gfx908-dcgpu or gfx90a-dcgpu (TheRock#2869 split gfx90X-dcgpu; both install from it)"
+    else:
+        fix = f"no release of TheRock {cell.rocm} serves {family}; it is served by {who_serves(family)}"
     return (f"TheRock publishes the device packages of {', '.join(missing)} to its dev and nightly indexes only, "
-            f"not {cell.index_url}: choose a family without {'it' if len(missing) == 1 else 'them'} "
-            "(gfx90X-dcgpu was split: gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")
+            f"not {cell.index_url}: {fix}")
 
 
 def os_supports_rocm(cell: CellSpec) -> str | None:
@@ -174,9 +182,10 @@ def gfx_in_wheels(cell: CellSpec) -> str | None:
     wheel_targets = minor.pytorch.targets(cell.rocm)
     missing = [t for t in cell.gfx_targets if t not in wheel_targets]
     if missing:
+        fix = ("use the therock channel for this family" if therock_lines(cell.gfx) else
+               f"{cell.gfx} is served by {who_serves(cell.gfx)}")
         return (f"{', '.join(missing)} of {cell.gfx} {'is' if len(missing) == 1 else 'are'} not compiled into "
-                f"torch {torch_minor(cell.torch)}'s pytorch.org wheels (hipErrorNoBinaryForGpu): "
-                "use the therock channel for this family")
+                f"torch {torch_minor(cell.torch)}'s pytorch.org wheels (hipErrorNoBinaryForGpu): {fix}")
     return None
 
 
@@ -185,8 +194,10 @@ def gfx_supported_by_rocm(cell: CellSpec) -> str | None:
     if rocm is None or cell.gfx in (None, ALL_TARGETS):
         return None
     family = catalog.gfx_families()[cell.gfx]
-    if family.official_since and _v(rocm) < _v(family.official_since):
-        return f"{cell.gfx} ({', '.join(family.gpus)}) needs ROCm {family.official_since} or newer"
+    since = family.official_since
+    # a line compares at its own precision: rocm6.4 is the 6.4 line, which has 6.4.1 (RDNA4); 6.4.0 is not 6.4.1
+    if since and _v(rocm) < _v(".".join(since.split(".")[:len(rocm.split("."))])):
+        return f"{cell.gfx} ({', '.join(family.gpus)}) needs ROCm {since} or newer"
     return None
 
 

@@ -17,9 +17,9 @@ from packaging.version import Version
 
 from builder.core import facts as catalog
 from builder.core.errors import InputError, Problem
-from builder.core.spec import CellSpec
+from builder.core.spec import CellSpec, torch_minor
 from builder.core.tags import readable_tag
-from builder.matrix import checks, compat
+from builder.matrix import checks, compat, suggest
 from builder.matrix.schema import Exclude, Include, MatrixFile, TorchRelease
 from builder.matrix.yamlsrc import LocatedYaml, PathKey, load_located
 
@@ -113,9 +113,11 @@ def expand_matrix(file: Path) -> Expansion:
         else:
             problems += [located.problem(draft.path, f"{reason} (rule {rule}; add override: {{reason: ...}} "
                                                      "to build it anyway)") for rule, reason in broken]
-    if not result.cells and not problems:
-        problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"
-                                        + why_all_dropped(result.dropped)))
+    if not result.cells and not problems:  # each unknown torch at its own line; any other cause as a whole
+        problems += suggest.unknown_torch(located, model)
+        if not problems or any(d.rule != "known-torch" for d in result.dropped):
+            problems.append(located.problem(("matrix",), "the matrix expands to no cells that can be built"
+                                            + why_all_dropped(result.dropped)))
     if not duplicated_axes:
         problems += _duplicate_tags(located, result.cells, paths)
     if problems:
@@ -169,15 +171,16 @@ def _gfx_problems(located: LocatedYaml, model: MatrixFile, drafts: list[_Draft])
     return problems
 
 
-def _index_url(model: MatrixFile, channel: str, platform: str, gfx: str | None) -> str:
+def _index_url(model: MatrixFile, channel: str, platform: str, gfx: str | None, torch: str) -> str:
     """The index that serves the cell's line: pytorch.org's per platform; TheRock's per release line (whl-next from
-    10.0, whl-multi-arch for 7.13/7.14, the family's own index for 7.9-7.12)."""
+    10.0, whl-multi-arch for 7.13/7.14, the family's own index for 7.9-7.12 and 7.13's per-family release)."""
     data = catalog.compat()
     if channel == "therock":
         if "therock" in model.index_urls:
             return model.index_urls["therock"]
         release = data.therock.get(platform.removeprefix("rocm"))
-        return data.therock_index(release, gfx) if release else data.indexes["therock-multi-arch"]
+        view = release.view(gfx, torch_minor(torch)) if release else None
+        return data.therock_index(view, gfx) if view else data.indexes["therock-multi-arch"]
     return model.index_urls.get(platform, data.indexes["pytorch"].format(platform=platform))
 
 
@@ -196,7 +199,7 @@ def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
         flavor=d.flavor,  # type: ignore[arg-type]
         channel=d.channel,  # type: ignore[arg-type]
         user=d.user or model.user,
-        index_url=_index_url(model, d.channel, d.platform, d.gfx),
+        index_url=_index_url(model, d.channel, d.platform, d.gfx, d.torch.version),
         tag=tag,
         explicit_tag=d.tag is not None,
         expect_torch=d.expect_torch,

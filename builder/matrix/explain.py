@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from packaging.version import Version
+
+from builder.core import facts as catalog
 from builder.matrix.expand import Expansion
+from builder.matrix.serving import dev_only
 
 
 @dataclass
@@ -58,3 +62,27 @@ def line_verdicts(expansion: Expansion) -> list[LineVerdict]:
         if not d.rule.startswith("exclude["):
             v.torch_dropped.setdefault(d.cell.torch, key)
     return sorted(lines.values(), key=lambda v: v.cells == 0)
+
+
+def family_gaps(expansion: Expansion) -> tuple[str, dict[str, str]]:
+    """The newest released TheRock line, and each family its stable index serves that the matrix builds no per-family
+    image of, with why (compat.yaml no_slim_image) or a plain "not in this matrix". A matrix that builds nothing of
+    that line (pytorch.org only, an old line) is not asked to: no gaps."""
+    lines = [line for line, r in catalog.compat().therock.items() if not r.prerelease]
+    line = max(lines, key=Version)
+    built = {c.gfx for c in expansion.cells if c.channel == "therock" and c.rocm == line}
+    if not built:
+        return line, {}
+    reasons = catalog.compat().no_slim_image
+    gaps = {family: reasons.get(family, "not in this matrix: add it to matrix.gfx for the therock channel")
+            for family in catalog.gfx_families() if family not in built and not dev_only(family)}
+    return line, gaps
+
+
+def family_gap_lines(expansion: Expansion) -> list[str]:
+    """family_gaps as the lines --explain prints after the ROCm lines' verdicts (none for a matrix without the line)."""
+    line, gaps = family_gaps(expansion)
+    if not any(c.channel == "therock" and c.rocm == line for c in expansion.cells):
+        return []
+    head = f"Families TheRock {line}'s stable index serves without a per-family image here: {'' if gaps else 'none'}"
+    return [head, *(f"  {family}: {why}" for family, why in gaps.items())]

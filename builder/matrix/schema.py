@@ -6,6 +6,8 @@ inject shell or Dockerfile syntax into a rendered image.
 
 from __future__ import annotations
 
+import difflib
+import re
 from typing import Annotated, Any
 
 from packaging.version import InvalidVersion, Version
@@ -34,7 +36,11 @@ def _version(value: str) -> str:
 def _known_os(value: str) -> str:
     known = catalog.os_releases()
     if value not in known:
-        raise ValueError(f"unknown os {value!r}; known: {', '.join(sorted(known))}")
+        # A misspelt name (debain-12) gets the name; a release the factory lacks (debian-11) only the list.
+        letters = [k for k in known if re.sub(r"[\d.]", "", k) != re.sub(r"[\d.]", "", value)]
+        close = difflib.get_close_matches(value, letters, n=1, cutoff=0.6)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        raise ValueError(f"unknown os {value!r}; {guess}known: {', '.join(sorted(known))}")
     return value
 
 

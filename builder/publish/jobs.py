@@ -11,14 +11,17 @@ from typing import Any
 import docker
 from docker.errors import ImageNotFound
 
-from builder.build.engine import run_captured
+from builder.build import preflight as checks
+from builder.build.engine import connect, run_captured
 from builder.core import tags
 from builder.core.errors import usage_error
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select, shard
 from builder.publish.record import ImageReport
+from builder.registry import images
 from builder.render.bakefile import group_of
 from builder.render.dockerfile import RenderedCell, render_cell, render_images
+from builder.render.installs import requirements
 from builder.render.wheels import WheelSource
 
 
@@ -34,6 +37,7 @@ class Job:
     labels: dict[str, str] | None  # None: hold the image to the labels baked into it
     rendered: RenderedCell | None = None  # None: nothing to build (builder push, builder test)
     local_image: str | None = None
+    matrix: Path | None = None  # the matrix file it came from: what a fix (`builder wheelhouse`) names
 
     @classmethod
     def of(cls, plan: ImagePlan, source: WheelSource, rendered: RenderedCell | None = None) -> Job:
@@ -41,6 +45,15 @@ class Job:
         cell = rendered.cell
         return cls(cell.tag, cell.image, plan.tags, rendered.content_hash, cell.expectations(), rendered.labels,
                    rendered, tags.local_ref(cell.image, cell.tag))
+
+    def need(self) -> checks.Need | None:
+        """What its bake takes from outside (base image, wheels); None when there is nothing to build."""
+        if self.rendered is None:
+            return None
+        cell = self.rendered.cell
+        name = next((t for t in self.tags if t != tags.LATEST), self.tag)
+        return checks.Need(name, cell.os, cell.os_release.family == "apt", self.rendered.dockerfile, cell.python,
+                           tuple(requirements(cell)))
 
     def report(self) -> ImageReport:
         return ImageReport(self.tag, self.repository, list(self.tags), tags.immutable_tag(self.tag, self.content_hash),
@@ -84,7 +97,17 @@ def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source
     cells = select(expansion.cells, names, matrix, match)
     plans = plan_images(cells, latest_cell(expansion.cells, expansion.default_os))
     rendered = render_images([p.content for p in plans], source)
-    return [Job.of(p, source, r) for p, r in zip(plans, rendered, strict=True)]
+    return [replace(Job.of(p, source, r), matrix=matrix) for p, r in zip(plans, rendered, strict=True)]
+
+
+def preflight(jobs: list[Job], source: WheelSource) -> None:
+    """Before a bake of jobs: every base in the engine or served by its registry, every wheel in the wheelhouse;
+    else InputError (exit 2) naming each missing one and the command that makes it (builder.build.preflight)."""
+    needs = [need for job in jobs if (need := job.need()) is not None]
+    matrix = next((job.matrix for job in jobs if job.matrix is not None), None)
+    fetch = f"--matrix {matrix}" if matrix is not None else "--matrix MATRIX"
+    if needs:
+        checks.require(needs, source.wheelhouse, fetch, connect(), images.serves())
 
 
 def combination(job: Job) -> str:

@@ -23,7 +23,7 @@ from builder.build.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
 from builder.publish import record, steps
-from builder.publish.jobs import Job
+from builder.publish.jobs import Job, preflight
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport, Stage
 from builder.publish.steps import content_ref
@@ -117,6 +117,7 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
 def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,
                no_cache: bool = False) -> dict[str, BuildResult]:
     require_buildx()
+    preflight(jobs, source)  # seconds, before any bake: bases and wheels there, or what makes them
     rendered = _together(jobs, source)
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
     for r, job in zip(rendered, jobs, strict=True):
@@ -202,6 +203,7 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
                     and not steps.repair_sbom(client, job, target, published, stage, report):
                 return
             if published is not None:
+                report.pushed_bytes = None if options.rehearsal else 0  # unchanged: no layer goes up again
                 target.promote(report, published, options.rehearsal, stage)
             else:
                 report.moved = list(report.tags)

@@ -102,9 +102,7 @@ def _decide(target: Target, job: Job) -> Decision:
 
 def _hash_of(target: Target, repo: str, manifest: Manifest) -> str | None:
     """The content hash a published image's config carries (None: not one of the factory's images)."""
-    labels = target.api.config(repo, manifest).get("config", {}).get("Labels") or {}
-    value = labels.get(HASH_LABEL)
-    return value if isinstance(value, str) else None
+    return target.api.config(repo, manifest).labels.get(HASH_LABEL)
 
 
 def move_tags(target: Target, decisions: list[Decision], workers: int = WORKERS) -> None:

@@ -19,7 +19,7 @@ from builder.core.tags import HASH_LABEL
 from builder.publish.push import push_image
 from builder.publish.record import ImageReport
 from builder.registry import credentials as creds
-from builder.registry import retry
+from builder.registry import models, retry
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.registry.errors import RegistryError
 from builder.validate.sbom import MEDIA_TYPE as SBOM_TYPE
@@ -65,7 +65,7 @@ class Target:
         repo = self.repository(report.repository)
         manifest = self.api.manifest(repo, report.immutable_tag)
         if manifest is not None:
-            labels = self.api.config(repo, manifest).get("config", {}).get("Labels") or {}
+            labels = self.api.config(repo, manifest).labels
             if labels.get(HASH_LABEL) != report.content_hash:
                 raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} exists with content hash "
                                     f"{labels.get(HASH_LABEL)!r}, not {report.content_hash}: an immutable tag is "
@@ -77,21 +77,24 @@ class Target:
         repo = self.repository(report.repository)
         existing = self.published(report)
         if existing is not None:
+            report.pushed_bytes = 0
             return existing  # same content published before: it was validated then, and it never changes
         assert report.image_id is not None
-        digest = push_image(client, report.image_id, self.api, repo, report.immutable_tag, self.credentials)
+        uploaded: set[str] = set()
+        digest = push_image(client, report.image_id, self.api, repo, report.immutable_tag, self.credentials,
+                            uploaded=uploaded)
         report.pushed = True
         manifest = self.api.manifest(repo, report.immutable_tag)
         if manifest is None or manifest.digest != digest:
             raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} is not the digest just pushed")
+        report.pushed_bytes = uploaded_size(manifest.body, uploaded)
         self._check_content(repo, manifest, report)
         return manifest
 
     def _check_content(self, repo: str, manifest: Manifest, report: ImageReport) -> None:
         """The immutable tag must name what was validated: the same manifest (the engine's image ID in its
         containerd store), the same content hash."""
-        config = self.api.config(repo, manifest)
-        labels = config.get("config", {}).get("Labels") or {}
+        labels = self.api.config(repo, manifest).labels
         if labels.get(HASH_LABEL) != report.content_hash or manifest.digest != report.image_id:
             raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} holds another image than the "
                                 "one validated (was it pushed by a concurrent run?)")
@@ -133,7 +136,10 @@ class Target:
     def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
         tag = referrers_tag(subject)
         current = self.api.manifest(repo, tag)
-        listed = json.loads(current.body).get("manifests", []) if current is not None else []
+        listed: list[dict[str, object]] = []
+        if current is not None:  # its shape checked (a RegistryError otherwise); its entries kept as they are
+            models.parse(models.Referrers, current.body, f"{self.api.address}/{repo}:{tag} referrers index")
+            listed = json.loads(current.body).get("manifests") or []
         if any(m.get("digest") == descriptor["digest"] for m in listed):
             return
         index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*listed, descriptor]}
@@ -155,6 +161,16 @@ class Target:
                 on_stage(f"tag {tag}")
                 self.api.put_tag(repo, tag, manifest)
             report.moved.append(tag)  # only once it moved: a failed move is never reported as done
+
+
+def uploaded_size(body: bytes, uploaded: set[str]) -> int | None:
+    """The bytes of the manifest's blobs (config and layers) whose short ID the engine reported as uploaded."""
+    try:
+        data = json.loads(body)
+        blobs = [data["config"], *data["layers"]]
+        return sum(int(b["size"]) for b in blobs if str(b["digest"]).removeprefix("sha256:")[:12] in uploaded)
+    except (ValueError, KeyError, TypeError, OverflowError):
+        return None
 
 
 def compressed_size(body: bytes) -> int | None:

@@ -29,8 +29,12 @@ PROBE = retry.Policy(attempts=1)
 
 
 def push_image(client: docker.DockerClient, image_id: str, api: RegistryClient, repository: str, tag: str,
-               credentials: Credentials | None, policy: retry.Policy = retry.DEFAULT) -> str:
-    """Push image_id as <registry>/repository:tag; returns the pushed digest or raises RegistryError."""
+               credentials: Credentials | None, policy: retry.Policy = retry.DEFAULT,
+               uploaded: set[str] | None = None) -> str:
+    """Push image_id as <registry>/repository:tag; returns the pushed digest or raises RegistryError.
+
+    uploaded, when given, collects the short IDs (12 hex digits of the digest) of the blobs the engine said it
+    uploaded (`Pushed`), not those the registry already had (`Layer already exists`, `Mounted from`)."""
     remote = f"{api.address}/{repository}"
     try:
         client.images.get(image_id).tag(remote, tag)
@@ -38,7 +42,8 @@ def push_image(client: docker.DockerClient, image_id: str, api: RegistryClient, 
         raise RegistryError(f"cannot tag {image_id} as {remote}:{tag}: {exc}") from exc
     deadline = time.monotonic() + policy.total_s
     try:
-        return retry.call(lambda: _push_once(client, api, remote, repository, tag, credentials, deadline),
+        return retry.call(lambda: _push_once(client, api, remote, repository, tag, credentials, deadline,
+                                             uploaded if uploaded is not None else set()),
                           f"push {remote}:{tag}", policy)
     finally:
         with contextlib.suppress(DockerException):
@@ -46,7 +51,7 @@ def push_image(client: docker.DockerClient, image_id: str, api: RegistryClient, 
 
 
 def _push_once(client: docker.DockerClient, api: RegistryClient, remote: str, repository: str, tag: str,
-               credentials: Credentials | None, deadline: float) -> str:
+               credentials: Credentials | None, deadline: float, uploaded: set[str]) -> str:
     digest: str | None = None
     auth = credentials.auth_config() if credentials else None
     stream = None
@@ -56,6 +61,8 @@ def _push_once(client: docker.DockerClient, api: RegistryClient, remote: str, re
             if "error" in chunk:
                 detail = chunk.get("errorDetail") or {}
                 raise _classify(api, repository, detail.get("code"), str(chunk["error"]).strip())
+            if chunk.get("status") == "Pushed" and isinstance(chunk.get("id"), str):
+                uploaded.add(chunk["id"])
             aux = chunk.get("aux")
             if isinstance(aux, dict) and aux.get("Digest"):
                 digest = str(aux["Digest"])

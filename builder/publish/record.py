@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from builder.core.files import replace_file
 from builder.validate.runner import Check
 
 State = Literal["planned", "not-attempted", "built", "validated", "published", "skipped", "failed",
@@ -38,6 +39,7 @@ class ImageReport:
     validate_seconds: float | None = None
     validation: list[Check] = field(default_factory=list)
     pushed: bool = False  # layers went to the registry in this run
+    pushed_bytes: int | None = None  # what this run uploaded (blobs the registry lacked); None: no push tried
     digest: str | None = None
     previous_digest: str | None = None  # where the image's own tag pointed before this run
     moved: list[str] = field(default_factory=list)
@@ -72,6 +74,4 @@ def write(path: Path, reports: list[ImageReport], registry: str | None = None, f
     data = {"registry": registry, "complete": finished,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "images": [r.as_json() for r in reports]}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
+    replace_file(path, json.dumps(data, indent=2).encode())  # a link or FIFO at path is replaced, never written

@@ -13,7 +13,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder.build.bake import BuildResult
-from builder.build.engine import run_captured
+from builder.build.engine import installed_bytes, run_captured
 from builder.core import tags
 from builder.publish.jobs import Job
 from builder.publish.promote import Target
@@ -55,7 +55,7 @@ def _existing(client: docker.DockerClient, ref: str | None, report: ImageReport)
         report.fail("build", f"build: no local image {ref}: {exc}")
         return False
     report.image_id, report.state = image.id, "built"
-    report.image_bytes = int(image.attrs.get("Size") or 0)
+    report.image_bytes = installed_bytes(client, str(image.id))
     return True
 
 
@@ -129,7 +129,5 @@ def _packages(client: docker.DockerClient, image_id: str) -> list[str]:
 
 
 def _size(client: docker.DockerClient, image_id: str | None) -> int | None:
-    try:
-        return int(client.images.get(image_id or "").attrs.get("Size") or 0)
-    except DockerException:
-        return None
+    """Installed (unpacked) bytes: the compressed size is the registry's, read from the manifest on push."""
+    return installed_bytes(client, image_id) if image_id else None

@@ -1,4 +1,4 @@
-"""What a registry's answer means: its JSON bodies, and its HTTP errors as RegistryErrors that say what to do.
+"""What a registry's answer means: its HTTP errors as RegistryErrors that say what to do.
 
 Every failure carries the HTTP status, the registry's OCI error code and message, and a hint
 (builder.registry.hints); the status decides the class the retry policy (builder.registry.retry) reads.
@@ -8,22 +8,10 @@ from __future__ import annotations
 
 import json
 import urllib.error
-from typing import Any
 
 from builder.registry import hints, retry
 from builder.registry.credentials import Credentials, describe
 from builder.registry.errors import AuthError, RegistryError, TransientError
-
-
-def json_object(body: bytes, what: str) -> dict[str, Any]:
-    """body as a JSON object; a RegistryError naming what it was meant to be otherwise."""
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        raise RegistryError(f"the registry's {what} is not JSON (or is nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise RegistryError(f"the registry's {what} is not a JSON object")
-    return data
 
 
 def oci_error(exc: urllib.error.HTTPError) -> tuple[str | None, str]:

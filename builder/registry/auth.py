@@ -20,10 +20,10 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from builder.registry import hints
+from builder.registry import hints, models
 from builder.registry import transport as httpsafe
 from builder.registry.address import host_port, plain_http_ok
-from builder.registry.answers import error_of, json_object, oci_error
+from builder.registry.answers import error_of, oci_error
 from builder.registry.credentials import Credentials, describe
 from builder.registry.errors import AuthError
 
@@ -98,7 +98,7 @@ class Auth:
             req.add_header("Authorization", basic(self.credentials))
         try:
             got = httpsafe.request(req, httpsafe.MAX_TOKEN_BYTES, f"token from {where}", self._seconds())
-            data = json_object(got.body, f"token from {where}")
+            data = models.parse(models.TokenAnswer, got.body, f"token from {where}")
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
                 code, message = oci_error(exc)
@@ -106,13 +106,13 @@ class Auth:
                                 f"{describe(self.credentials)} ({exc.code})", exc.code, code,
                                 hints.hint(exc.code, code, message, repository)) from None
             raise error_of(exc, self.address, self.credentials, "GET", f"token ({where})", repository) from None
-        value = data.get("token") or data.get("access_token")
+        value = data.token or data.access_token
         if not isinstance(value, str) or not value:
             raise AuthError(f"token server {where} answered without a token")
         if not TOKEN_RE.fullmatch(value):
             raise AuthError(f"token server {where} answered with a token that is no header value of at most "
                             f"{MAX_TOKEN_CHARS} printable characters: refused")
-        lifetime = data.get("expires_in")
+        lifetime = data.expires_in
         lifetime = min(lifetime, 86400) if isinstance(lifetime, int) and lifetime > 0 else TOKEN_LIFETIME_S
         return _Token(value, time.monotonic() + max(lifetime - 5, 1))
 

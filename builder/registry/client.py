@@ -22,12 +22,11 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from builder.registry import retry
+from builder.registry import models, retry
 from builder.registry import transport as httpsafe
 from builder.registry.address import host_port, plain_http_ok
-from builder.registry.answers import error_of, json_object
+from builder.registry.answers import error_of
 from builder.registry.auth import Auth
 from builder.registry.credentials import Credentials
 from builder.registry.errors import AuthError, DeadlineError, RegistryError
@@ -94,9 +93,11 @@ class RegistryClient:
 
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""
-        found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True)
-        listed = json_object(found.body, "tag list").get("tags") if found is not None else None
-        return [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
+        found = self._call("GET", f"{repository}/tags/list", repository, missing_ok=True,
+                           limit=models.MAX_TAG_LIST_BYTES)
+        if found is None:
+            return []
+        return models.parse(models.TagList, found.body, f"{self.address}/{repository} tag list").names
 
     def digest(self, repository: str, tag: str) -> str | None:
         """The manifest digest a tag points at, or None when the tag does not exist."""
@@ -117,26 +118,30 @@ class RegistryClient:
         httpsafe.verify_digest(found.body, found.headers.get("docker-content-digest"), what)
         return Manifest(found.body, found.headers.get("content-type", ""), digest)
 
-    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
-        """A published image's config blob (labels, history), read without a pull, checked against its digest."""
-        config = json_object(manifest.body, "manifest").get("config")
-        config_digest = config.get("digest") if isinstance(config, dict) else None
-        if not httpsafe.is_digest(config_digest):
-            raise RegistryError(f"{self.address}/{repository}: manifest {manifest.digest} names no sha256 config")
-        return json_object(self.blob(repository, str(config_digest)), "image config")
+    def config(self, repository: str, manifest: Manifest) -> models.ImageConfig:
+        """A published image's config blob (labels, history), read without a pull, checked against its digest.
+
+        At most models.MAX_CONFIG_BYTES are read (a real config is kilobytes): a bigger one is refused before
+        it is parsed."""
+        where = f"{self.address}/{repository}"
+        config = models.parse(models.ManifestDoc, manifest.body, f"{where} manifest {manifest.digest}").config
+        if config is None or not httpsafe.is_digest(config.digest):
+            raise RegistryError(f"{where}: manifest {manifest.digest} names no sha256 config")
+        body = self.blob(repository, config.digest, models.MAX_CONFIG_BYTES)
+        return models.parse(models.ImageConfig, body, f"{where} config {config.digest}")
 
     def config_labels(self, repository: str, tag: str) -> dict[str, str]:
         """Labels of a published image, read from its config blob (no pull needed)."""
         found = self.manifest(repository, tag)
         if found is None:
             return {}
-        return dict(self.config(repository, found).get("config", {}).get("Labels") or {})
+        return self.config(repository, found).labels
 
-    def blob(self, repository: str, digest: str) -> bytes:
-        """A blob's bytes, checked against its digest."""
+    def blob(self, repository: str, digest: str, limit: int = httpsafe.MAX_BLOB_BYTES) -> bytes:
+        """A blob's bytes (at most limit), checked against its digest."""
         if not httpsafe.is_digest(digest):
             raise RegistryError(f"{self.address}/{repository}: {digest[:80]!r} is not a sha256 digest: not asked for")
-        found = self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*")
+        found = self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*", limit=limit)
         assert found is not None
         httpsafe.verify_digest(found.body, digest, f"{self.address}/{repository} blob {digest}")
         return found.body
@@ -160,7 +165,8 @@ class RegistryClient:
             raise RegistryError(f"{self.address}/{repository} blob {digest}: the bytes served are "
                                 f"sha256:{sha.hexdigest()}: refused")
 
-    def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[dict[str, Any]]:
+    def referrers(self, repository: str, digest: str,
+                  artifact_type: str | None = None) -> list[models.Descriptor]:
         """The descriptors of the manifests whose `subject` is digest (OCI 1.1), of artifact_type if given.
 
         The referrers API first; where the registry has none (404, as distribution 2.8), the referrers tag
@@ -174,9 +180,8 @@ class RegistryClient:
             body = index.body if index is not None else b'{"manifests": []}'
         else:
             body = found.body
-        manifests = json_object(body, "referrers index").get("manifests") or []
-        return [m for m in manifests if isinstance(m, dict)
-                and (artifact_type is None or m.get("artifactType") == artifact_type)]
+        answer = models.parse(models.Referrers, body, f"{self.address}/{repository} referrers of {digest}")
+        return [m for m in answer.manifests if artifact_type is None or m.artifact_type == artifact_type]
 
     # -- writes ------------------------------------------------------------------------------------
     def put_tag(self, repository: str, tag: str, manifest: Manifest) -> str:

@@ -9,6 +9,12 @@ a failed cell in the run view, the run record and the one-line preflight error a
 
 from __future__ import annotations
 
+import errno
+import http.client
+import socket
+import ssl
+import urllib.error
+
 from builder.registry.credentials import ENV_PASSWORD, ENV_USER
 
 REPOSITORY = "{repository}"  # where a hint names the repository; "this repository" when it is not known
@@ -69,3 +75,36 @@ def hint(status: int | None, code: str | None = None, message: str = "", reposit
     if found is None and status is not None:
         found = HINTS.get(status)
     return found.replace(REPOSITORY, repository or "this repository") if found else None
+
+
+# A failure before any answer (no status, no error code): what the socket or TLS layer said, by exception class.
+REFUSED = ("nothing listens there: is the registry running, and are the host and port right (e.g. --registry "
+           "HOST:PORT/NS)?")
+UNRESOLVED = "the host name does not resolve: check its spelling, or this machine's DNS (or its proxy, HTTPS_PROXY)"
+NO_ANSWER = ("no answer in time: a firewall dropping the traffic, a proxy this network needs (HTTPS_PROXY, "
+             "NO_PROXY), or a registry too busy to answer")
+UNREACHABLE = "no route to the host: check this machine's network (a VPN or proxy it needs?)"
+UNTRUSTED = ("the registry's certificate is not trusted here: add its CA to the system's store (or "
+             "--insecure-registry HOST for a registry on a trusted network)")
+PLAIN_HTTP = "the registry speaks plain HTTP, not HTTPS: name it with --insecure-registry HOST[:PORT]"
+CUT = "the connection was cut mid-answer: a proxy or load balancer in between? rerun"
+
+
+def network(exc: BaseException) -> str | None:
+    """What to do about a failure that got no answer from the registry, from its exception class."""
+    reason: object = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, ConnectionRefusedError):
+        return REFUSED
+    if isinstance(reason, socket.gaierror):
+        return UNRESOLVED
+    if isinstance(reason, TimeoutError):
+        return NO_ANSWER
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return UNTRUSTED
+    if isinstance(reason, ssl.SSLError):
+        return PLAIN_HTTP if "WRONG_VERSION_NUMBER" in str(reason).upper() else UNTRUSTED
+    if isinstance(reason, (ConnectionError, http.client.HTTPException)):
+        return CUT
+    if isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+        return UNREACHABLE
+    return None

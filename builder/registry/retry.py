@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
+from builder.registry import hints
 from builder.registry.errors import RegistryError, TransientError
 
 T = TypeVar("T")
@@ -61,7 +62,7 @@ def call(fn: Callable[[], T], what: str, policy: Policy = DEFAULT) -> T:
         tries = retrying.statistics.get("attempt_number", 1)
         last = exc if isinstance(exc, RegistryError) else None
         raise RegistryError(f"{what}: still failing after {tries} tries: {_reason(exc)}", _status(exc),
-                            last.code if last else None, last.hint if last else None) from exc
+                            last.code if last else None, last.hint if last else hints.network(exc)) from exc
 
 
 def _status(exc: BaseException) -> int | None:

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from builder.core.files import read_regular, replace_file
+
+MAX_CACHE_BYTES = 64 << 20  # a line per wheel ever hashed
+
 _FROM = re.compile(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 _BIND = re.compile(r"--mount=(\S*type=bind\S*)")
 _FACTORY_FILES = re.compile(r"(^|,)source=(rif|cells/[^,/]+)(,|$)")  # the smoke program and an image's cell.json
@@ -87,7 +91,7 @@ def wheelhouse_digest(wheelhouse: Path) -> str:
     """sha256 over every wheel's name and sha256: a changed wheel changes the content hash."""
     cache_file = _digest_cache_file()
     try:
-        known: dict[str, str] = json.loads(cache_file.read_text())
+        known: dict[str, str] = json.loads(read_regular(cache_file, MAX_CACHE_BYTES))  # a FIFO: not waited on
     except (OSError, ValueError):
         known = {}
     digest = hashlib.sha256()
@@ -99,7 +103,7 @@ def wheelhouse_digest(wheelhouse: Path) -> str:
         digest.update(wheel.name.encode() + b"\0" + known[key].encode())
     with contextlib.suppress(OSError):
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        cache_file.write_text(json.dumps(known))
+        replace_file(cache_file, json.dumps(known).encode())
     return digest.hexdigest()
 
 

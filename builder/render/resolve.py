@@ -5,6 +5,8 @@ Wheels: the host's pip resolves each step for the image's Python and platform (`
 earlier steps' pins as constraints, so the layers of a combination never disagree; the report carries every
 wheel's sha256. The base image: the registry's digest of its tag (Docker Hub, or a mirror with --base-registry).
 Without --update only missing and stale locks are resolved; everything else keeps its pins.
+A step that cannot be resolved is a data error of the images that need it (the compatibility data promises wheels
+or a base tag the index or registry does not serve): it is reported, and every other lock is still refreshed.
 """
 
 from __future__ import annotations
@@ -16,60 +18,120 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.core import files as safefs
 from builder.core.logfiles import LOG_DIR
 from builder.core.scratch import scratch_dir
 from builder.core.spec import CellSpec
 from builder.registry import credentials
 from builder.registry.client import RegistryClient
+from builder.registry.errors import RegistryError
 from builder.render import lockfile
 from builder.render.dockerfile import render_all
-from builder.render.stages import lock_steps
+from builder.render.stages import lock_steps, stages_of
 from builder.render.wheelhouse import PLATFORMS
 from builder.render.wheels import WheelSource
 
-OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged")
+MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
+OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged" | "error")
 
 
 class LockError(RuntimeError):
     """A step could not be resolved (no wheel satisfies it, the index or registry is unreachable)."""
 
 
+@dataclass(frozen=True)
+class DataError:
+    """Images the data promises whose wheels or base the index or registry does not serve."""
+
+    cells: tuple[str, ...]  # the tags of the images that need the step
+    index: str  # where it was looked for: the index URL (or wheelhouse), or the base image's registry
+    step: str  # the lock file: what was being resolved
+    missing: str  # what pip or the registry said was missing
+
+    def line(self) -> str:
+        return f"{', '.join(self.cells)}: {self.step} from {self.index}: {self.missing}"
+
+
 @dataclass
 class LockReport:
     written: list[Path] = field(default_factory=list)  # files whose pins changed
     kept: list[Path] = field(default_factory=list)  # files already fresh (or re-resolved to the same pins)
+    errors: list[DataError] = field(default_factory=list)  # steps no index or registry could resolve
+
+    @property
+    def failed_cells(self) -> set[str]:
+        return {tag for e in self.errors for tag in e.cells}
 
 
 def lock_tree(cells: list[CellSpec], tree: Path, wheelhouse: Path | None = None, update: bool = False,
               base_registry: str | None = None, insecure: frozenset[str] = frozenset(),
-              on_step: OnStep = lambda g, f, s: None) -> LockReport:
+              on_step: OnStep = lambda g, f, s: None, write: bool = True) -> LockReport:
+    """Resolve every combination's steps into lock files (write=False: resolve every step, write none: `--check-data`).
+    A step that fails is a DataError of the images needing it and the steps built on it are skipped (those images
+    are reported already); every other step is still resolved."""
     report = LockReport()
     groups: dict[str, list[CellSpec]] = {}
     for rendered in render_all(cells, WheelSource(wheelhouse)):
         groups.setdefault(rendered.group, []).append(rendered.cell)
     for group, members in groups.items():
         texts: dict[str, str] = {}
+        failed: set[str] = set()
         for step in lock_steps(members):
             path = lockfile.lock_path(tree, group, step)
-            old = path.read_text(encoding="utf-8") if path.is_file() else None
-            if old is not None and not update and lockfile.inputs_of(old) == step.inputs:
+            old = _old_lock(path)
+            if failed & set(step.after):
+                failed.add(step.file)
+                continue
+            if old is not None and not update and write and lockfile.inputs_of(old) == step.inputs:
                 texts[step.file] = old
                 report.kept.append(path)
                 on_step(group, step.file, "kept")
                 continue
-            if step.file == lockfile.BASE_FILE:
-                new = lockfile.base_text(step, pin_base(step.wants[0], base_registry, insecure))
-            else:
-                after = [p for f in step.after for p in lockfile.pins_of(texts[f])]
-                new = lockfile.pip_text(step, resolve(step, after, members[0], wheelhouse))
+            try:
+                new = _resolve_step(step, texts, members[0], wheelhouse, base_registry, insecure)
+            except LockError as exc:
+                failed.add(step.file)
+                where = _where(step, members[0], wheelhouse, base_registry)
+                missing = str(exc).removeprefix(f"{step.file}: ")
+                report.errors.append(DataError(_needing(members, step.file), where, step.file, missing))
+                on_step(group, step.file, "error")
+                continue
             texts[step.file] = new
             changed = new != old
-            if changed:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(new, encoding="utf-8")
+            if changed and write:
+                safefs.write_inside(tree, path.relative_to(tree).as_posix(), new.encode())
             (report.written if changed else report.kept).append(path)
-            on_step(group, step.file, "written" if changed else "unchanged")
+            on_step(group, step.file, ("written" if write else "resolved") if changed else "unchanged")
     return report
+
+
+def _resolve_step(step: lockfile.Step, texts: dict[str, str], cell: CellSpec, wheelhouse: Path | None,
+                  base_registry: str | None, insecure: frozenset[str]) -> str:
+    if step.file == lockfile.BASE_FILE:
+        try:
+            return lockfile.base_text(step, pin_base(step.wants[0], base_registry, insecure))
+        except RegistryError as exc:  # unreachable, refused: this base is not resolved either
+            raise LockError(f"base image {step.wants[0]}: {exc}") from exc
+    after = [p for f in step.after for p in lockfile.pins_of(texts[f])]
+    return lockfile.pip_text(step, resolve(step, after, cell, wheelhouse))
+
+
+def _needing(members: list[CellSpec], file: str) -> tuple[str, ...]:
+    """The tags of the combination's images whose layers include the step of this lock file."""
+    if file in (lockfile.BASE_FILE, "torch.txt", "torch-deps.txt"):
+        return tuple(c.tag for c in members)
+    runtimes, develops = stages_of(members)
+    tags = [s.cell.tag for name, s in runtimes.items() if file in (f"{name}.txt", f"{name}-device.txt")]
+    tags += [s.cell.tag for name, s in develops.items()
+             if file == f"{name}.txt" or file in (f"{s.parent}.txt", f"{s.parent}-device.txt")]
+    member_tags = {c.tag for c in members}
+    return tuple(t for t in dict.fromkeys(tags) if t in member_tags)
+
+
+def _where(step: lockfile.Step, cell: CellSpec, wheelhouse: Path | None, base_registry: str | None) -> str:
+    if step.file == lockfile.BASE_FILE:
+        return base_registry or "Docker Hub"
+    return str(wheelhouse) if wheelhouse is not None else cell.index_url
 
 
 def pin_base(ref: str, base_registry: str | None, insecure: frozenset[str]) -> str:
@@ -131,5 +193,13 @@ def _key(name: str) -> str:
 
 def _log(cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with (LOG_DIR / "lock.log").open("a", encoding="utf-8") as fh:
+    with safefs.open_log(LOG_DIR / "lock.log", append=True) as fh:
         fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}(exit {proc.returncode})\n")
+
+
+def _old_lock(path: Path) -> str | None:
+    """The lock already there: a regular file only (a FIFO would block, a link is not followed), else None."""
+    try:
+        return safefs.read_regular(path, MAX_LOCK_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

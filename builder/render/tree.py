@@ -10,12 +10,13 @@ maintainer's files) is never touched.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import re
-import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,13 +108,30 @@ def run_tree(source: WheelSource) -> Iterator[Path]:
     key = hashlib.sha256(str(source.wheelhouse or "index").encode()).hexdigest()[:16]
     folder = base / key
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs at once: the second waits, then finds its files in place
+    fd = _lock_file(folder / "lock")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # two runs at once: the second waits, then finds its files in place
         try:
             yield folder / "images"
         finally:
             for link in (folder / "images" / WHEELS_DIR).rglob("*.whl"):
                 link.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def _lock_file(path: Path) -> int:
+    """The run lock, opened without truncating or following anything; anything but a regular file of its own
+    there (a FIFO, a hard link to a file elsewhere) is replaced by an empty one first."""
+    for _ in range(2):
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+                return fd
+            os.close(fd)
+        safefs.replace_file(path, b"")
+    raise TreeError(f"{path}: cannot hold the run lock")
 
 
 def _link_wheels(tree: Path, source: WheelSource, rendered: list[RenderedCell]) -> set[str]:
@@ -146,13 +164,16 @@ def _link(wheel: Path, tree: Path, folder: str) -> str:
         try:
             os.link(wheel, dest)
         except OSError:
-            shutil.copy2(wheel, dest)
+            safefs.copy_file(wheel, dest)  # beside it, then renamed: nothing planted there is written through
     return f"{folder}/{wheel.name}"
 
 
 def _current(path: Path, size: int) -> bytes | None:
-    """What a regular file (not a link) at path holds, when it is no larger than size; else None."""
+    """What a regular file (not a link, no second hard link: its mode is set in place) at path holds, when it is
+    no larger than size; else None."""
     try:
+        if path.lstat().st_nlink != 1:
+            return None
         return safefs.read_regular(path, size)
     except OSError:
         return None

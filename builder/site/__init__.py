@@ -14,6 +14,7 @@ not valid tags get no page, and a Content-Security-Policy allows only the site's
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from builder.core.errors import COMMAND_LINE, InputError, Problem
@@ -46,6 +47,7 @@ def build_catalog(registry: str, out: Path, records: list[Path] | None = None,
                   ) -> tuple[Catalog, list[Path]]:
     """`builder catalog`: read the registry (plain HTTP only if loopback or named insecure), write the site."""
     registry = check_registry(registry)
+    ends = time.monotonic() + DEADLINE_S  # reading and rendering together: a page is no free work
     if reader is None:
         reader = Target.of(registry, insecure=insecure).api.until(DEADLINE_S)
     rows, warnings = load_records(records or [])
@@ -53,4 +55,4 @@ def build_catalog(registry: str, out: Path, records: list[Path] | None = None,
     dirs = [*(images_dirs or []), Path("images")]
     catalog = collect(reader, registry, names, rows, dirs)
     catalog.warnings[:0] = warnings
-    return catalog, write_site(out, render_pages(catalog))
+    return catalog, write_site(out, render_pages(catalog, ends))

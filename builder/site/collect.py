@@ -10,7 +10,7 @@ from typing import Any
 
 from builder.core import files as safefs
 from builder.core import tags
-from builder.publish.promote import compressed_size
+from builder.registry import models
 from builder.registry.client import Manifest
 from builder.registry.errors import AuthError, DeadlineError, RegistryError
 from builder.registry.transport import is_digest
@@ -24,31 +24,19 @@ from builder.site.records import (
     RecordRow,
     RegistryReader,
     _int,
-    _str,
 )
 
 MAX_HISTORY_CHARS = 16 << 10
 MAX_TAGS = 5000  # per repository: each is a few requests; the factory's matrix publishes about 200
 # what hostile registry data can raise while one tag is read: it costs that tag's page, with a warning
-TAG_FAULTS = (RegistryError, ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError)
+TAG_FAULTS = (RegistryError, ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError,
+              MemoryError)
 
 
 def _fault(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "too big to read in memory"
     return str(exc) if isinstance(exc, RegistryError) else f"unreadable data ({type(exc).__name__})"
-
-
-def _json(body: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        raise RegistryError("the registry's manifest is not JSON") from None
-    if not isinstance(data, dict):
-        raise RegistryError("the registry's manifest is not a JSON object")
-    return data
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _step(created_by: str) -> str:
@@ -69,18 +57,16 @@ def _image_manifest(reader: RegistryReader, repository: str, tag: str) -> tuple[
     found = reader.manifest(repository, tag)
     if found is None:
         return None
-    entries = _json(found.body).get("manifests")
-    if not isinstance(entries, list):
+    top = models.parse(models.ManifestDoc, found.body, f"manifest of {tag}")
+    if not top.is_index:
         return found, found
-    for entry in entries:
-        platform = entry.get("platform") if isinstance(entry, dict) else None
-        if isinstance(platform, dict) and platform.get("os") == "linux" and platform.get("architecture") == "amd64":
-            digest = entry.get("digest")
-            if not is_digest(digest):
-                raise RegistryError(f"the index of {tag} names its linux/amd64 image by no sha256 digest")
-            inner = reader.manifest(repository, str(digest))
-            return (found, inner) if inner is not None else None
-    return None
+    entry = top.platform("linux", "amd64")
+    if entry is None:
+        return None
+    if not is_digest(entry.digest):
+        raise RegistryError(f"the index of {tag} names its linux/amd64 image by no sha256 digest")
+    inner = reader.manifest(repository, entry.digest)
+    return (found, inner) if inner is not None else None
 
 
 def _published(reader: RegistryReader, repository: str, top: Manifest, image: Manifest) -> Published:
@@ -88,19 +74,17 @@ def _published(reader: RegistryReader, repository: str, top: Manifest, image: Ma
         if not is_digest(digest):  # the registry client computes it from the bytes; a reader must too
             raise RegistryError(f"manifest digest {digest[:80]!r} is not a sha256 digest")
     config = reader.config(repository, image)
-    manifest = _json(image.body)
-    container = config.get("config")
-    raw_labels = container.get("Labels") if isinstance(container, dict) else None
-    labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, dict) else {}
-    sizes = [_int(layer.get("size")) for layer in _list(manifest.get("layers")) if isinstance(layer, dict)]
-    history = [h for h in _list(config.get("history")) if isinstance(h, dict) and not h.get("empty_layer")]
+    manifest = models.parse(models.ManifestDoc, image.body, f"manifest {image.digest}")
+    history = [h for h in config.history if not h.empty_layer]
     layers = []
-    for index, size in enumerate(sizes):
-        entry = history[index] if index < len(history) else {}
-        step = _step(str(entry.get("created_by") or "")) or str(entry.get("comment") or "")
-        layers.append(Layer(step[:MAX_STEP_CHARS] + ("…" if len(step) > MAX_STEP_CHARS else ""), size))
-    platform = "/".join(str(config.get(k)) for k in ("os", "architecture") if config.get(k))
-    return Published(top.digest, labels, _int(compressed_size(image.body)), _str(config.get("created")),
+    for index, layer in enumerate(manifest.layers):
+        entry = history[index] if index < len(history) else models.HistoryStep()
+        step = _step(entry.created_by or "") or entry.comment or ""
+        layers.append(Layer(step[:MAX_STEP_CHARS] + ("…" if len(step) > MAX_STEP_CHARS else ""), layer.size))
+    platform = "/".join(v for v in (config.os, config.architecture) if v)
+    sizes = [manifest.config.size if manifest.config else None, *(layer.size for layer in manifest.layers)]
+    compressed = None if None in sizes else sum(s or 0 for s in sizes)
+    return Published(top.digest, config.labels, _int(compressed), config.created,
                      platform or "unknown", layers)
 
 
@@ -116,6 +100,8 @@ def _best_row(rows: list[RecordRow], tag: str, digest: str, content_hash: str | 
         return None
     same.sort(key=lambda r: (r.digest == digest, r.finished), reverse=True)
     best = same[0]
+    if best.digest != digest:
+        best = RecordRow(**{**best.__dict__, "published_at": None})  # another build's push is not this one's
     for older in same[1:]:
         updates: dict[str, Any] = {}
         if best.image_bytes is None and older.image_bytes is not None:
@@ -124,6 +110,9 @@ def _best_row(rows: list[RecordRow], tag: str, digest: str, content_hash: str | 
             updates["validation"] = older.validation
         if not best.packages and older.packages:
             updates["packages"] = older.packages
+        if older.digest == digest and older.published_time and (
+                not best.published_time or older.published_time < best.published_time):
+            updates["published_at"] = older.published_time  # the first push of this manifest
         if updates:
             best = RecordRow(**{**best.__dict__, **updates})
     return best

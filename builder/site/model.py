@@ -10,6 +10,8 @@ from builder.core.facts import gfx_families
 from builder.site.records import RecordRow
 from builder.validate.runner import Check
 
+MAX_PAGE_LAYERS = 200  # a real image has at most ~125 layers (Docker's overlay limit)
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -26,6 +28,19 @@ class GpuFamily:
     present: tuple[str, ...]  # the family's targets the image carries
 
 
+FIXED_EPOCH = "1970-01-01T00:00:00Z"
+
+
+def built_time(created: str | None) -> str:
+    """The config's creation time, said for what it is: reproducible builds fix it (SOURCE_DATE_EPOCH=0)."""
+    if created is None:
+        return "unknown"
+    if created.rstrip("Z").removesuffix(".000000000").startswith("1970-01-01T00:00:00"):
+        return (f"{FIXED_EPOCH} (fixed for reproducible builds: SOURCE_DATE_EPOCH=0 gives the same inputs the same "
+                "digest; see Published for when it was pushed)")
+    return created
+
+
 @dataclass
 class Published:
     """One manifest in the registry, as the tags that point at it share it."""
@@ -36,6 +51,17 @@ class Published:
     created: str | None
     platform: str
     layers: list[Layer]
+
+    @property
+    def shown_layers(self) -> list[Layer]:
+        """The layers a page lists: at most MAX_PAGE_LAYERS (a page's size has a cap; it says what it left out)."""
+        return self.layers[:MAX_PAGE_LAYERS]
+
+    @property
+    def layers_left_out(self) -> str | None:
+        if len(self.layers) <= MAX_PAGE_LAYERS:
+            return None
+        return f"layers: first {MAX_PAGE_LAYERS} of {len(self.layers):,} shown"
 
 
 @dataclass
@@ -53,6 +79,7 @@ class ImageEntry:
     dockerfile: str | None = None
     dockerfile_source: str | None = None
     dockerfile_hash: str | None = None  # the content hash the bake file gives the Dockerfile's target
+    same_as: str | None = None  # another tag of this manifest whose page holds it: this one's page points there
 
     @property
     def dockerfile_matches(self) -> bool | None:
@@ -147,7 +174,9 @@ class ImageEntry:
             ("Compressed size (pull)", human_size(self.published.compressed_bytes)),
             ("Installed size (on disk)", human_size(self.installed_bytes) if self.installed_bytes
              else "not recorded (no run record of this build)"),
-            ("Built", self.published.created or "unknown"),
+            ("Published", record.published_time if record and record.published_time
+             else "not recorded (no run record of its push)"),
+            ("Built", built_time(self.published.created)),
             ("Platform", self.published.platform),
             ("OS", self.os),
             ("Python", self.label("python") or "unknown"),

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import re
+import time
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -124,33 +125,38 @@ def _counts(checks: Iterable[Check]) -> str:
     return ", ".join(f"{n} {names[s]}" for s, n in counts.items() if n) or f"{len(checks)} checks"
 
 
-PAGE_FAULTS = (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError)
+PAGE_FAULTS = (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError, MemoryError)
+class PageDropped(ValueError):
+    """A page not written, and why (past its size cap, past the deadline)."""
 
 
-def render_pages(catalog: Catalog) -> dict[str, str]:
+MAX_PAGE_BYTES = 4 << 20  # one image's page: a few hundred layers and checks are ~200 kB; past this it is not written
+
+
+def render_pages(catalog: Catalog, ends: float | None = None) -> dict[str, str]:
     """Every file of the site, by its path under the site (no I/O but reading the templates).
 
-    An image whose page cannot be rendered (data no check foresaw) is taken out of the catalog with a warning,
-    and the rest rendered again without it: it costs its page, not the site."""
+    An image whose page cannot be rendered (data no check foresaw, past MAX_PAGE_BYTES, or past the command's
+    deadline `ends`, a time.monotonic()) is taken out of the catalog with a warning, and the rest rendered
+    again without it: it costs its page, not the site. A manifest several tags share is rendered once, on its
+    first tag's page; the others' pages point there."""
     html, md = _environments()
     style, script = _assets()
     common = {"catalog": catalog, "style": Markup(style), "counts": _counts}
+    _share_pages(catalog.images)
     while True:
         files: dict[str, str] = {}
         bad = []
         for image in catalog.images:
-            root = "../" * image.page.count("/")
             try:
-                files[image.page + ".html"] = html.get_template("image.html").render(
-                    **common, image=image, csp=_csp(style, None), root=root)
-                files[image.page + ".md"] = md.get_template("image.md").render(**common, image=image, root=root)
+                files.update(_page(html, md, common, image, style, ends))
             except PAGE_FAULTS as exc:
                 bad.append(image)
-                catalog.warnings.append(f"{image.reference}:{image.tag}: page not rendered ({type(exc).__name__}): "
-                                        "no page")
+                catalog.warnings.append(f"{image.reference}:{image.tag}: page not rendered ({_why(exc)}): no page")
         if not bad:
             break
         catalog.images = [i for i in catalog.images if i not in bad]
+        _share_pages(catalog.images)
     files["index.html"] = html.get_template("index.html").render(
         **common, script=Markup(script), csp=_csp(style, script), root="",
         compressed=chart(catalog, "compressed"), installed=chart(catalog, "installed"))
@@ -159,6 +165,33 @@ def render_pages(catalog: Catalog) -> dict[str, str]:
     files["records.json"] = json.dumps({"registry": catalog.registry, "complete": True, "finished": catalog.generated,
                                         "images": merged}, indent=1) + "\n"
     return files
+
+
+def _share_pages(images: list[ImageEntry]) -> None:
+    """Tags of one repository on one manifest: the image's own tag (its label) holds the page, else the first
+    by name; the others point at it."""
+    first: dict[tuple[str, str], str] = {}
+    for image in sorted(images, key=lambda i: (i.tag != i.published.labels.get(tags.TAG_LABEL), i.tag)):
+        holder = first.setdefault((image.repository, image.digest), image.tag)
+        image.same_as = holder if holder != image.tag else None
+
+
+def _page(html: jinja2.Environment, md: jinja2.Environment, common: dict[str, object], image: ImageEntry,
+          style: str, ends: float | None) -> dict[str, str]:
+    if ends is not None and time.monotonic() > ends:
+        raise PageDropped("the command's deadline passed")
+    root = "../" * image.page.count("/")
+    kind = "alias" if image.same_as else "image"
+    page = html.get_template(f"{kind}.html").render(**common, image=image, csp=_csp(style, None), root=root)
+    twin = md.get_template(f"{kind}.md").render(**common, image=image, root=root)
+    size = max(len(page), len(twin))
+    if size > MAX_PAGE_BYTES:
+        raise PageDropped(f"{size:,} characters, over the {MAX_PAGE_BYTES:,} a page may take")
+    return {image.page + ".html": page, image.page + ".md": twin}
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, PageDropped) else type(exc).__name__
 
 
 def write_site(out: Path, files: dict[str, str]) -> list[Path]:

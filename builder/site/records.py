@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from builder.core import files as safefs
+from builder.core.text import printable
 from builder.registry.client import Manifest
+from builder.registry.models import ImageConfig
 from builder.registry.transport import is_digest
 from builder.validate.runner import Check
 
@@ -23,7 +25,11 @@ CHECK_STATUSES = frozenset({"pass", "fail", "skip", "warn", "info"})
 REPOSITORY_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
 CHART_WIDTH = 520  # px of the longest bar
 MAX_BAKE_BYTES = 16 << 20  # a bake file of thousands of targets is a few MB
-MAX_RECORD_BYTES = 64 << 20  # a run record of hundreds of images, each with its checks and packages
+MAX_RECORD_BYTES = 16 << 20  # a run record of hundreds of images, each with its checks and packages, is a few MB
+# (JSON of tiny objects takes ~30 times its size in memory: 64 MiB of them was a 1.7 GB catalog)
+MAX_ROW_TAG_CHARS = 256  # a tag is at most 128 characters; a repository path a few dozen
+MAX_ROW_ITEMS = 5000  # checks or packages of one row: a page lists them all (an image has a few hundred)
+MAX_ROW_WARNINGS = 100  # per record file: a file of a million bad rows is not a million warnings
 MAX_INT = 1 << 53  # sizes and seconds: exact in a float, far beyond any image
 
 
@@ -63,7 +69,7 @@ class RegistryReader(Protocol):
 
     def manifest(self, repository: str, reference: str) -> Manifest | None: ...
 
-    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]: ...
+    def config(self, repository: str, manifest: Manifest) -> ImageConfig: ...
 
 
 # -- run records ---------------------------------------------------------------------------------------------
@@ -89,6 +95,12 @@ class RecordRow:
     validation: tuple[Check, ...] = ()
     packages: tuple[str, ...] = ()  # `name==version` lines, where a record carries them
     source: str = ""  # the record file
+    published_at: str | None = None  # when a run pushed this build (its record's time): the catalog's "Published"
+
+    @property
+    def published_time(self) -> str | None:
+        """When this build reached the registry, as far as this row knows."""
+        return self.published_at or (self.finished or None if self.state == "published" else None)
 
     def as_json(self) -> dict[str, Any]:
         """Back into the record's own row format, so a catalog's records.json can be read as a record."""
@@ -97,7 +109,7 @@ class RecordRow:
                 "failed_stage": self.failed_stage, "failure": self.failure, "image_bytes": self.image_bytes,
                 "compressed_bytes": self.compressed_bytes, "build_seconds": self.build_seconds,
                 "validation": [c.__dict__ for c in self.validation], "packages": list(self.packages),
-                "finished": self.finished}
+                "finished": self.finished, "published_at": self.published_time}
 
 
 def _str(value: object) -> str | None:
@@ -145,15 +157,32 @@ def _packages(value: object) -> tuple[str, ...]:
     return tuple(found)
 
 
-def parse_record(data: object, source: str) -> list[RecordRow]:
-    """The rows of one record (builder/publish/record.py's format); rows without a tag are dropped."""
+def _row_problem(row: object) -> str | None:
+    """Why a record's row is no image row the catalog can use; None when it is one."""
+    if not isinstance(row, dict):
+        return "not an object"
+    tag, repository = row.get("tag"), row.get("repository", DEFAULT_REPOSITORY)
+    if not isinstance(tag, str) or not tag or len(tag) > MAX_ROW_TAG_CHARS:
+        return "no tag"
+    if repository is not None and not (isinstance(repository, str) and len(repository) <= MAX_ROW_TAG_CHARS
+                                       and REPOSITORY_RE.fullmatch(repository)):
+        return f"repository {printable(str(repository)[:80])!r} is not a repository name"
+    return None
+
+
+def parse_record(data: object, source: str, warnings: list[str] | None = None) -> list[RecordRow]:
+    """The rows of one record (builder/publish/record.py's format). A row that is no image row (no tag, a
+    repository that is no repository name: `../../x`, `PyTorch`) costs that row, with a warning."""
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise ValueError("not a run record (no `images` list)")
     finished, registry = _str(data.get("finished")) or "", _str(data.get("registry"))
-    rows = []
-    for row in data["images"]:
-        if not isinstance(row, dict) or not isinstance(row.get("tag"), str):
+    rows, skipped = [], []
+    for number, row in enumerate(data["images"]):
+        problem = _row_problem(row)
+        if problem is not None:
+            skipped.append(f"{source}: images[{number}]: {problem}: row skipped")
             continue
+        assert isinstance(row, dict)
         rows.append(RecordRow(
             tag=row["tag"], repository=_str(row.get("repository")) or DEFAULT_REPOSITORY,
             tags=_strs(row.get("tags")), state=_str(row.get("state")) or "unknown",
@@ -162,7 +191,13 @@ def parse_record(data: object, source: str) -> list[RecordRow]:
             digest=_digest(row.get("digest")), failed_stage=_str(row.get("failed_stage")),
             failure=_str(row.get("failure")), image_bytes=_int(row.get("image_bytes")),
             compressed_bytes=_int(row.get("compressed_bytes")), build_seconds=_float(row.get("build_seconds")),
-            validation=_checks(row.get("validation")), packages=_packages(row.get("packages")), source=source))
+            validation=_checks(row.get("validation"))[:MAX_ROW_ITEMS],
+            packages=_packages(row.get("packages"))[:MAX_ROW_ITEMS], source=source,
+            published_at=_str(row.get("published_at"))))
+    if warnings is not None and skipped:
+        warnings += skipped[:MAX_ROW_WARNINGS]
+        if len(skipped) > MAX_ROW_WARNINGS:
+            warnings.append(f"{source}: {len(skipped) - MAX_ROW_WARNINGS} more rows skipped")
     return rows
 
 
@@ -178,14 +213,14 @@ def record_files(paths: Iterable[Path]) -> list[Path]:
 def load_records(paths: Iterable[Path]) -> tuple[list[RecordRow], list[str]]:
     """Every row of every record, and a warning per file that is not one (a catalog is still worth making)."""
     rows: list[RecordRow] = []
-    warnings = []
+    warnings: list[str] = []
     paths = list(paths)
     named = set(paths)
     for path in record_files(paths):
         try:  # a file named on the command line may be a link; what a folder holds is read without following
             data = safefs.read_regular(path, MAX_RECORD_BYTES, follow=path in named)
-            rows += parse_record(json.loads(data.decode("utf-8")), str(path))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            rows += parse_record(json.loads(data.decode("utf-8")), str(path), warnings)
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
             warnings.append(f"{path}: skipped: {_why(exc)}")
     return rows, warnings
 
@@ -193,6 +228,8 @@ def load_records(paths: Iterable[Path]) -> tuple[list[RecordRow], list[str]]:
 def _why(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return exc.strerror or type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return "too big to read in memory"
     return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
 
 

@@ -26,6 +26,8 @@ from docker.errors import DockerException
 
 from builder.build.engine import run_captured
 from builder.core import tags
+from builder.registry import models
+from builder.validate import sbomdoc
 
 MEDIA_TYPE = "application/vnd.cyclonedx+json"
 SPEC_VERSION = "1.5"
@@ -75,6 +77,16 @@ class Package:
     arch: str | None = None
     record_sha256: str | None = None
 
+    def key(self) -> tuple[str, str, str, str, str]:
+        """Sort order: a package listed with and without an arch (or record hash) compares, never None < str."""
+        return self.ecosystem, self.name, self.version, self.arch or "", self.record_sha256 or ""
+
+
+@dataclass(frozen=True)
+class Parsed:
+    packages: list[Package]
+    skipped: int  # components of no readable shape
+
 
 @dataclass(frozen=True)
 class Sbom:
@@ -117,7 +129,7 @@ def packages_of(facts: dict[str, Any]) -> list[Package]:
         if isinstance(dist, dict) and dist.get("name") and dist.get("version"):
             found.add(Package("pypi", str(dist["name"]), str(dist["version"]), None,
                               str(dist["record_sha256"]) if dist.get("record_sha256") else None))
-    return sorted(found)
+    return sorted(found, key=Package.key)
 
 
 def generate(client: docker.DockerClient, image_id: str, name: str) -> Sbom:
@@ -182,25 +194,32 @@ def document(packages: list[Package], image_id: str, name: str, os_release: dict
 
 def parse(body: bytes) -> list[Package]:
     """The packages of a CycloneDX JSON document (one this factory wrote, or any with deb/pypi purls)."""
+    return read(body).packages
+
+
+def read(body: bytes) -> Parsed:
+    """The packages of a CycloneDX JSON document, and how many components were of no readable shape.
+
+    The document must be CycloneDX with a list of components (else SbomError); each component is checked on
+    its own (builder.validate.sbomdoc): one odd entry costs that entry, counted, never the document."""
     try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
-        raise SbomError("the SBOM is not JSON (or is nested too deeply)") from None
-    if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
+        doc = models.parse(sbomdoc.Document, body, "the SBOM")
+    except models.ShapeError as exc:
+        raise SbomError(str(exc)) from None
+    if doc.bom_format != "CycloneDX":
         raise SbomError("the SBOM is not a CycloneDX document")
-    found = []
-    components = doc.get("components")
-    for c in components if isinstance(components, list) else []:
-        if not isinstance(c, dict):  # a document from a registry is data: one odd entry is skipped
+    found, skipped = set(), 0
+    for raw in doc.components:
+        component = sbomdoc.component(raw)
+        if component is None:
+            skipped += 1
             continue
-        ref = str(c.get("purl") or "")
+        ref = component.purl or ""
         ecosystem: Ecosystem | None = "deb" if ref.startswith("pkg:deb/") else \
             "pypi" if ref.startswith("pkg:pypi/") else None
-        if ecosystem is None or not c.get("name") or c.get("version") is None:
+        if ecosystem is None or not component.name or component.version is None:
             continue
-        properties = c.get("properties")
-        props = {p["name"]: p.get("value") for p in properties
-                 if isinstance(p, dict) and isinstance(p.get("name"), str)} if isinstance(properties, list) else {}
         arch = urllib.parse.parse_qs(urllib.parse.urlsplit(ref).query).get("arch", [None])[0]
-        found.append(Package(ecosystem, str(c["name"]), str(c["version"]), arch, props.get(RECORD_PROPERTY)))
-    return sorted(found)
+        found.add(Package(ecosystem, component.name, component.version, arch,
+                          component.property(RECORD_PROPERTY)))
+    return Parsed(sorted(found, key=Package.key), skipped)

@@ -9,14 +9,17 @@ import io
 import json
 import tarfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from builder.audit import reproduce
+from builder.core import tags
 from builder.registry.client import RegistryClient
-from tests.conftest import builder_cli, write_matrix
+from tests.conftest import ROOT, builder_cli, write_matrix
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix
+from tests.fakes.scripted_registry import Scripted, Seen
 
 
 def matrix_of(image: str) -> str:
@@ -110,3 +113,43 @@ def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(bas
 def test_reproduce_refuses_a_bad_reference() -> None:
     proc = builder_cli("reproduce", "not a ref")
     assert proc.returncode == 2 and "REF" in proc.stderr
+
+
+EXAMPLE_RUNTIME = "cpu_debian12_py3.11_torch2.13.0_runtime"
+
+
+def test_a_matrix_without_the_images_cell_points_at_the_checkouts_matrix_that_has_it() -> None:
+    said = reproduce.not_in_matrix("r/ns/pytorch:t", EXAMPLE_RUNTIME, ROOT / "matrix.yaml", True, ROOT)
+    assert said == (f"r/ns/pytorch:t is the image of cell {EXAMPLE_RUNTIME!r}, and {ROOT / 'matrix.yaml'} (the "
+                    f"default) has no such cell; it is a cell of {ROOT / 'examples' / 'local.yaml'}: pass --matrix "
+                    f"{ROOT / 'examples' / 'local.yaml'}")
+
+
+def test_a_cell_no_matrix_here_has_asks_for_the_one_it_was_published_from(tmp_path: Path) -> None:
+    said = reproduce.not_in_matrix("r/ns/pytorch:t", "cpu_nowhere", ROOT / "matrix.yaml", False, tmp_path)
+    assert said.endswith(f"and {ROOT / 'matrix.yaml'} has no such cell: pass --matrix with the matrix it was "
+                         "published from")
+
+
+def test_reproduce_without_matrix_names_the_example_matrix_not_a_cell_option(
+        server: Callable[..., Scripted]) -> None:
+    config = json.dumps({"config": {"Labels": {tags.TAG_LABEL: EXAMPLE_RUNTIME,
+                                                tags.HASH_LABEL: "sha256:" + "1" * 64}}}).encode()
+    config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+    body = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "config": {"digest": config_digest, "size": len(config)}, "layers": []}).encode()
+
+    def answer(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        if "/manifests/" in seen.path:
+            return 200, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, body
+        if seen.path.endswith(config_digest):
+            return 200, {}, config
+        return 404, {}, b""
+
+    reg = server(answer)
+    proc = builder_cli("reproduce", f"{reg.address}/ns/pytorch:{EXAMPLE_RUNTIME}")
+    assert proc.returncode == 2, proc.stderr
+    message = " ".join(proc.stderr.split())
+    assert "--cell" not in message and "no cell has tag" not in message
+    assert "matrix.yaml (the default) has no such cell; it is a cell of examples/local.yaml: pass --matrix " \
+           "examples/local.yaml" in message

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from builder.build import baseimage
+from builder.core.errors import InputError
 
 DEB822 = """Types: deb
 URIs: http://mirror.example/debian
@@ -30,3 +33,10 @@ def test_host_mirror_reads_one_line_sources(tmp_path: Path) -> None:
         "# comment\ndeb-src http://src.example/ubuntu noble main\n"
         "deb [arch=amd64 signed-by=/k.gpg] http://archive.example/ubuntu/ noble main universe\n")
     assert baseimage.host_mirror("ubuntu", tmp_path) == "http://archive.example/ubuntu/"
+
+
+def test_a_misspelt_os_gets_the_name_it_meant_and_the_list() -> None:
+    with pytest.raises(InputError) as caught:
+        baseimage.build_base("debain-13", None)
+    [problem] = caught.value.problems
+    assert problem.message.startswith("unknown os 'debain-13'; did you mean 'debian-13'? known: debian-12, debian-13")

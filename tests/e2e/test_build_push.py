@@ -102,19 +102,38 @@ def test_builder_push_refuses_an_image_that_fails_validation(e2e_run: tuple, nam
 
 def test_failed_build_is_reported_with_its_log_and_later_cells_still_build(
         docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
-    # The failing cell comes first: the wheelhouse has no torch 2.12.0, so pip fails inside its build.
+    # The failing cell comes first: its torch 2.12.0 wheel is there by name (the preflight passes) but no zip, so
+    # pip fails inside its build.
     matrix = tmp_path / "m.yaml"
     matrix.write_text(cpu_matrix("{version: '2.12.0', torchvision: null, torchaudio: null}", BARE_TORCH,
                                  image="pytorch"))
+    broken = synthwheels.with_a_corrupt_wheel(wheelhouse, tmp_path / "wheels")
     nowheel = "cpu_debian12_py3.11_torch2.12.0_runtime"
     report = tmp_path / "r.json"
-    proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--report", str(report),
+    proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(broken), "--report", str(report),
                        "--quiet")
     assert proc.returncode == 1
     rows = [(r["tag"], r["state"], r["failed_stage"]) for r in json.loads(report.read_text())["images"]]
     assert rows == [(nowheel, "failed", "build"), (GOOD[0], "validated", None)]
     assert f"build failed {nowheel}" in proc.stderr
-    assert "torch==2.12.0" in proc.stderr  # pip's own words, from the tail of the build log
+    assert "torch-2.12.0" in proc.stderr  # pip's own words about the wheel, from the tail of the build log
+
+
+def test_a_wheel_missing_from_the_wheelhouse_stops_the_run_before_any_bake(
+        docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(cpu_matrix("{version: '2.12.0', torchvision: null, torchaudio: null}", BARE_TORCH,
+                                 image="pytorch"))
+    report = tmp_path / "r.json"
+    proc = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--report", str(report),
+                       "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    assert "lacks torch==2.12.0 for cp311" in proc.stderr
+    assert f"builder wheelhouse --matrix {matrix} --dest {wheelhouse} --cell cpu_debian12_py3.11_torch2.12.0_runtime" \
+        in " ".join(proc.stderr.split())
+    assert "#1 [internal]" not in proc.stdout + proc.stderr  # BuildKit never started
+    rows = [(r["tag"], r["state"]) for r in json.loads(report.read_text())["images"]]
+    assert rows == [("cpu_debian12_py3.11_torch2.12.0_runtime", "not-attempted"), (GOOD[0], "not-attempted")]
 
 
 def test_unreachable_registry_fails_the_push_before_any_image_is_touched(e2e_run: tuple) -> None:  # type: ignore[type-arg]

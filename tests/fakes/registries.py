@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import re
 import shutil
 import signal
 import socket
@@ -37,6 +38,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from tests.conftest import unavailable
+from tests.fakes.loopback import check_address
 
 LOOPBACK = "127.0.0.1"
 
@@ -204,6 +206,8 @@ class Registry:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Registry:
+        listen = re.search(r"^\s*addr:\s*(\S+)", self.config.read_text(), re.MULTILINE)  # none: every interface
+        check_address(listen.group(1) if listen else ":5000", f"the registry of {self.config.name}")
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(["docker-registry", "serve", str(self.config)], stdout=log,
                                          stderr=subprocess.STDOUT)

@@ -145,3 +145,20 @@ def rebrand(wheel: Path, version: str, dest: Path) -> Path:
             records.append(f"{path},{_record_hash(hashlib.sha256(data).digest())},{len(data)}")
         dst.writestr(record, "\n".join([*records, f"{record},,"]) + "\n")
     return out
+
+
+def with_a_corrupt_wheel(wheelhouse: Path, dest: Path, name: str = "torch", version: str = "2.12.0",
+                         python: str = "cp311") -> Path:
+    """wheelhouse's wheels (hard links, else copies) and one wheel that is no zip: a build that installs it passes
+    the preflight (name, version and tags are right) and fails in pip, inside the bake."""
+    import os
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for found in wheelhouse.glob("*.whl"):
+        try:
+            os.link(found, dest / found.name)
+        except OSError:
+            shutil.copy2(found, dest / found.name)
+    (dest / f"{name}-{version}-{python}-{python}-manylinux_2_28_x86_64.whl").write_bytes(b"not a zip file\n")
+    return dest

@@ -197,6 +197,11 @@ def _run(case: str, command: str, tmp: Path) -> Result:
                   leftovers)
 
 
+# The results fixture starts every selected run of this module at once: under xdist, one worker takes them all
+# (--dist loadgroup, pyproject.toml), or each worker would start every run.
+pytestmark = pytest.mark.xdist_group("bad_matrix")
+
+
 @pytest.fixture(scope="module")
 def results(request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[Result]]]:

@@ -27,8 +27,13 @@ from tests.conftest import BASE, CPU_TAG, PRODUCT, axes, builder_cli, expand_tex
 PYTORCH = "https://download.pytorch.org/whl/"
 THEROCK = "https://repo.amd.com/rocm/whl-multi-arch/"
 WHL_NEXT = "https://stable.repo.amd.com/rocm/whl-next/"
-FAMILIES_7_12 = ("gfx906-dgpu, gfx908-dcgpu, gfx90a-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx110X-all, gfx1150, gfx1151, "
-                 "gfx1152, gfx1153, gfx120X-all")
+# rockrel release/therock-7.12's choice list (no gfx906, though TheRock's tag lists it)
+FAMILIES_7_12 = ("gfx908-dcgpu, gfx90a-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx110X-all, gfx1150, gfx1151, gfx1152, "
+                 "gfx1153, gfx120X-all")
+FAMILIES_7_10 = "gfx90X-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx1150, gfx1151, gfx120X-all"
+GFX906_SERVED = "pytorch.org rocm7.2 (torch 2.11-2.14), rocm7.1 (torch 2.10-2.13)"
+NOTHING = ("nothing: no TheRock line publishes it to a stable index (dev and nightly only) and no pytorch.org ROCm "
+           "wheel carries it")
 PER_FAMILY = "https://repo.amd.com/rocm/whl/"
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}[0-9a-f]$")  # gfx900, gfx90a, gfx942, gfx1030, gfx1151
 KNOWN = "2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13, 2.14, 2.15"
@@ -79,14 +84,23 @@ def expand(tmp_path: Path, case: Case) -> Outcome:
 GOOD: list[tuple[str, Case, tuple[str | None, str | None, str]]] = [
     # TheRock's own release line (section 3): each release builds its own torch minors.
     # TheRock builds torch 2.9.1 with torchvision 0.24.0 and torchaudio 2.9.0 (build_portable_linux_pytorch_wheels.yml).
+    # 7.13 shipped a per-family release beside the multi-arch one (rockrel release/therock-7.13: torch 2.9-2.11):
+    # a family it served installs from its own index there, other torch minors from whl-multi-arch.
     ("therock-rocm7.13-torch2.9.1-mi300", Case("ubuntu-24.04", "rocm7.13", "2.9.1", "gfx94X-dcgpu", "therock"),
-     ("0.24.0", "2.9.0", THEROCK)),
+     ("0.24.0", "2.9.0", f"{PER_FAMILY}gfx94X-dcgpu/")),
+    ("therock-rocm7.13-torch2.8.0-mi300", Case("ubuntu-24.04", "rocm7.13", "2.8.0", "gfx94X-dcgpu", "therock"),
+     ("0.23.0", "2.8.0", THEROCK)),
+    # AMD's own install line: whl/gfx1151/ "torch==2.11.0+rocm7.13.0" "torchvision==0.26.0+rocm7.13.0"
+    ("therock-rocm7.13-torch2.11.0-strix-halo", Case("ubuntu-24.04", "rocm7.13", "2.11.0", "gfx1151", "therock"),
+     ("0.26.0", "2.11.0", f"{PER_FAMILY}gfx1151/")),
+    ("therock-rocm7.13-torch2.10.0-rdna2-py3.10", Case("ubuntu-22.04", "rocm7.13", "2.10.0", "gfx103X-all", "therock"),
+     ("0.25.0", "2.10.0", f"{PER_FAMILY}gfx103X-all/")),
     ("therock-rocm7.12-torch2.9.1-strix-halo", Case("ubuntu-24.04", "rocm7.12", "2.9.1", "gfx1151", "therock"),
      ("0.24.0", "2.9.0", f"{PER_FAMILY}gfx1151/")),
     # 7.12 published gfx90a's and gfx908's wheels under the bare target's folder (fetch_package_targets.py at the tag).
     ("therock-rocm7.12-torch2.10.0-mi210", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx90a-dcgpu", "therock"),
      ("0.25.0", "2.10.0", f"{PER_FAMILY}gfx90a/")),
-    ("therock-rocm7.12-torch2.10.0-mi100", Case("ubuntu-22.04", "rocm7.12", "2.10.0", "gfx908-dcgpu", "therock"),
+    ("therock-rocm7.12-torch2.10.0-mi100", Case("debian-13", "rocm7.12", "2.10.0", "gfx908-dcgpu", "therock"),
      ("0.25.0", "2.10.0", f"{PER_FAMILY}gfx908/")),
     ("therock-rocm7.12-torch2.10.0-gfx1153", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx1153", "therock"),
      ("0.25.0", "2.10.0", f"{PER_FAMILY}gfx1153/")),
@@ -193,32 +207,54 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
     # 7.9-7.12: one index per family, for the families defined at the tag only.
     ("therock-7.12-has-no-gfx90c-index", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx90c-igpu", "therock"),
      [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
-                               f"extras) and none for gfx90c-igpu: its families are {FAMILIES_7_12}; multi-arch "
-                               "lines (7.13, 7.14, 10.0) serve every target")]),
+                               f"extras) and none for gfx90c-igpu: its families are {FAMILIES_7_12}; gfx90c-igpu is "
+                               f"served by {NOTHING}")]),
+    # rockrel release/therock-7.12 @ f450c729: gfx906 is not in the choice list of its torch release workflow
+    ("therock-7.12-has-no-gfx906-index", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx906-dgpu", "therock"),
+     [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
+                               f"extras) and none for gfx906-dgpu: its families are {FAMILIES_7_12}; gfx906-dgpu is "
+                               f"served by {GFX906_SERVED}")]),
+    # ... and its Python matrix is 3.11-3.13: Ubuntu 22.04's Python 3.10 has no 7.12 wheels
+    ("therock-7.12-has-no-python-3.10", Case("ubuntu-22.04", "rocm7.12", "2.10.0", "gfx908-dcgpu", "therock"),
+     [("python-wheels", "torch 2.10 has no wheels on TheRock 7.12's index for Python 3.10 (ubuntu-22.04's Python); "
+                        "it has 3.11, 3.12, 3.13")]),
+    # rockrel release/therock-7.11 (3a290b6): no gfx1153 among the torch families; 7.12 was the first with it
+    ("therock-7.11-has-no-gfx1153-index", Case("ubuntu-24.04", "rocm7.11", "2.9.0", "gfx1153", "therock"),
+     [("therock-family-index", "TheRock 7.11 published per-family wheels (one index per family, no [device-*] "
+                               "extras) and none for gfx1153: its families are gfx90X-dcgpu, gfx94X-dcgpu, "
+                               "gfx950-dcgpu, gfx110X-all, gfx1150, gfx1151, gfx1152, gfx120X-all; gfx1153 is served "
+                               "by TheRock 7.12, 7.13, 7.14, 10.0")]),
+    # rockrel release/rocm7.9-torch2.9 (31661dc): torch 2.9 only
+    ("therock-7.9-built-no-torch-2.7", Case("ubuntu-24.04", "rocm7.9", "2.7.1", "gfx1151", "therock"),
+     [("channel-wheels", "torch 2.7 has no wheels for ROCm 7.9 on TheRock's per-family index; it has 7.10, 7.11")]),
+    # 7.13's per-family release: TheRock's release workflow @ therock-7.13 has no gfx1153 for release/2.9
+    ("therock-7.13-torch2.9-without-gfx1153", Case("ubuntu-24.04", "rocm7.13", "2.9.1", "gfx1153", "therock"),
+     [("therock-torch-targets", "TheRock 7.13 builds torch 2.9 without gfx1153 (its release build matrix "
+                                "excludes it): no device package for gfx1153; use torch 2.10, 2.11 of that line")]),
     # 7.10-7.12 published gfx103X-dgpu (a subset) and 7.9/7.10 gfx110X-dgpu (no gfx1103), never gfx103X-all/gfx110X-all;
     # gfx101X-dgpu had expect_pytorch_failure (no torch wheels): fetch_package_targets.py at each tag.
     ("therock-7.12-has-no-gfx103X-all-index", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx103X-all", "therock"),
      [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
-                               f"extras) and none for gfx103X-all: its families are {FAMILIES_7_12}; multi-arch "
-                               "lines (7.13, 7.14, 10.0) serve every target")]),
+                               f"extras) and none for gfx103X-all: its families are {FAMILIES_7_12}; gfx103X-all is "
+                               "served by TheRock 7.13, 7.14, 10.0")]),
     ("therock-7.12-has-no-gfx101X-torch", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx101X-dgpu", "therock"),
      [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
-                               f"extras) and none for gfx101X-dgpu: its families are {FAMILIES_7_12}; multi-arch "
-                               "lines (7.13, 7.14, 10.0) serve every target")]),
+                               f"extras) and none for gfx101X-dgpu: its families are {FAMILIES_7_12}; gfx101X-dgpu is "
+                               "served by TheRock 7.13, 7.14, 10.0")]),
     ("therock-7.10-gfx110X-dgpu-lacks-gfx1103", Case("ubuntu-24.04", "rocm7.10", "2.9.1", "gfx110X-all", "therock"),
      [("therock-family-index", "TheRock 7.10 published per-family wheels (one index per family, no [device-*] "
-                               "extras) and none for gfx110X-all: its families are gfx90X-dcgpu, gfx94X-dcgpu, "
-                               "gfx950-dcgpu, gfx1150, gfx1151, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) "
-                               "serve every target")]),
+                               f"extras) and none for gfx110X-all: its families are {FAMILIES_7_10}; gfx110X-all is "
+                               "served by TheRock 7.11, 7.12, 7.13, 7.14, 10.0; pytorch.org rocm7.2 (torch 2.14), "
+                               "rocm7.14 (torch 2.14)")]),
     ("therock-7.9-had-no-gfx90X-torch", Case("ubuntu-24.04", "rocm7.9", "2.9.0", "gfx90X-dcgpu", "therock"),
      [("therock-family-index", "TheRock 7.9 published per-family wheels (one index per family, no [device-*] "
                                "extras) and none for gfx90X-dcgpu: its families are gfx94X-dcgpu, gfx950-dcgpu, "
-                               "gfx1151, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) serve every target")]),
+                               "gfx1151, gfx120X-all; gfx90X-dcgpu is served by TheRock 7.10, 7.11, 7.13; "
+                               f"{GFX906_SERVED}")]),
     # therock-7.12's release_portable_linux_pytorch_wheels.yml: no gfx1153 for release/2.8 and release/2.9
     ("therock-7.12-torch2.9-without-gfx1153", Case("ubuntu-24.04", "rocm7.12", "2.9.1", "gfx1153", "therock"),
      [("therock-torch-targets", "TheRock 7.12 builds torch 2.9 without gfx1153 (its release build matrix "
-                                "excludes it): no device package for gfx1153; use another torch "
-                                "release of that line")]),
+                                "excludes it): no device package for gfx1153; use torch 2.10 of that line")]),
     # TheRock builds ROCm's release/2.12 as 2.12.0 (TheRock#6223), never pytorch.org's 2.12.1
     ("therock-7.14-builds-2.12.0-not-2.12.1", Case("ubuntu-24.04", "rocm7.14", "2.12.1", "gfx94X-dcgpu", "therock"),
      [("therock-torch-version", "TheRock 7.14 builds torch 2.12 as 2.12.0 (torch==2.12.0+rocm7.14.0), not 2.12.1: "
@@ -228,36 +264,45 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
                                 "use torch 2.12.0 for the therock channel")]),
     ("therock-7.10-had-no-gfx908-family", Case("ubuntu-24.04", "rocm7.10", "2.8.0", "gfx908-dcgpu", "therock"),
      [("therock-family-index", "TheRock 7.10 published per-family wheels (one index per family, no [device-*] "
-                               "extras) and none for gfx908-dcgpu: its families are gfx90X-dcgpu, gfx94X-dcgpu, "
-                               "gfx950-dcgpu, gfx1150, gfx1151, gfx120X-all; multi-arch lines (7.13, 7.14, 10.0) "
-                               "serve every target")]),
+                               f"extras) and none for gfx908-dcgpu: its families are {FAMILIES_7_10}; gfx908-dcgpu is "
+                               "served by TheRock 7.12, 7.13, 7.14, 10.0; pytorch.org rocm7.2 (torch 2.11-2.14), "
+                               "rocm7.14 (torch 2.14)")]),
     # a line that builds a torch release without some targets (configure_pytorch_release_matrix.py)
     ("therock-7.14-torch2.12-without-gfx1250", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx125X-dcgpu", "therock"),
      [("therock-torch-targets", "TheRock 7.14 builds torch 2.12 without gfx1250 (its release build matrix "
-                                "excludes it): no device package for gfx125X-dcgpu; use another torch "
-                                "release of that line")]),
+                                "excludes it): no device package for gfx125X-dcgpu; use torch 2.11 of that line")]),
     ("therock-10.0-torch2.13-without-gfx90c", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx90c-igpu", "therock"),
-     [("therock-torch-targets", "TheRock 10.0 builds torch 2.13 without gfx90c (its release build matrix "
-                                "excludes it): no device package for gfx90c-igpu; use another torch "
-                                "release of that line"),
-      ("therock-stable-targets", "TheRock publishes the device packages of gfx90c to its dev and nightly indexes "
-                                 f"only, not {WHL_NEXT}: choose a family without it (gfx90X-dcgpu was split: "
-                                 "gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")]),
+     # no 10.0 release serves gfx90c on the stable index (dev/nightly only): not "another torch release"
+     [("therock-stable-targets", "TheRock publishes the device packages of gfx90c to its dev and nightly indexes "
+                                 f"only, not {WHL_NEXT}: no release of TheRock 10.0 serves gfx90c-igpu; it is served "
+                                 f"by {NOTHING}")]),
+    ("therock-10.0-torch2.12-gfx90c-is-dev-only", Case("ubuntu-24.04", "rocm10.0", "2.12.0", "gfx90c-igpu", "therock"),
+     [("therock-stable-targets", "TheRock publishes the device packages of gfx90c to its dev and nightly indexes "
+                                 f"only, not {WHL_NEXT}: no release of TheRock 10.0 serves gfx90c-igpu; it is served "
+                                 f"by {NOTHING}")]),
+    ("therock-10.0-gfx900-is-dev-only", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx900-dgpu", "therock"),
+     [("therock-stable-targets", "TheRock publishes the device packages of gfx900 to its dev and nightly indexes "
+                                 f"only, not {WHL_NEXT}: no release of TheRock 10.0 serves gfx900-dgpu; it is served "
+                                 f"by {GFX906_SERVED}")]),
     ("therock-10.0-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm10.0", "2.12.0", "gfx906-dgpu", "therock"),
      [("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
-                                 f"only, not {WHL_NEXT}: choose a family without it (gfx90X-dcgpu was split: "
-                                 "gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")]),
+                                 f"only, not {WHL_NEXT}: no release of TheRock 10.0 serves gfx906-dgpu; it is served "
+                                 f"by {GFX906_SERVED}")]),
     # pytorch.org: torch 2.14 left rocm7.1 for rocm7.14; its rocm7.14 wheels lack gfx900/gfx906
     ("torch2.14-on-rocm7.1", Case("ubuntu-24.04", "rocm7.1", "2.14.0", ALL_TARGETS),
      [("channel-wheels", "torch 2.14 has no wheels for ROCm 7.1 on the pytorch.org index; it has 7.2, 7.14")]),
     ("gfx906-on-rocm7.14-pytorch-wheels", Case("ubuntu-24.04", "rocm7.14", "2.14.1", "gfx906-dgpu"),
-     [("gfx-in-wheels", f"gfx906 of gfx906-dgpu is not compiled into torch 2.14's pytorch.org wheels {FIX_CHANNEL}")]),
+     [("gfx-in-wheels", "gfx906 of gfx906-dgpu is not compiled into torch 2.14's pytorch.org wheels "
+                       f"(hipErrorNoBinaryForGpu): gfx906-dgpu is served by {GFX906_SERVED}")]),
+    ("gfx90c-on-pytorch-wheels", Case("ubuntu-24.04", "rocm7.2", "2.13.0", "gfx90c-igpu"),
+     [("gfx-in-wheels", "gfx90c of gfx90c-igpu is not compiled into torch 2.13's pytorch.org wheels "
+                       f"(hipErrorNoBinaryForGpu): gfx90c-igpu is served by {NOTHING}")]),
     ("torch2.15-has-no-verified-rocm-index", Case("ubuntu-24.04", "rocm7.2", "2.15.0", ALL_TARGETS),
      [("channel-wheels", "torch 2.15 has no wheels for ROCm 7.2 on the pytorch.org index; it has none")]),
     ("therock-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx90X-dcgpu", "therock"),
      [("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
-                                 f"only, not {THEROCK}: choose a family without it (gfx90X-dcgpu was split: "
-                                 "gfx908-dcgpu and gfx90a-dcgpu install from the stable index)")]),
+                                 f"only, not {THEROCK}: choose gfx908-dcgpu or gfx90a-dcgpu (TheRock#2869 split "
+                                 "gfx90X-dcgpu; both install from it)")]),
     ("therock-cpu", Case("debian-12", "cpu", "2.13.0", None, "therock"),
      [("channel-wheels", "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel")]),
     # section 1: Python; images use the OS's Python (section 4)
@@ -283,7 +328,10 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
     ("mi350-on-rocm6.4", Case("ubuntu-22.04", "rocm6.4", "2.8.0", "gfx950-dcgpu", "local"),
      [("gfx-rocm", "gfx950-dcgpu (MI350X, MI355X) needs ROCm 7.0 or newer")]),
     ("rdna4-on-rocm6.3", Case("debian-12", "rocm6.3", "2.7.1", "gfx120X-all"),
-     [("gfx-rocm", "gfx120X-all (RX 9060, RX 9070, RX 9070 XT, AI PRO R9700) needs ROCm 6.4 or newer")]),
+     [("gfx-rocm", "gfx120X-all (RX 9060, RX 9070, RX 9070 XT, AI PRO R9700) needs ROCm 6.4.1 or newer")]),
+    # gfx.yaml: RDNA4 from 6.4.1 (its system requirements); the 6.4 line (pytorch.org's rocm6.4) has 6.4.1, 6.4.0 not
+    ("rdna4-on-rocm6.4.0", Case("ubuntu-24.04", "rocm6.4.0", "2.8.0", "gfx120X-all", "local"),
+     [("gfx-rocm", "gfx120X-all (RX 9060, RX 9070, RX 9070 XT, AI PRO R9700) needs ROCm 6.4.1 or newer")]),
     ("mi100-on-rocm5.4.2", Case("ubuntu-22.04", "rocm5.4.2", "2.0.1", "gfx90X-dcgpu"),
      [("gfx-rocm", "gfx90X-dcgpu (MI50, Radeon VII, MI100, MI210, MI250) needs ROCm 6.0 or newer")]),
     # section 1: gfx targets compiled into pytorch.org's wheels
@@ -370,12 +418,10 @@ def test_all_targets_of_torch_2_3_on_rocm_5_7_exclude_gfx942(tmp_path: Path) -> 
     assert "gfx942" not in cell.gfx_targets
 
 
-@pytest.mark.xfail(strict=True, reason="gfx.yaml has gfx120X-all official since 6.4; facts section 2 says "
-                                       "6.4.1-6.4.3, so ROCm 6.4.0 passes gfx-rocm")
-def test_rdna4_is_not_supported_by_rocm_6_4_0(tmp_path: Path) -> None:
-    outcome = expand(tmp_path, Case("ubuntu-24.04", "rocm6.4.0", "2.8.0", "gfx120X-all", "local"))
-    assert outcome.cells == []
-    assert "gfx-rocm" in outcome.rules
+@pytest.mark.parametrize("rocm", ["6.4", "6.4.1", "6.4.3"])
+def test_rdna4_is_supported_by_the_6_4_line_from_6_4_1(tmp_path: Path, rocm: str) -> None:
+    outcome = expand(tmp_path, Case("ubuntu-24.04", f"rocm{rocm}", "2.8.0", "gfx120X-all", "local"))
+    assert outcome.dropped == [] and len(outcome.cells) == 1
 
 
 # --- companion defaults ---------------------------------------------------------------------------------------
@@ -471,7 +517,7 @@ FACTS_GFX: dict[str, tuple[tuple[str, ...], str | None]] = {
     "gfx1150": (("gfx1150",), None),
     "gfx1152": (("gfx1152",), None),
     "gfx1153": (("gfx1153",), None),
-    "gfx120X-all": (("gfx1200", "gfx1201"), "6.4"),  # facts: 6.4.1-6.4.3, see the xfail above
+    "gfx120X-all": (("gfx1200", "gfx1201"), "6.4.1"),  # facts: 6.4.1-6.4.3
     "gfx906-dgpu": (("gfx906",), None),  # section 2: TheRock's current families
     "gfx900-dgpu": (("gfx900",), None),
     "gfx90c-igpu": (("gfx90c",), None),
@@ -520,7 +566,7 @@ def test_therock_is_its_own_release_line() -> None:
     the torch minors each builds, and the HIP it ships (HIP stays 7.x: ROCm 10.0 has HIP 7.15)."""
     releases = catalog.compat().therock
     assert {line: (r.version, r.torch) for line, r in releases.items()} == {
-        "7.9": ("7.9.0", ("2.7", "2.9")), "7.10": ("7.10.0", ("2.7", "2.8", "2.9")),
+        "7.9": ("7.9.0", ("2.9",)), "7.10": ("7.10.0", ("2.7", "2.8", "2.9")),
         "7.11": ("7.11.0", ("2.7", "2.8", "2.9")), "7.12": ("7.12.0", ("2.8", "2.9", "2.10")),
         "7.13": ("7.13.0", ("2.8", "2.9", "2.10", "2.11")), "7.14": ("7.14.0", ("2.10", "2.11", "2.12")),
         "10.0": ("10.0.0", ("2.11", "2.12", "2.13"))}
@@ -679,13 +725,17 @@ def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary()
     assert run.returncode == 0, run.stderr
     dropped = run.stdout.split("cells of the product dropped")[1]
     reasons = [line for line in dropped.splitlines() if line.startswith("  ") and not line.startswith("      ")]
-    # The product keeps old lines (TheRock 7.12/7.13) only so that --explain says why they are dropped: a few
-    # more distinct reasons, still a screen.
-    assert len(reasons) == len(set(reasons)) and len(reasons) < 32, reasons
+    # The product keeps old lines (TheRock 7.12/7.13) only so that --explain says why they are dropped, and the
+    # families added for slim images have excludes of their own: a few more distinct reasons, still a screen.
+    assert len(reasons) == len(set(reasons)) and len(reasons) < 44, reasons
     lines = run.stdout.split("ROCm lines of the product, kept or dropped:")[1].split("cells of the product")[0]
-    assert "therock rocm10.0: kept: 112 cells, torch 2.13.0, 2.12.0; not torch 2.14.1: channel-wheels" in lines
+    assert "therock rocm10.0: kept: 132 cells, torch 2.13.0, 2.12.0; not torch 2.14.1: channel-wheels" in lines
+    # every family TheRock 10.0's stable index serves has a slim image, or the reason it has none (with its source)
+    gaps = run.stdout.split("without a per-family image here:")[1].split("cells of the product")[0]
+    assert [g.split(":")[0].strip() for g in gaps.splitlines() if g.startswith("  ")] == ["gfx125X-dcgpu"]
+    assert "No hardware available for testing yet; build-only" in gaps and "release/therock-10.0 16adc4d8" in gaps
     assert "therock rocm7.14: kept: 14 cells, torch 2.12.0;" in lines
     assert "therock rocm7.12: dropped\n      channel-wheels: torch 2.12 has no wheels for ROCm 7.12 on TheRock's " \
            "per-family index; it has 7.14, 10.0" in lines
-    assert "192 cells: rocm7.1_" in dropped
+    assert "222 cells: rocm7.1_" in dropped
     assert dropped.strip().splitlines()[-1].startswith("cells dropped per rule (a cell may break several): ")

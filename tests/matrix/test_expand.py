@@ -80,7 +80,7 @@ def test_channel_axis_multiplies_cells_and_picks_the_index(tmp_path: Path) -> No
 def test_channel_defaults_to_pytorch_and_include_takes_a_channel(tmp_path: Path) -> None:
     cells = load_cells(tmp_path, BASE + textwrap.dedent("""\
         include:
-          - {os: ubuntu-24.04, platform: rocm7.13, torch: "2.9.1", gfx: gfx94X-dcgpu, channel: therock}
+          - {os: ubuntu-24.04, platform: rocm7.13, torch: "2.8.0", gfx: gfx94X-dcgpu, channel: therock}
           - {os: ubuntu-24.04, platform: rocm7.2, torch: "2.13.0", gfx: all}
         """))
     assert [(c.channel, c.index_url) for c in cells] == [

@@ -13,9 +13,10 @@ from builder.core import facts as catalog
 from builder.core.spec import CellSpec
 from builder.matrix import compat
 from builder.matrix.expand import expand_matrix
-from builder.matrix.explain import line_verdicts
+from builder.matrix.explain import family_gap_lines, family_gaps, line_verdicts
 from builder.render import installs
 from builder.smoke.torch_smoke import install
+from tests.conftest import builder_cli
 from tests.fakes.smoke import ROCM_CELL, fake_torch, outcome, smoke
 
 LINES = list(catalog.compat().therock)
@@ -47,11 +48,13 @@ def pytorch_cells(tmp_path: Path, os_name: str, rocm: str, torch: str, flavor: s
 def test_every_therock_line_names_the_index_that_serves_it(tmp_path: Path, line: str) -> None:
     """whl-next from 10.0, whl-multi-arch for 7.13/7.14 (device extras per target), the family's own index for
     7.9-7.12 (no extras: the family's wheel carries its kernels); the pins carry the line's full local version."""
-    release = catalog.compat().therock[line]
-    torch = f"{release.torch[-1]}.0"
-    for gfx in release.families or FAMILIES:
+    line_release = catalog.compat().therock[line]
+    torch = f"{line_release.torch[-1]}.0"
+    for gfx in line_release.families or FAMILIES:
         [cell] = therock_cell(tmp_path, line, torch, gfx)
         extras = installs.device_extras(cell)
+        release = line_release.view(gfx, line_release.torch[-1])  # 7.13: its per-family release where that serves
+        assert cell.therock_release == release
         if release.index == "per-family":
             assert cell.index_url == f"https://repo.amd.com/rocm/whl/{release.index_dirs.get(gfx, gfx)}/"
             assert extras == ""
@@ -83,12 +86,19 @@ def test_a_companion_the_matrix_sets_wins_over_the_lines_own_version(tmp_path: P
 
 @pytest.mark.parametrize("line", LINES)
 def test_excluded_targets_drop_exactly_the_families_that_carry_them(tmp_path: Path, line: str) -> None:
+    """... except targets the line's stable multi-arch index never serves (10.0: gfx90c, dev and nightly only):
+    no other torch release of the line would help there, and therock-stable-targets says so instead."""
     release = catalog.compat().therock[line]
-    for minor, excluded in release.exclude_targets.items():
+    dev_only = set(catalog.compat().therock_dev_only_targets) if release.index != "per-family" else set()
+    extra = release.per_family.exclude_targets if release.per_family else {}
+    for minor, excluded in [*release.exclude_targets.items(), *extra.items()]:
         for gfx, fam in catalog.gfx_families().items():
             [cell] = therock_cell(tmp_path, line, f"{minor}.0", gfx)
+            if cell.therock_release is None or minor not in cell.therock_release.exclude_targets:
+                continue  # 7.13: a family its per-family release did not serve is on whl-multi-arch
             dropped = compat.therock_torch_targets(cell) is not None
-            assert dropped == bool(set(fam.targets) & set(excluded)), (line, minor, gfx)
+            never = dev_only if cell.therock_release.index != "per-family" else set()
+            assert dropped == bool(set(fam.targets) & set(excluded) - never), (line, minor, gfx)
 
 
 @pytest.mark.parametrize("line", LINES)
@@ -157,8 +167,8 @@ def test_therock_builds_no_python_its_torch_release_lacks(tmp_path: Path, monkey
     fake = {**oses, "ubuntu-24.04": oses["ubuntu-24.04"].model_copy(update={"python": "3.14"})}
     monkeypatch.setattr(catalog, "os_releases", lambda: fake)
     [old] = therock_cell(tmp_path, "7.13", "2.8.0", "gfx94X-dcgpu")
-    assert compat.python_wheels(old) == ("torch 2.8 has no wheels on TheRock's index for Python 3.14 (ubuntu-24.04's "
-                                         "Python); it has 3.10, 3.11, 3.12, 3.13")
+    assert compat.python_wheels(old) == ("torch 2.8 has no wheels on TheRock 7.13's index for Python 3.14 "
+                                         "(ubuntu-24.04's Python); it has 3.10, 3.11, 3.12, 3.13")
     [new] = therock_cell(tmp_path, "7.13", "2.9.1", "gfx94X-dcgpu")
     assert compat.python_wheels(new) is None
 
@@ -178,3 +188,50 @@ def test_therock_pins_the_versions_its_line_publishes(tmp_path: Path, line: str,
     assert compat.violations(cell) == []
     assert (f"torch=={cell.torch_wheel}", f"torchvision=={cell.torchvision}{cell.local_version}",
             f"torchaudio=={cell.torchaudio}{cell.local_version}") == pins
+
+
+def test_explain_names_the_real_cause_for_the_lines_amds_workflows_shipped(tmp_path: Path) -> None:
+    """The cases of rockrel's release branches, as `builder matrix --explain` prints them: a family no release of a
+    line serves says so and names the lines that do; no hint names an unrelated family."""
+    file = tmp_path / "m.yaml"
+    file.write_text("matrix:\n  os: [ubuntu-24.04, ubuntu-22.04]\n  platform: [rocm10.0, rocm7.12, rocm7.11]\n"
+                    "  torch: ['2.13.0', '2.10.0', '2.9.1']\n  gfx: [gfx90c-igpu, gfx900-dgpu, gfx906-dgpu, gfx1153]\n"
+                    "  channel: [therock]\n"
+                    "include:\n  - {os: debian-12, platform: cpu, torch: '2.13.0', tag: anchor}\n", encoding="utf-8")
+    run = builder_cli("matrix", "--matrix", str(file), "--explain")
+    assert run.returncode == 0, run.stderr
+    text = " ".join(run.stdout.split())  # rich wraps long reasons
+    nothing = ("nothing: no TheRock line publishes it to a stable index (dev and nightly only) and no pytorch.org "
+               "ROCm wheel carries it")
+    assert ("not https://stable.repo.amd.com/rocm/whl-next/: no release of TheRock 10.0 serves gfx90c-igpu; it is "
+            f"served by {nothing}") in text
+    assert "no release of TheRock 10.0 serves gfx900-dgpu; it is served by pytorch.org rocm7.2" in text
+    assert "another torch release" not in text and "gfx90X-dcgpu was split" not in text
+    assert "TheRock 7.12 published per-family wheels (one index per family, no [device-*] extras) and none for " \
+           "gfx906-dgpu: its families are gfx908-dcgpu" in text
+    assert "torch 2.10 has no wheels on TheRock 7.12's index for Python 3.10 (ubuntu-22.04's Python)" in text
+    assert "and none for gfx1153: its families are gfx90X-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx110X-all, gfx1150, " \
+           "gfx1151, gfx1152, gfx120X-all; gfx1153 is served by TheRock 7.12, 7.13, 7.14, 10.0" in text
+    assert "TheRock 7.12 builds torch 2.9 without gfx1153 (its release build matrix excludes it): no device package " \
+           "for gfx1153; use torch 2.10 of that line" in text
+    kept = {line.split()[1] for line in run.stdout.splitlines() if line.startswith("│") and "gfx1153_" in line}
+    assert kept == {"rocm10.0_ubuntu24.04_py3.12_torch2.13.0_gfx1153_therock_runtime",
+                    "rocm10.0_ubuntu22.04_py3.10_torch2.13.0_gfx1153_therock_runtime",
+                    "rocm7.12_ubuntu24.04_py3.12_torch2.10.0_gfx1153_therock_runtime"}
+
+
+def test_a_matrix_with_the_current_line_hears_of_every_family_it_has_no_slim_image_of(tmp_path: Path) -> None:
+    file = tmp_path / "m.yaml"
+    file.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm10.0, rocm7.2]\n  torch: ['2.13.0']\n"
+                    "  gfx: [all, gfx94X-dcgpu]\n  channel: [therock, pytorch]\n", encoding="utf-8")
+    line, gaps = family_gaps(expand_matrix(file))
+    stable = {f for f, fam in catalog.gfx_families().items()
+              if not set(fam.targets) & set(catalog.compat().therock_dev_only_targets)}
+    assert line == "10.0" and set(gaps) == stable - {"gfx94X-dcgpu"}
+    assert gaps["gfx103X-all"] == "not in this matrix: add it to matrix.gfx for the therock channel"
+    assert "build-only" in gaps["gfx125X-dcgpu"]
+    assert not {"gfx900-dgpu", "gfx906-dgpu", "gfx90c-igpu", "gfx90X-dcgpu"} & set(gaps)  # dev and nightly only
+    pytorch_only = tmp_path / "p.yaml"
+    pytorch_only.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n  gfx: [all]\n",
+                            encoding="utf-8")
+    assert family_gap_lines(expand_matrix(pytorch_only)) == []

@@ -26,6 +26,7 @@ from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
 from tests.conftest import ROOT, labelled_image, saved_image
+from tests.fakes import synthwheels
 from tests.fakes.faultproxy import FaultProxy
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.registries import Registry, free_port, need_docker_registry, write_htpasswd
@@ -138,6 +139,13 @@ def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: FaultProxy, b
         RUNTIME: ("skipped", False, []), DEVEL: ("skipped", False, [])}
     assert ns.digests() == digests
     assert "0 built, 2 unchanged, 0 failed" in again.proc.stdout
+    # True numbers: the first run uploaded what the registry lacked (the devel image's runtime layers only once),
+    # the re-publish nothing; installed (unpacked) is above compressed (what a pull downloads).
+    assert all(0 < int(v["pushed_bytes"]) <= int(v["compressed_bytes"]) for v in first.record.values())
+    assert first.record[DEVEL]["pushed_bytes"] < first.record[DEVEL]["compressed_bytes"]
+    assert all(v["pushed_bytes"] == 0 for v in again.record.values())
+    assert all(int(v["image_bytes"]) > int(v["compressed_bytes"]) for v in first.record.values())
+    assert "0 B pushed" in again.proc.stdout
     assert "==> build" not in again.proc.stdout
     # The second run went through the proxy (it looked the immutable tags up there) and wrote nothing.
     seen = {r.path for r in proxy.snapshot()}
@@ -310,7 +318,8 @@ def test_a_failed_build_is_recorded_and_the_other_cells_publish(ns: Namespace, b
     missing = "{version: '2.12.0', torchvision: null, torchaudio: null}"
     matrix = (cpu_matrix(missing, TORCH, image="pytorch") +
               "  flavor: [runtime, devel]\nexclude:\n  - {torch: '2.12.0', flavor: devel}\n")
-    run = publish(matrix, ns.target, wheelhouse, tmp_path)
+    # torch 2.12.0 is in the wheelhouse by name (the preflight passes) but no zip: pip fails inside the bake.
+    run = publish(matrix, ns.target, synthwheels.with_a_corrupt_wheel(wheelhouse, tmp_path / "wheels"), tmp_path)
     assert run.proc.returncode == 1, run.output
     assert list(run.record) == [MISSING, RUNTIME, DEVEL]  # the failure comes first, the others still go on
     failed = run.record[MISSING]

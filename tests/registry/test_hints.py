@@ -7,7 +7,11 @@ one line a command prints when the registry refuses the run before it starts.
 
 from __future__ import annotations
 
+import errno
 import json
+import socket
+import ssl
+import urllib.error
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -149,3 +153,48 @@ def test_a_registry_refusing_the_run_prints_the_hint(server: Callable[..., Scrip
     proc = builder_cli("catalog", "--registry", f"{reg.address}/ns", "--out", str(tmp_path / "site"))
     assert proc.returncode == 1, proc.stderr
     assert "401" in proc.stderr and f"hint: {hints.CREDENTIALS}" in " ".join(proc.stderr.split())
+
+
+# -- failures with no answer at all: a hint for each class of network error ------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_registry_that_refuses_connections_says_nothing_listens_there() -> None:
+    client = RegistryClient(f"127.0.0.1:{_closed_port()}", policy=FAST)
+    with pytest.raises(RegistryError) as caught:
+        client.tags(REPO)
+    assert "Connection refused" in str(caught.value)
+    assert caught.value.hint == hints.REFUSED
+    assert str(caught.value).endswith(f"hint: {hints.REFUSED}")
+
+
+def test_https_to_a_plain_http_registry_names_insecure_registry(server: Callable[..., Scripted]) -> None:
+    plain = server(lambda seen: (200, {}, b"{}"))
+    client = RegistryClient(plain.address, scheme="https", policy=FAST)
+    with pytest.raises(RegistryError) as caught:
+        client.tags(REPO)
+    assert caught.value.hint == hints.PLAIN_HTTP
+
+
+@pytest.mark.parametrize(("exc", "expected"), [
+    (urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")), hints.REFUSED),
+    (urllib.error.URLError(socket.gaierror(-2, "Name or service not known")), hints.UNRESOLVED),
+    (TimeoutError("GET x: no complete answer within 60 s"), hints.NO_ANSWER),
+    (urllib.error.URLError(ssl.SSLCertVerificationError(1, "certificate verify failed")), hints.UNTRUSTED),
+    (urllib.error.URLError(ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")), hints.PLAIN_HTTP),
+    (ConnectionResetError(104, "Connection reset by peer"), hints.CUT),
+    (ConnectionError("GET x: RemoteDisconnected"), hints.CUT),
+    (urllib.error.URLError(OSError(errno.ENETUNREACH, "Network is unreachable")), hints.UNREACHABLE),
+    (urllib.error.URLError(OSError(errno.EHOSTUNREACH, "No route to host")), hints.UNREACHABLE),
+])
+def test_each_network_error_class_has_its_hint(exc: BaseException, expected: str) -> None:
+    assert hints.network(exc) == expected
+
+
+def test_a_network_error_nobody_knows_gets_no_invented_hint() -> None:
+    assert hints.network(urllib.error.URLError(OSError(errno.EACCES, "Permission denied"))) is None

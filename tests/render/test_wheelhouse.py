@@ -18,8 +18,8 @@ def test_wheelhouse_downloads_per_python_and_index(tmp_path: Path) -> None:
     assert rocm[rocm.index("--index-url") + 1] == "https://repo.amd.com/rocm/whl-multi-arch/"
     # torch and its companions pin TheRock's full local version (the index serves one torch for several TheRock
     # releases), and a devel image's SDK comes from the same release
-    assert rocm[-5:] == ["numpy", "rocm[devel]==7.13.0", "torch[device-gfx942]==2.9.1+rocm7.13.0",
-                         "torchaudio==2.9.0+rocm7.13.0", "torchvision[device-gfx942]==0.24.0+rocm7.13.0"]
+    assert rocm[-5:] == ["numpy", "rocm[devel]==7.13.0", "torch[device-gfx942]==2.8.0+rocm7.13.0",
+                         "torchaudio==2.8.0+rocm7.13.0", "torchvision[device-gfx942]==0.23.0+rocm7.13.0"]
     assert "--only-binary=:all:" in rocm and "manylinux_2_28_x86_64" in rocm
     cpu = by_python["3.11"]
     assert cpu[cpu.index("--index-url") + 1] == "https://mirror.example.org/whl/cpu"

@@ -17,7 +17,9 @@ import pytest
 
 from builder import site
 from builder.core import tags
+from builder.registry import models
 from builder.registry.client import Manifest
+from builder.registry.models import ImageConfig
 from builder.render.dockerfile import bake_target
 from tests.conftest import DATA, ROOT, builder_cli, unavailable
 
@@ -70,8 +72,9 @@ class FakeRegistry:
     def manifest(self, repository: str, reference: str) -> Manifest | None:
         return self.manifests.get((repository, reference))
 
-    def config(self, repository: str, manifest: Manifest) -> dict[str, Any]:
-        return self.blobs[json.loads(manifest.body)["config"]["digest"]]
+    def config(self, repository: str, manifest: Manifest) -> ImageConfig:
+        return models.parse_value(models.ImageConfig, self.blobs[json.loads(manifest.body)["config"]["digest"]],
+                                  f"config of {manifest.digest}")
 
 
 def labels(tag: str, content_hash: str, **extra: str) -> dict[str, str]:
@@ -473,3 +476,34 @@ def test_publish_workflow_builds_the_catalog_and_deploys_it_from_a_job_that_runs
     assert deploy["needs"] == "catalog" and deploy["permissions"] == {"pages": "write", "id-token": "write"}
     assert [str(s.get("uses", "")).split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
     assert deploy["environment"]["name"] == "github-pages"
+
+
+def test_the_page_says_when_the_image_was_published_and_why_its_build_time_is_1970(tmp_path: Path) -> None:
+    fake = FakeRegistry()
+    digest = fake.push("rocm/pytorch", [CPU_TAG], labels(CPU_TAG, HASH_CPU), [1000], ["x"])
+    config_digest = json.loads(fake.manifests[("rocm/pytorch", CPU_TAG)].body)["config"]["digest"]
+    fake.blobs[config_digest]["created"] = "1970-01-01T00:00:00Z"  # what SOURCE_DATE_EPOCH=0 writes
+    first = write_record(tmp_path / "a.json", [record_row(CPU_TAG, HASH_CPU, digest)], "2026-11-01T10:00:00Z")
+    again = write_record(tmp_path / "b.json", [record_row(CPU_TAG, HASH_CPU, digest, state="skipped")],
+                         "2026-11-05T10:00:00Z")
+    other = write_record(tmp_path / "c.json", [record_row(CPU_TAG, HASH_CPU, "sha256:" + "9" * 64)],
+                         "2026-10-01T10:00:00Z")  # another build of the tag, pushed earlier: not this one's date
+    (image,) = build(fake, [first, again, other]).images
+    facts = dict(image.facts)
+    assert facts["Published"] == "2026-11-01T10:00:00Z"  # its first push, not the later run that found it there
+    assert facts["Built"].startswith("1970-01-01T00:00:00Z (fixed for reproducible builds: SOURCE_DATE_EPOCH=0")
+    page = site.render_pages(build(fake, [first, again]))
+    assert any("2026-11-01T10:00:00Z" in text and "SOURCE_DATE_EPOCH=0" in text for text in page.values())
+    # The catalog's own records.json keeps the date for the next catalog.
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "records.json").write_text(page["records.json"])
+    assert dict(build(fake, [tmp_path / "site" / "records.json"]).images[0].facts)["Published"] == \
+        "2026-11-01T10:00:00Z"
+
+
+def test_without_a_record_of_its_push_the_page_says_so_and_keeps_a_real_build_time(tmp_path: Path) -> None:
+    fake = FakeRegistry()
+    fake.push("rocm/pytorch", [CPU_TAG], labels(CPU_TAG, HASH_CPU), [1000], ["x"])
+    facts = dict(build(fake, []).images[0].facts)
+    assert facts["Published"] == "not recorded (no run record of its push)"
+    assert facts["Built"] == "2026-11-20T03:17:00Z"

@@ -152,7 +152,8 @@ def test_the_sbom_is_an_oci_referrer_of_the_image_digest(registry: str) -> None:
     assert body["subject"] == {"mediaType": image.media_type, "digest": image.digest, "size": len(image.body)}
     assert [layer["digest"] for layer in body["layers"]] == [report.sbom_digest]
     assert sbom.parse(direct.blob(repo, report.sbom_digest)) == sorted([*DEB, *PY])
-    assert direct.referrers(repo, image.digest, sbom.MEDIA_TYPE) == [
+    assert [d.model_dump(by_alias=True, exclude_none=True)
+            for d in direct.referrers(repo, image.digest, sbom.MEDIA_TYPE)] == [
         {"mediaType": OCI_MANIFEST, "digest": artifact, "size": len(found.body), "artifactType": sbom.MEDIA_TYPE}]
     assert direct.digest(repo, "a") == image.digest  # the image itself is untouched
     # Attaching the same SBOM again adds nothing to the index.
@@ -249,4 +250,4 @@ def test_a_failed_attach_moves_no_tag_and_a_rerun_attaches_then_promotes(registr
     assert "==> build" not in rerun.proc.stdout
     image = api.manifest(repo, RUNTIME)
     assert image is not None and image.digest == cell["digest"]
-    assert [d["digest"] for d in api.referrers(repo, image.digest, sbom.MEDIA_TYPE)] == [again["sbom_artifact"]]
+    assert [d.digest for d in api.referrers(repo, image.digest, sbom.MEDIA_TYPE)] == [again["sbom_artifact"]]

@@ -17,7 +17,7 @@ from builder import which
 from builder.core import facts as catalog
 from builder.core.errors import InputError
 from builder.matrix.expand import load_matrix
-from tests.conftest import DATA, builder_cli, write_matrix
+from tests.conftest import DATA, ROOT, builder_cli, write_matrix
 
 HOSTS = DATA / "sysfs"
 
@@ -159,6 +159,22 @@ def test_apu_plus_dgpu_lists_both_recommends_the_dgpu_and_hides_the_igpu(matrix:
     assert answer["exit_code"] == 0  # the RX 6800 has an image
 
 
+# The production matrix: a slim per-family image for RDNA2 and Strix Point (TheRock 10.0 publishes device packages
+# for both to its stable index), not the all-targets image nor an HSA_OVERRIDE_GFX_VERSION line.
+@pytest.mark.parametrize(("host", "target", "family", "gid"), [
+    ("rx6800xt", "gfx1030", "gfx103X-all", "105"),
+    ("strix-point", "gfx1150", "gfx1150", "991"),
+    ("apu-rx6800", "gfx1030", "gfx103X-all", "106"),
+])
+def test_production_matrix_gives_rdna2_and_strix_point_their_family_image(host: str, target: str, family: str,
+                                                                          gid: str) -> None:
+    answer = ask(ROOT / "matrix.yaml", host)
+    rec = answer["recommended"]
+    assert (rec["target"], answer["exit_code"]) == (target, 0)
+    assert rec["image"]["tag"] == f"rocm10.0_ubuntu24.04_py3.12_torch2.13.0_{family}_therock_runtime"
+    assert f"--group-add {gid} " in rec["docker_run"] and "HSA_OVERRIDE_GFX_VERSION" not in rec["docker_run"]
+
+
 def test_no_amd_gpu_exits_1_names_the_other_gpus_and_offers_the_cpu_image(matrix: Path) -> None:
     answer = ask(matrix, "no-amd-gpu")
     assert answer["source"] == "none" and answer["gpus"] == [] and answer["exit_code"] == 1
@@ -167,7 +183,7 @@ def test_no_amd_gpu_exits_1_names_the_other_gpus_and_offers_the_cpu_image(matrix
     assert answer["cpu_image"]["docker_run"] == f"docker run -it {LOCAL}cpu_ubuntu24.04_py3.12_torch2.13.0_runtime"
 
 
-@pytest.mark.parametrize("host", ["mi300x", "rx7900xtx", "strix-halo", "apu-rx6800"])
+@pytest.mark.parametrize("host", ["mi300x", "rx7900xtx", "strix-halo", "apu-rx6800", "rx6800xt", "strix-point"])
 def test_every_docker_run_line_is_well_formed(matrix: Path, host: str) -> None:
     answer = ask(matrix, host, registry="ghcr.io/acme")
     words = shlex.split(answer["recommended"]["docker_run"])

@@ -1,0 +1,140 @@
+"""scripts/setup.sh, sourced into an interactive shell, changes only what it says it exports.
+
+No engine is needed: the script runs in a copy of the checkout whose .venv is already installed, with fake
+`docker` and friends on PATH and a registry stand-in on 127.0.0.1, so it takes its "already there" paths; the
+failing case is an engine without the containerd image store, the script's own `return 1`.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+FAKE_DOCKER = """#!/bin/sh
+case "$*" in
+  "info -f {{.ServerVersion}} {{.DriverStatus}}") echo "28.5.1 $DRIVER_STATUS" ;;
+  "info -f {{.DriverStatus}}") echo "$DRIVER_STATUS" ;;
+  "info") ;;
+  "buildx version") echo "github.com/docker/buildx v0.29.1 0000000" ;;
+  *) echo "fake docker: $*" >&2; exit 1 ;;
+esac
+"""
+SNAPSHOTTER = "[[driver-type io.containerd.snapshotter.v1]]"
+OVERLAY = "[[Backing Filesystem extfs] [Supports d_type true]]"
+# Everything the interactive shell is compared on, before and after `source`: options, traps, directory,
+# functions, shell variables (those the script exports and bash's own changing ones left out).
+SNAPSHOT = r"""snap() {
+  echo "opts=$-"; trap -p; echo "pwd=$PWD"; declare -F
+  compgen -v | grep -vxE 'RIF_TEST_REGISTRY|RIF_STARTED|DOCKER_HOST|PATH|_|BASH_.*|LINENO|RANDOM|SECONDS|SRANDOM' \
+    | grep -vxE 'EPOCH.*|PIPESTATUS|FUNCNAME|OLDPWD|COLUMNS|LINES|HISTCMD|rc|before'
+}
+"""
+
+
+@pytest.fixture()
+def registry() -> Iterator[str]:
+    """A stand-in for the local registry: /v2/ answers 200, which is all setup.sh asks of it."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture()
+def checkout(tmp_path: Path) -> Path:
+    """A copy of the checkout's set-up with its .venv installed and the engine's tools faked on PATH."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "setup.sh", root / "scripts" / "setup.sh")
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    os.utime(root / "pyproject.toml", (1_000_000, 1_000_000))
+    _executable(root / ".venv" / "bin" / "builder", "#!/bin/sh\n")
+    (root / ".venv" / ".installed").touch()
+    dockerd = root / ".rif" / "engine" / "usr" / "sbin" / "dockerd"
+    _executable(dockerd, "#!/bin/sh\necho 'Docker version 28.5.1, build x'\n")
+    fake = tmp_path / "bin"
+    _executable(fake / "docker", FAKE_DOCKER)
+    for tool in ("docker-registry", "debootstrap", "chromium", "runc", "tini-static"):
+        _executable(fake / tool, "#!/bin/sh\nexit 1\n")
+    (fake / "python3").symlink_to(sys.executable)
+    return root
+
+
+def _executable(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def _interactive(checkout: Path, registry: str, driver_status: str, extra_env: dict[str, str] | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+    script = (SNAPSHOT + "set -o noclobber; trap 'echo hup' HUP; cd /; before=$(snap)\n"
+              f"source {checkout}/scripts/setup.sh; rc=$?\n"
+              "false; echo alive rc=$rc\n"
+              "[ \"$(snap)\" = \"$before\" ] && echo unchanged || diff <(echo \"$before\") <(snap)\n"
+              "echo \"DOCKER_HOST=${DOCKER_HOST-unset}\"; echo \"RIF_TEST_REGISTRY=$RIF_TEST_REGISTRY\"\n"
+              "echo \"PATH=$PATH\"\n")
+    env = {"PATH": f"{checkout.parent / 'bin'}:/usr/bin:/bin", "HOME": str(checkout.parent), "TERM": "dumb",
+           "RIF_TEST_REGISTRY": registry, "DRIVER_STATUS": driver_status,
+           "RIF_ENGINE_RUN": str(checkout.parent / "run"), **(extra_env or {})}
+    return subprocess.run(["bash", "--norc", "--noprofile", "-i", "-c", script], capture_output=True, text=True,
+                          env=env, stdin=subprocess.DEVNULL, timeout=120, check=False)
+
+
+def test_sourcing_exports_what_it_says_and_leaves_the_shell_as_it_was(checkout: Path, registry: str) -> None:
+    proc = _interactive(checkout, registry, SNAPSHOTTER, {"DOCKER_HOST": "unix:///run/elsewhere.sock"})
+    assert "alive rc=0" in proc.stdout, proc.stdout + proc.stderr
+    assert "unchanged" in proc.stdout, proc.stdout + proc.stderr
+    assert f"PATH={checkout}/.venv/bin:" in proc.stdout
+    assert f"RIF_TEST_REGISTRY={registry}" in proc.stdout
+    assert "DOCKER_HOST=unix:///run/elsewhere.sock" in proc.stdout  # a modern engine already answering: kept
+
+
+def test_a_failing_setup_returns_instead_of_closing_the_shell(checkout: Path, registry: str) -> None:
+    """An engine without the containerd image store: the script's `return 1`, which used to be `exit 1`."""
+    proc = _interactive(checkout, registry, OVERLAY)
+    assert "does not use the containerd image store" in proc.stderr
+    assert "alive rc=1" in proc.stdout, proc.stdout + proc.stderr
+    assert "unchanged" in proc.stdout, proc.stdout + proc.stderr
+    assert f"{checkout}/.venv/bin" not in proc.stdout  # nothing exported from a failed set-up
+
+
+def test_a_script_that_sources_it_with_errexit_still_stops_on_failure(checkout: Path, registry: str) -> None:
+    """scripts/test.sh and example.sh rely on `set -e` ending them when the set-up fails."""
+    script = f"set -euo pipefail\nsource {checkout}/scripts/setup.sh\necho went-on\n"
+    env = {"PATH": f"{checkout.parent / 'bin'}:/usr/bin:/bin", "HOME": str(checkout.parent),
+           "RIF_TEST_REGISTRY": registry, "DRIVER_STATUS": OVERLAY, "RIF_ENGINE_RUN": str(checkout.parent / "run")}
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 1
+    assert "went-on" not in proc.stdout
+
+
+def test_exports_reach_a_script_that_sources_it(checkout: Path, registry: str) -> None:
+    """RIF_STARTED must reach scripts/stop.sh, which reads it from the environment of the script that sourced."""
+    script = (f"set -euo pipefail\nsource {checkout}/scripts/setup.sh\n"
+              "bash -c 'echo \"child sees ${RIF_STARTED+set} $RIF_TEST_REGISTRY $DOCKER_HOST\"'\n")
+    env = {"PATH": f"{checkout.parent / 'bin'}:/usr/bin:/bin", "HOME": str(checkout.parent),
+           "RIF_TEST_REGISTRY": registry, "DRIVER_STATUS": SNAPSHOTTER, "RIF_ENGINE_RUN": str(checkout.parent / "run"),
+           "RIF_DOCKER_HOST": "unix:///run/ours.sock"}
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert f"child sees set {registry} unix:///run/ours.sock" in proc.stdout
