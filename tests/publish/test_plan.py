@@ -6,21 +6,28 @@ is asked, and what the plan decides and prints, `--format github` included.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from builder.core.tags import HASH_LABEL
+from builder.matrix.expand import expand_matrix
 from builder.publish import plan as planner
-from builder.publish.jobs import Job, matrix_jobs, shard_jobs
+from builder.publish.jobs import Job, by_combination, combination, matrix_jobs, shard_jobs
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.render.wheels import WheelSource
 from tests.conftest import ROOT
+from tests.fakes.registries import Registry, need_docker_registry
 from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
-from tests.fakes.stored_registry import Store, publish_all
+from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
 
@@ -95,7 +102,6 @@ def test_shards_keep_a_combination_together_and_cover_every_image() -> None:
     todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
     parts = [shard_jobs(todo, f"{k}/3") for k in (1, 2, 3)]
     assert sorted(j.tag for p in parts for j in p) == sorted(j.tag for j in todo)
-    from builder.publish.jobs import combination
     owners = {combination(j): k for k, p in enumerate(parts) for j in p}
     assert all(owners[combination(j)] == k for k, p in enumerate(parts) for j in p)
 
@@ -127,3 +133,82 @@ def test_the_command_plans_without_an_engine_in_every_format(server: Start, tmp_
     text = cli(*base)
     assert text.returncode == 0 and "0 would be built, 2 unchanged; nothing built" in text.stdout, text.stderr
     assert "Docker engine" not in text.stderr
+
+
+def test_usage_errors_name_the_option() -> None:
+    for args, option in ((["--format", "json"], "--format"), (["--move-tags"], "--move-tags"),
+                         (["--plan", "--format", "xml"], "--format"), (["--plan", "--shard", "3/2"], "--shard")):
+        proc = cli("-m", "examples/local.yaml", "--registry", "127.0.0.1:1/x", *args)
+        assert proc.returncode == 2 and option in proc.stderr, (args, proc.stderr)
+
+
+def test_past_github_s_limit_rows_pack_interleaved_combinations_and_keep_every_image() -> None:
+    from builder.publish import rows as ghrows
+
+    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
+    groups = {name: [j.rendered for j in members if j.rendered is not None]
+              for name, members in by_combination(todo).items()}
+    packed = ghrows.build_rows(groups, limit=5)
+    assert len(packed) == 5 and [r["group"] for r in packed] == [f"batch-{k}-of-5" for k in range(1, 6)]
+    assert sorted(g for r in packed for g in r["groups"].split()) == sorted(groups)
+    assert sorted(t for r in packed for t in r["cells"].split()) == sorted(j.tag for j in todo)
+    assert all(r["images"] == len(r["cells"].split()) for r in packed)
+    assert [r["group"] for r in ghrows.build_rows(groups)] == list(groups), "one row per combination when they fit"
+
+
+# -- a real registry (docker-registry on a port of its own), filled through the registry API: no engine ---------
+
+def push_tiny(api: RegistryClient, repo: str, job: Job) -> None:
+    """A one-layer image labelled with the job's content hash under its immutable tag, its moving tags on it."""
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
+                         "config": {"Labels": {HASH_LABEL: job.content_hash}}}).encode()
+    layer = gzip.compress(b"", mtime=0)
+    body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST_TYPE,
+                       "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                  "digest": api.push_blob(repo, config), "size": len(config)},
+                       "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                                   "digest": api.push_blob(repo, layer), "size": len(layer)}]}).encode()
+    manifest, _ = api.put_manifest(repo, job.report().immutable_tag, body, MANIFEST_TYPE)
+    for tag in job.tags:
+        api.put_tag(repo, tag, manifest)
+
+
+@pytest.mark.registry
+def test_a_real_registry_plans_nothing_then_the_changed_combination_then_everything(tmp_path: Path) -> None:
+    from builder.publish import rows as ghrows
+
+    need_docker_registry()
+    reg = Registry(tmp_path).start()
+    try:
+        api = RegistryClient(reg.address, policy=FAST)
+        for job in example_jobs():
+            push_tiny(api, f"rocm/{job.repository}", job)
+        example = (ROOT / "examples" / "local.yaml").read_text()
+
+        def rows(matrix: str, namespace: str = "rocm") -> list[dict[str, object]]:
+            path = tmp_path / "matrix.yaml"
+            path.write_text(matrix)
+            proc = cli("-m", str(path), "--registry", f"{reg.address}/{namespace}", "--plan", "--format", "github",
+                       "--record", str(tmp_path / "record.json"))
+            assert proc.returncode == 0 and proc.stdout.count("\n") == 1, proc.stderr
+            found: list[dict[str, object]] = json.loads(proc.stdout)["include"]
+            return found
+
+        assert rows(example) == []
+        # A new combination (debian-13 beside debian-12): its row alone; the published ones are left alone.
+        added = example.replace("os: [debian-12]", "os: [debian-12, debian-13]")
+        path = tmp_path / "added.yaml"
+        path.write_text(added)
+        fresh = [r for r in ghrows.rows(expand_matrix(path).cells) if "debian13" in str(r["cells"])]
+        assert len(fresh) == 1 and rows(added) == fresh
+        # An altered image (the devel image's user): its combination's row alone.
+        altered = example + ("exclude:\n  - {flavor: devel}\ninclude:\n  - {os: debian-12, platform: cpu, torch: "
+                             "{version: '2.13.0', torchvision: null, torchaudio: null}, flavor: devel, user: dev}\n")
+        path.write_text(altered)
+        changed = [r for r in ghrows.rows(expand_matrix(path).cells) if "_devel" in str(r["cells"])]
+        assert len(changed) == 1 and rows(altered) == changed
+        # An empty namespace: every combination.
+        assert rows(example, f"empty{uuid.uuid4().hex[:8]}") == ghrows.rows(
+            expand_matrix(ROOT / "examples" / "local.yaml").cells)
+    finally:
+        reg.close()
