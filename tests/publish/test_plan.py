@@ -212,3 +212,22 @@ def test_a_real_registry_plans_nothing_then_the_changed_combination_then_everyth
             expand_matrix(ROOT / "examples" / "local.yaml").cells)
     finally:
         reg.close()
+
+
+def test_the_token_is_fetched_once_though_many_workers_look_up_at_once(server: Start) -> None:
+    store = Store()
+    holder: list[Scripted] = []
+
+    def answer(seen: Seen) -> Reply:
+        if seen.path.startswith("/token"):
+            return 200, {"Content-Type": "application/json"}, b'{"token": "t0ken", "expires_in": 300}'
+        if seen.auth != "Bearer t0ken":
+            realm = f'Bearer realm="http://{holder[0].address}/token",service="fake"'
+            return 401, {"WWW-Authenticate": realm}, b""
+        return store.answer(seen)
+
+    holder.append(scripted := server(answer))
+    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
+    decisions = planner.plan(target_of(scripted), todo, workers=16)
+    assert {d.action for d in decisions} == {"build"}
+    assert len([s for s in scripted.seen if s.path.startswith("/token")]) == 1
