@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from builder.core.tags import HASH_LABEL
-from builder.publish.jobs import Job
+from builder.publish.jobs import Job, combination
 from builder.publish.promote import Target, compressed_size
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest
@@ -44,7 +44,8 @@ class Decision:
 
     def as_json(self) -> dict[str, Any]:
         report = self.job.report()
-        return {"tag": self.job.tag, "repository": self.job.repository, "immutable_tag": report.immutable_tag,
+        return {"tag": self.job.tag, "repository": self.job.repository, "combination": combination(self.job),
+                "immutable_tag": report.immutable_tag,
                 "content_hash": self.job.content_hash, "action": self.action, "reason": self.reason,
                 "digest": self.manifest.digest if self.manifest else None, "tags": list(self.job.tags),
                 "moves": self.moves, "moved": self.moved}
