@@ -76,7 +76,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     Exit 0 when the rebuild's manifest digest is the published one; 1 when it differs (the first differing
     layer and its files are named) or cannot be rebuilt; 2 for a bad reference.
     """
-    from builder.audit import diff, reproduce
+    from builder.audit import diff, layers, reproduce
     from builder.registry import credentials
     from builder.registry.client import RegistryClient
 
@@ -105,7 +105,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
 
     try:
         verdict = reproduce.check(str(ref), ref.repository, ref.reference, api, rebuild)
-    except reproduce.ReproduceError as exc:
+    except (reproduce.ReproduceError, layers.LayerError) as exc:
         show.error(str(exc))
         raise typer.Exit(EXIT_FAILED) from None
     for line in verdict.lines():

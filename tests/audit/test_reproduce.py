@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.audit import reproduce
+from builder.audit import layers, reproduce
 from builder.core import tags
 from builder.registry.client import RegistryClient
 from tests.conftest import ROOT, builder_cli, write_matrix
@@ -99,7 +99,7 @@ def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(bas
     assert published is not None
     body = json.loads(published.body)
     cell = next(i for i, d in reversed(list(enumerate(body["layers"])))  # above it: WORKDIR's empty layer
-                if "opt/rif/cell.json" in reproduce.entries(io.BytesIO(api.blob(repository, d["digest"]))))
+                if "opt/rif/cell.json" in layers.entries(io.BytesIO(api.blob(repository, d["digest"]))))
     evil = layer({"opt/rif/cell.json": b'{"evil": true}'})
     body["layers"][cell] = {**body["layers"][cell], "digest": api.push_blob(repository, evil), "size": len(evil)}
     api.put_manifest(repository, row["immutable_tag"], json.dumps(body).encode(), published.media_type)

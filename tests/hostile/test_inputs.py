@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from builder import site
-from builder.audit import reproduce
+from builder.audit import layers, reproduce
 from builder.core import files as safefs
 from builder.core import tags, text
 from builder.core.text import safe
@@ -383,8 +383,8 @@ def test_a_layer_that_unpacks_a_header_into_memory_is_refused_in_bounded_memory(
     """A few KB of gzip declaring a 64 MB header (or a sparse map without end): tarfile would read it whole."""
     tracemalloc.start()
     try:
-        with pytest.raises(reproduce.LayerError, match="not compared"):
-            reproduce.entries(io.BytesIO(layer))
+        with pytest.raises(layers.LayerError, match="not compared"):
+            layers.entries(io.BytesIO(layer))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -393,18 +393,18 @@ def test_a_layer_that_unpacks_a_header_into_memory_is_refused_in_bounded_memory(
 
 def test_a_layer_past_its_limits_is_a_one_line_layer_error(monkeypatch: pytest.MonkeyPatch) -> None:
     names = raw_tar(*((f"f{i}", tarfile.REGTYPE, 0) for i in range(20)))
-    monkeypatch.setattr(reproduce, "MAX_ENTRIES", 10)
-    with pytest.raises(reproduce.LayerError, match="more than 10 paths"):
-        reproduce.entries(io.BytesIO(names))
-    monkeypatch.setattr(reproduce, "MAX_ENTRIES", 100)
-    monkeypatch.setattr(reproduce, "MAX_TAR_BYTES", 4096)
-    with pytest.raises(reproduce.LayerError, match="more than 4096 bytes unpacked"):
-        reproduce.entries(io.BytesIO(gzipped(names)))
-    with pytest.raises(reproduce.LayerError, match="within 0 s"):
-        reproduce.entries(io.BytesIO(names), deadline_s=0)
+    monkeypatch.setattr(layers, "MAX_ENTRIES", 10)
+    with pytest.raises(layers.LayerError, match="more than 10 paths"):
+        layers.entries(io.BytesIO(names))
+    monkeypatch.setattr(layers, "MAX_ENTRIES", 100)
+    monkeypatch.setattr(layers, "MAX_TAR_BYTES", 4096)
+    with pytest.raises(layers.LayerError, match="more than 4096 bytes unpacked"):
+        layers.entries(io.BytesIO(gzipped(names)))
+    with pytest.raises(layers.LayerError, match="within 0 s"):
+        layers.entries(io.BytesIO(names), deadline_s=0)
     for junk in (b"\x1f\x8b" + b"junk" * 200, b"\x28\xb5\x2f\xfd" + b"junk" * 200, b"x" * 513):
-        with pytest.raises(reproduce.LayerError, match="not a readable tar"):
-            reproduce.entries(io.BytesIO(junk))
+        with pytest.raises(layers.LayerError, match="not a readable tar"):
+            layers.entries(io.BytesIO(junk))
 
 
 def test_file_names_from_a_published_layer_reach_the_terminal_printable() -> None:

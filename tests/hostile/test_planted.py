@@ -25,9 +25,10 @@ from builder.render import tree as imagetree
 from builder.render.dockerfile import WheelSource, render_all
 from builder.site.records import MARKER
 from tests.conftest import load_cells
+from tests.fakes.matrices import ONE_CPU
 
 KINDS = ["hard link", "FIFO", "symbolic link"]
-MATRIX = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+MATRIX = ONE_CPU
 VICTIM = b"keep: a file outside the folder, not the factory's\n"
 
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builder import site
-from builder.audit import diff, reproduce
+from builder.audit import diff, layers, reproduce
 from builder.registry import models
 from builder.registry.client import Manifest, RegistryClient, RegistryError
 from builder.render import lockfile
@@ -218,7 +218,7 @@ PARSERS: list[Callable[[bytes], Any]] = [
     lambda body: parse_record(json.loads(body), "r.json", []),
     lambda body: lockfile.inputs_of("# rif-lock " + body.decode("utf-8", "replace")),
 ]
-CLEAR = (models.ShapeError, sbom.SbomError, reproduce.LayerError, ValueError)  # ValueError: "not a run record"
+CLEAR = (models.ShapeError, sbom.SbomError, layers.LayerError, ValueError)  # ValueError: "not a run record"
 
 
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,5 +1,4 @@
 """Image references split as Docker does, and whether a registry serves one: one manifest read, never a pull."""
-# ruff: noqa: F811  (test functions take the `server` fixture imported from tests.registry.test_client)
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from builder.registry import hints, images
-from tests.registry.test_client import MANIFEST, MANIFEST_HEADERS, Scripted, Seen, server  # noqa: F401
+from tests.fakes.scripted_registry import MANIFEST, MANIFEST_HEADERS, Scripted, Seen
 
 
 @pytest.mark.parametrize(("ref", "expected"), [
