@@ -33,7 +33,7 @@ from builder.build.bake import bake, host_network
 from builder.matrix.expand import load_matrix
 from builder.render import tree as imagetree
 from builder.render.dockerfile import RenderedCell, render_all
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = ROOT / "tests" / "data" / "e2e.yaml"

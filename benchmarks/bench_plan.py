@@ -25,7 +25,7 @@ from builder.publish import plan as planner  # noqa: E402
 from builder.publish.jobs import Job, by_combination, matrix_jobs  # noqa: E402
 from builder.publish.promote import Target  # noqa: E402
 from builder.registry.client import RegistryClient  # noqa: E402
-from builder.render.wheels import WheelSource  # noqa: E402
+from builder.render.sources import WheelSource  # noqa: E402
 from tests.fakes.scripted_registry import Reply, Seen, serve  # noqa: E402
 from tests.fakes.stored_registry import Store, publish_all  # noqa: E402
 

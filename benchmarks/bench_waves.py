@@ -31,7 +31,7 @@ from builder.build.bake import bake, waves  # noqa: E402
 from builder.matrix.expand import load_matrix  # noqa: E402
 from builder.render import tree as imagetree  # noqa: E402
 from builder.render.dockerfile import RenderedCell, render_images  # noqa: E402
-from builder.render.wheels import WheelSource  # noqa: E402
+from builder.render.sources import WheelSource  # noqa: E402
 from tests.fakes.synthwheels import TORCH, therock_like  # noqa: E402
 
 TARGETS = ["gfx942", "gfx1151", "gfx1200", "gfx1201"]

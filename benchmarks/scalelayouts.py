@@ -31,7 +31,7 @@ from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.render import tree as imagetree
 from builder.render.dockerfile import RenderedCell, render_all
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 
 
 def measure_images(res: Resources, layout: Layout, registry: LocalRegistry, repo: str,

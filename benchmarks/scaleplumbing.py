@@ -28,7 +28,7 @@ BUILDER_REPO = f"rocm-image-factory/{IMAGE}"
 FAMILIES = ("gfx94X-dcgpu", "gfx1151", "gfx950-dcgpu")
 FLAVORS = ("runtime", "devel")
 BASE = "debian:12"
-PIP_CACHE_ID = "rif-pip"  # the new template's cache mount (builder/render/wheels.py PIP_CACHE)
+PIP_CACHE_ID = "rif-pip"  # the new template's cache mount (builder/render/sources.py PIP_CACHE)
 MB, GB = 1e6, 1e9
 PUSH_WORKERS = 2
 

@@ -24,10 +24,8 @@ from typing import IO
 from builder.audit.layers import Entry, LayerError, entries
 from builder.build import ocilayout
 from builder.core import tags
-from builder.core.errors import InputError
 from builder.core.scratch import scratch_dir
 from builder.core.text import printable
-from builder.matrix.expand import load_matrix
 from builder.registry import models
 from builder.registry.client import RegistryClient
 from builder.registry.transport import MAX_BLOB_BYTES, is_digest
@@ -65,8 +63,8 @@ class Verdict:
 
 def compression_of(manifest: bytes) -> str:
     """The layers' compression of a published manifest, which a rebuild must use to give the same bytes."""
-    types = {layer.media_type or "" for layer in _manifest(manifest, "published").layers}
-    return "zstd" if any(t.endswith("+zstd") for t in types) else "gzip"
+    layers = _manifest(manifest, "published").layers
+    return "zstd" if any((layer.media_type or "").endswith("+zstd") for layer in layers) else "gzip"
 
 
 Blobs = Callable[[str], IO[bytes]]  # a blob by digest, seekable (a file: a multi-GB layer is never held in memory)
@@ -104,11 +102,9 @@ def _blobs_of(manifest: bytes, which: str) -> tuple[list[str], str]:
     """A manifest's layer digests and config digest: sha256 digests only (one is a file name under a scratch
     folder: `/etc/shadow` or `../x` named as a layer would be read as one)."""
     data = _manifest(manifest, which)
-    if data.config is None:
-        raise LayerError(f"the {which} manifest is not an image manifest (no config)")
-    layers, config = [layer.digest for layer in data.layers], data.config.digest
+    layers, config = [layer.digest for layer in data.layers], data.config.digest if data.config else ""
     if not all(is_digest(d) for d in [*layers, config]):
-        raise LayerError(f"the {which} manifest names a layer or config by no sha256 digest: refused")
+        raise LayerError(f"the {which} manifest names no config, or a layer or config by no sha256 digest: refused")
     return layers, config
 
 
@@ -170,21 +166,3 @@ def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuil
 
         return compare(ref, (manifest.digest, manifest.body), (image.digest, image.manifest), published_blob,
                        lambda blob: image.blob_path(blob).open("rb"))
-
-
-def not_in_matrix(ref: str, tag: str, matrix: Path, default: bool, root: Path = Path(".")) -> str:
-    """What to say when the matrix given (or the default) has no cell for the published image's tag: which of
-    this checkout's matrices (matrix.yaml, examples/*.yaml) does, to pass as --matrix."""
-    candidates = [root / "matrix.yaml", *sorted((root / "examples").glob("*.y*ml"))]
-    found = [str(path) for path in candidates if path.resolve() != matrix.resolve() and _holds(path, tag)]
-    which = (f"; it is a cell of {' and '.join(found)}: pass --matrix {found[0]}" if found
-             else ": pass --matrix with the matrix it was published from")
-    given = f"{matrix}{' (the default)' if default else ''}"
-    return f"{ref} is the image of cell {tag!r}, and {given} has no such cell{which}"
-
-
-def _holds(matrix: Path, tag: str) -> bool:
-    try:
-        return any(tag in (cell.tag, cell.content_cell().tag) for cell in load_matrix(matrix))
-    except (InputError, OSError, ValueError):
-        return False

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
@@ -76,7 +76,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     Exit 0 when the rebuild's manifest digest is the published one; 1 when it differs (the first differing
     layer and its files are named) or cannot be rebuilt; 2 for a bad reference.
     """
-    from builder.audit import diff, layers, reproduce
+    from builder.audit import diff, layers, origin, reproduce
     from builder.registry import credentials
     from builder.registry.client import RegistryClient
 
@@ -91,7 +91,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
             if not any(p.key == "--cell" for p in exc.problems):
                 raise
             default = matrix.resolve() == PRODUCTION_MATRIX.resolve()
-            raise usage_error("--matrix", reproduce.not_in_matrix(str(ref), tag, matrix, default)) from None
+            raise usage_error("--matrix", origin.not_in_matrix(str(ref), tag, matrix, default)) from None
         if job.content_hash != content_hash:
             raise reproduce.ReproduceError(
                 f"{ref} was built from other inputs (content hash {content_hash}) than {matrix} and this checkout "

@@ -12,7 +12,7 @@ from rich.table import Table
 from builder.build import baseimage
 from builder.build.engine import connect
 from builder.build.prune import Pruned
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli import runs
 from builder.cli.kit import (
     EXIT_FAILED,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli.kit import EXIT_FAILED, InsecureOpt, RegistryOpt, handles_errors
 from builder.core.errors import usage_error
 from builder.core.text import safe

@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from builder.build.engine import EngineUnavailable
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.core.errors import InputError
 from builder.core.files import replace_file
 from builder.registry.credentials import CredentialError
@@ -33,8 +33,8 @@ from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
 from builder.render.lockfile import LockProblem
 from builder.render.resolve import LockError
+from builder.render.sources import WheelSource
 from builder.render.stages import NameClash
-from builder.render.wheels import WheelSource
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli.kit import MatchOpt, MatrixOpt, handles_errors
 from builder.core.errors import usage_error
 from builder.core.spec import CellSpec

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli import runs
 from builder.cli.kit import EXIT_FAILED, EXIT_OK
 from builder.core.errors import usage_error

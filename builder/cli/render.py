@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli.kit import (
     EXIT_FAILED,
     PRODUCTION_IMAGES,

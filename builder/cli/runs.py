@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from builder.build.engine import connect
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli.kit import EXIT_FAILED, EXIT_OK, Progress, terminates
 from builder.cli.progress import RunView
 from builder.core.text import safe

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from builder.cli import display as show
+from builder.cli import console as show
 from builder.cli.kit import MatrixOpt, handles_errors
 from builder.core.text import safe
 

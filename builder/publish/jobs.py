@@ -22,7 +22,7 @@ from builder.registry import images
 from builder.render.bakefile import group_of
 from builder.render.dockerfile import RenderedCell, render_cell, render_images
 from builder.render.installs import requirements
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
 from builder.render.dockerfile import RenderedCell, render_images
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 
 __all__ = ["Cache", "Events", "Options", "Prepared", "rebuild", "run", "run_and_record", "run_image"]
 

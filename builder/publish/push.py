@@ -22,7 +22,7 @@ from docker.errors import APIError, DockerException
 from builder.registry import hints, retry
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
-from builder.registry.errors import AuthError, RegistryError, TransientError
+from builder.registry.errors import TRANSIENT_STATUS, AuthError, RegistryError, TransientError
 
 DIGEST_RE = re.compile(r"digest: (sha256:[0-9a-f]{64})")
 PROBE = retry.Policy(attempts=1)
@@ -91,7 +91,7 @@ def _classify(api: RegistryClient, repository: str, code: object, message: str) 
     status = code if isinstance(code, int) else None
     if status in (401, 403):
         return AuthError(message, status, hint=hints.hint(status, None, message, repository))
-    if status is not None and status >= 400 and status not in retry.TRANSIENT_STATUS:
+    if status is not None and status >= 400 and status not in TRANSIENT_STATUS:
         return RegistryError(message, status, hint=hints.hint(status, None, message, repository))
     probe = RegistryClient(api.address, api.credentials, api.scheme, PROBE, api.insecure)
     try:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from builder.registry import hints, models
 from builder.registry import transport as httpsafe
 from builder.registry.address import host_port, plain_http_ok
-from builder.registry.answers import error_of, oci_error
 from builder.registry.credentials import Credentials, describe
 from builder.registry.errors import AuthError
+from builder.registry.hints import error_of, oci_error
 
 TOKEN_LIFETIME_S = 60  # the token spec's default when the server names no expires_in
 MAX_TOKEN_CHARS = 16 << 10

@@ -5,7 +5,7 @@ Requests go out without credentials until the registry challenges them; builder.
 challenge (Basic, or a Bearer token for the scope the operation needs). Plain HTTP only for loopback and for
 the hosts named insecure (`--insecure-registry`, as Docker's `insecure-registries`).
 Every failure is a RegistryError carrying the HTTP status, the registry's error code and message, and what
-to do about it (builder.registry.answers, .hints); the one retry policy (builder.registry.retry) decides what
+to do about it (builder.registry.hints); the one retry policy (builder.registry.retry) decides what
 is worth another try.
 Every request goes through builder.registry.transport (credentials kept on their origin, proxies, size caps, a total
 deadline), and every manifest and blob read is checked against the digest of its bytes.
@@ -26,10 +26,10 @@ from pathlib import Path
 from builder.registry import models, retry
 from builder.registry import transport as httpsafe
 from builder.registry.address import host_port, plain_http_ok
-from builder.registry.answers import error_of
 from builder.registry.auth import Auth
 from builder.registry.credentials import Credentials
 from builder.registry.errors import AuthError, DeadlineError, RegistryError
+from builder.registry.hints import error_of
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "

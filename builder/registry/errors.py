@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})  # statuses worth another try (TransientError)
+
 
 class RegistryError(RuntimeError):
     """A registry operation failed for good: the cell fails with this message (never a secret)."""

@@ -5,17 +5,21 @@ create; a 500 may be a full disk), so the registry's own words are read first: a
 names the cause, then its OCI error code (distribution spec, "Error codes"), then the HTTP status. Every
 RegistryError made from a registry's answer carries the hint found here, and its message ends with it, so
 a failed cell in the run view, the run record and the one-line preflight error all say what to do.
+`error_of` turns a registry's HTTP error into that RegistryError; its status decides the class the retry policy
+(builder.registry.retry) reads.
 """
 
 from __future__ import annotations
 
 import errno
 import http.client
+import json
 import socket
 import ssl
 import urllib.error
 
-from builder.registry.credentials import ENV_PASSWORD, ENV_USER
+from builder.registry.credentials import ENV_PASSWORD, ENV_USER, Credentials, describe
+from builder.registry.errors import TRANSIENT_STATUS, AuthError, RegistryError, TransientError
 
 REPOSITORY = "{repository}"  # where a hint names the repository; "this repository" when it is not known
 
@@ -108,3 +112,26 @@ def network(exc: BaseException) -> str | None:
     if isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
         return UNREACHABLE
     return None
+
+
+def oci_error(exc: urllib.error.HTTPError) -> tuple[str | None, str]:
+    """The first error of the spec's `{"errors": [{"code", "message"}]}` body, when there is one."""
+    try:
+        first = json.loads(exc.read(65536))["errors"][0]
+        return str(first["code"]), str(first.get("message", ""))[:200]
+    except (ValueError, KeyError, IndexError, TypeError, OSError, RecursionError):
+        return None, ""
+
+
+def error_of(exc: urllib.error.HTTPError, address: str, credentials: Credentials | None, method: str, path: str,
+             repository: str) -> RegistryError:
+    """The answer as a RegistryError: status, the registry's code and message, and what to do about it."""
+    code, message = oci_error(exc)
+    detail = f" {code}: {message}" if code else ""
+    what_to_do = hint(exc.code, code, message, repository)
+    if exc.code in (401, 403):
+        verb = "refused" if exc.code == 401 else "denied"
+        return AuthError(f"registry {address} {verb} {method} {path} ({exc.code}{detail}) with "
+                         f"{describe(credentials)}", exc.code, code, what_to_do)
+    kind = TransientError if exc.code in TRANSIENT_STATUS else RegistryError
+    return kind(f"registry {address} answered {method} {path} with {exc.code}{detail}", exc.code, code, what_to_do)

@@ -15,14 +15,13 @@ from typing import TypeVar
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from builder.registry import hints
-from builder.registry.errors import RegistryError, TransientError
+from builder.registry.errors import TRANSIENT_STATUS, RegistryError, TransientError
 
 T = TypeVar("T")
 
 ATTEMPTS = 5
 BACKOFF_S = 1.0
 TOTAL_S = 120.0  # a registry down for longer fails its cells; the next scheduled run picks them up
-TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
 

@@ -30,8 +30,8 @@ from builder.matrix.selection import plan_images
 from builder.render import contenthash, labels, lockfile
 from builder.render.contenthash import stage_chains
 from builder.render.installs import devel_packages, runtime_packages, venv_packages
+from builder.render.sources import INDEX, LOCK_MOUNT, PIP_CACHE, WHEELS_MOUNT, WheelSource, step_wheels
 from builder.render.stages import lock_steps, stage_name, stages_of
-from builder.render.wheels import INDEX, LOCK_MOUNT, PIP_CACHE, WHEELS_MOUNT, WheelSource, step_wheels
 
 SMOKE_PROGRAM = smoke.PROGRAM
 SMOKE_PATH = f"rif/{SMOKE_PROGRAM}"  # in the build tree, shared by every image

@@ -27,9 +27,9 @@ from builder.registry.client import RegistryClient
 from builder.registry.errors import RegistryError
 from builder.render import lockfile
 from builder.render.dockerfile import render_all
+from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps, stages_of
 from builder.render.wheelhouse import PLATFORMS
-from builder.render.wheels import WheelSource
 
 MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged" | "error")

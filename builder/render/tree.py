@@ -25,7 +25,7 @@ from builder.core import files as safefs
 from builder.render import bakefile
 from builder.render.dockerfile import RenderedCell, tree_files
 from builder.render.lockfile import BASE_FILE, LOCK_DIR, pins_of
-from builder.render.wheels import WHEELS_DIR, WheelSource, step_wheels
+from builder.render.sources import WHEELS_DIR, WheelSource, step_wheels
 
 MANIFEST = ".rif-rendered.json"
 BAKE_FILE = "docker-bake.json"

@@ -27,7 +27,7 @@ from docker.errors import DockerException
 from builder.build.engine import run_captured
 from builder.core import tags
 from builder.registry import models
-from builder.validate import sbomdoc
+from builder.validate import cyclonedx
 
 MEDIA_TYPE = "application/vnd.cyclonedx+json"
 SPEC_VERSION = "1.5"
@@ -201,16 +201,16 @@ def read(body: bytes) -> Parsed:
     """The packages of a CycloneDX JSON document, and how many components were of no readable shape.
 
     The document must be CycloneDX with a list of components (else SbomError); each component is checked on
-    its own (builder.validate.sbomdoc): one odd entry costs that entry, counted, never the document."""
+    its own (builder.validate.cyclonedx): one odd entry costs that entry, counted, never the document."""
     try:
-        doc = models.parse(sbomdoc.Document, body, "the SBOM")
+        doc = models.parse(cyclonedx.Document, body, "the SBOM")
     except models.ShapeError as exc:
         raise SbomError(str(exc)) from None
     if doc.bom_format != "CycloneDX":
         raise SbomError("the SBOM is not a CycloneDX document")
     found, skipped = set(), 0
     for raw in doc.components:
-        component = sbomdoc.component(raw)
+        component = cyclonedx.component(raw)
         if component is None:
             skipped += 1
             continue

@@ -8,7 +8,7 @@ from pathlib import Path
 from builder.build.bake import Stage, waves
 from builder.render.contenthash import runs_on_context
 from builder.render.dockerfile import RenderedCell, render_images
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 from tests.conftest import load_cells
 
 FAMILIES = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n"

@@ -106,7 +106,7 @@ def test_options_that_do_not_apply_are_command_line_errors(args: list[str], opti
 def test_the_cell_table_stays_readable_at_80_columns() -> None:
     from rich.console import Console
 
-    from builder.cli import display
+    from builder.cli import console as display
     from builder.cli.matrix import print_cells
     from builder.matrix.expand import expand_matrix
 

@@ -324,7 +324,7 @@ def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_whe
     from builder.matrix.selection import select
     from builder.publish import rows as ghrows
     from builder.publish.jobs import matrix_jobs
-    from builder.render.wheels import WheelSource
+    from builder.render.sources import WheelSource
 
     store = Store()
     scripted = server(store.answer)

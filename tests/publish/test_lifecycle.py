@@ -19,7 +19,7 @@ from builder.publish import lifecycle as pipeline
 from builder.registry.client import RegistryClient
 from builder.render import dockerfile
 from builder.render.dockerfile import RenderedCell
-from builder.render.wheels import INDEX, WheelSource
+from builder.render.sources import INDEX, WheelSource
 from tests.conftest import DATA, builder_cli, write_matrix
 
 BROKEN = "cpu_debian12_py3.11_torch2.13.0_broken"  # promises torch 2.12.0, installs 2.13.0
@@ -100,6 +100,8 @@ def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
 
     monkeypatch.setattr("builder.publish.lifecycle.require_buildx", lambda: "github.com/docker/buildx v0.13.1")
     monkeypatch.setattr("builder.publish.lifecycle.bake", bake)
+    # The preflight asks the engine for the bases (tests/build/test_preflight.py): here every input is there.
+    monkeypatch.setattr("builder.publish.lifecycle.preflight", lambda jobs, source: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the run's build tree
     return baked
 

@@ -23,7 +23,7 @@ from builder.publish import plan as planner
 from builder.publish.jobs import Job, by_combination, combination, matrix_jobs, shard_jobs
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 from tests.conftest import ROOT
 from tests.fakes.registries import Registry, need_docker_registry
 from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen

@@ -16,7 +16,7 @@ from builder.core.spec import CellSpec
 from builder.render import contenthash, labels
 from builder.render import dockerfile as render
 from builder.render.dockerfile import render_cell
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 from tests.conftest import load_cells
 from tests.fakes.matrices import ONE_CPU
 

@@ -20,7 +20,7 @@ from builder.render import tree as imagetree
 from builder.render.contenthash import stage_chains
 from builder.render.dockerfile import RenderedCell, render_all, render_cell, render_images
 from builder.render.installs import apt_sdk_steps
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 from tests.conftest import DATA, ROOT, builder_cli, load_cells
 from tests.fakes.matrices import ONE_CPU
 

@@ -11,8 +11,8 @@ from builder.core.spec import CellSpec
 from builder.render import lockfile
 from builder.render.dockerfile import render_all
 from builder.render.lockfile import LockProblem, Pin, Step
+from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
-from builder.render.wheels import WheelSource
 from tests.conftest import builder_cli, load_cells, write_matrix
 
 TWO_OS = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n"

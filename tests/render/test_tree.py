@@ -9,7 +9,7 @@ import pytest
 
 from builder.render import tree as imagetree
 from builder.render.dockerfile import render_all
-from builder.render.wheels import WheelSource
+from builder.render.sources import WheelSource
 from tests.conftest import ROOT, builder_cli, load_cells
 from tests.fakes.matrices import ONE_CPU
 
