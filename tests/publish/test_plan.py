@@ -231,3 +231,18 @@ def test_the_token_is_fetched_once_though_many_workers_look_up_at_once(server: S
     decisions = planner.plan(target_of(scripted), todo, workers=16)
     assert {d.action for d in decisions} == {"build"}
     assert len([s for s in scripted.seen if s.path.startswith("/token")]) == 1
+
+
+def test_the_command_moves_tags_registry_side_without_an_engine(server: Start, tmp_path: Path) -> None:
+    store = Store()
+    scripted = server(store.answer)
+    runtime, devel = todo = example_jobs()
+    publish_all(store, todo)
+    store.manifests["rocm/pytorch:latest"] = store.manifests[f"rocm/pytorch:{devel.tag}"]
+    proc = cli("-m", "examples/local.yaml", "--registry", f"{scripted.address}/rocm", "--plan", "--move-tags",
+               "--record", str(tmp_path / "record.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert store.digest("rocm/pytorch", "latest") == store.digest("rocm/pytorch", runtime.tag)
+    record = {i["tag"]: (i["state"], i["moved"]) for i in json.loads((tmp_path / "record.json").read_text())["images"]}
+    assert record == {runtime.tag: ("skipped", ["latest"]), devel.tag: ("skipped", [])}
+    assert "moved latest" in " ".join(proc.stdout.split())
