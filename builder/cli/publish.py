@@ -9,7 +9,7 @@ import typer
 
 from builder.build.engine import connect
 from builder.cli import console as show
-from builder.cli import runs
+from builder.cli import planning, runs
 from builder.cli.kit import (
     CellOpt,
     GpuOpt,
@@ -52,6 +52,15 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
             compression: Annotated[str, typer.Option("--compression", metavar="gzip|zstd", help=(
                 "The layers' compression: gzip (default: every Docker and containerd client pulls it) or zstd "
                 "(faster to pull and unpack; Docker 23+, containerd 1.5+)."))] = "gzip",
+            fmt: Annotated[str, typer.Option("--format", metavar="text|json|github", help=(
+                "With --plan: a table (text), every image with its action and why (json), or the workflow's rows "
+                "of the combinations with an image to build (github)."))] = "text",
+            move_tags: Annotated[bool, typer.Option("--move-tags", help=(
+                "With --plan: move the tags of published images that point elsewhere, registry-side by digest "
+                "(no engine, no build)."))] = False,
+            shard_spec: Annotated[str | None, typer.Option("--shard", metavar="K/N", help=(
+                "Only the K-th of N interleaved slices of the combinations (a combination's images stay "
+                "together)."))] = None,
             quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
     """Publish what changed: build, validate, push under an immutable tag, then move the cells' tags."""
@@ -64,7 +73,10 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
         raise usage_error("--no-push", "--plan builds nothing and --no-push builds: pass one of them")
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
-    todo = jobs.matrix_jobs(matrix, cell, match, wheel_source(wheelhouse_dir, locks))
+    planning.check_format(fmt, plan, move_tags)
+    todo = jobs.shard_jobs(jobs.matrix_jobs(matrix, cell, match, wheel_source(wheelhouse_dir, locks)), shard_spec)
+    if plan:  # the registry alone answers: no engine
+        planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path, registry)
     options = pipeline.Options(wheel_source(wheelhouse_dir, locks), True, gpu, runs.target(registry, insecure_hosts),
                                skip_published=True, plan=plan, no_push=no_push, compression=_compression(compression),
                                cache=_cache(cache_registry, insecure_hosts))

@@ -16,9 +16,10 @@ from builder.build.engine import connect, run_captured
 from builder.core import tags
 from builder.core.errors import usage_error
 from builder.matrix.expand import expand_matrix
-from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select
+from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select, shard
 from builder.publish.record import ImageReport
 from builder.registry import images
+from builder.render.bakefile import group_of
 from builder.render.dockerfile import RenderedCell, render_cell, render_images
 from builder.render.installs import requirements
 from builder.render.sources import WheelSource
@@ -107,3 +108,24 @@ def preflight(jobs: list[Job], source: WheelSource) -> None:
     fetch = f"--matrix {matrix}" if matrix is not None else "--matrix MATRIX"
     if needs:
         checks.require(needs, source.wheelhouse, fetch, connect(), images.serves())
+
+
+def combination(job: Job) -> str:
+    """The job's bake group (its combination): the unit that shards and workflow rows keep together."""
+    return group_of(job.rendered) if job.rendered is not None else job.tag
+
+
+def by_combination(todo: list[Job]) -> dict[str, list[Job]]:
+    groups: dict[str, list[Job]] = {}
+    for job in todo:
+        groups.setdefault(combination(job), []).append(job)
+    return groups
+
+
+def shard_jobs(todo: list[Job], spec: str | None) -> list[Job]:
+    """--shard K/N: the K-th of N interleaved slices of the combinations, each combination's images together (one
+    bake shares their stages)."""
+    if spec is None:
+        return todo
+    kept = set(shard(list(by_combination(todo)), spec))
+    return [j for j in todo if combination(j) in kept]

@@ -24,6 +24,7 @@ MAX_JOBS = 256  # GitHub Actions' limit on the jobs of one strategy.matrix
 
 class Row(TypedDict):
     group: str  # the bake group (images/docker-bake.json), also the job's name and its record's name
+    groups: str  # the bake groups the row publishes, space-separated: itself, or those of a packed row
     cells: str  # the image tags of the group, space-separated, each selectable with `builder publish --cell`
     images: int  # how many
     os: str
@@ -43,7 +44,7 @@ def rows(cells: list[CellSpec]) -> list[Row]:
 
 def row(group: str, members: list[RenderedCell]) -> Row:
     c = members[0].cell
-    return {"group": group, "cells": " ".join(m.cell.tag for m in members), "images": len(members),
+    return {"group": group, "groups": group, "cells": " ".join(m.cell.tag for m in members), "images": len(members),
             "os": c.os, "platform": c.platform, "python": c.python, "torch": c.torch, "channel": c.channel}
 
 
@@ -53,3 +54,21 @@ def matrix_json(selected: list[Row]) -> str:
         raise usage_error("--format github", f"{len(selected)} combinations exceed GitHub's {MAX_JOBS} jobs per "
                                              "matrix: split them with --shard K/N")
     return json.dumps({"include": selected}, separators=(",", ":"))
+
+
+def build_rows(groups: dict[str, list[RenderedCell]], limit: int = MAX_JOBS) -> list[Row]:
+    """The rows of these combinations (group -> its images to build): one per combination while they fit in one
+    matrix, else `limit` rows of several interleaved combinations each (one job bakes them all), so a matrix of
+    any size publishes."""
+    single = [row(name, members) for name, members in groups.items()]
+    if len(single) <= limit:
+        return single
+    packed = []
+    for k in range(limit):
+        part = single[k::limit]
+        first = part[0]
+        packed.append(Row(group=f"batch-{k + 1}-of-{limit}", groups=" ".join(r["group"] for r in part),
+                          cells=" ".join(r["cells"] for r in part), images=sum(r["images"] for r in part),
+                          os=first["os"], platform=first["platform"], python=first["python"], torch=first["torch"],
+                          channel=first["channel"]))
+    return packed

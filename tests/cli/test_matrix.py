@@ -35,7 +35,8 @@ def test_github_format_is_one_line_of_strategy_matrix_json_one_row_per_combinati
     rows = json.loads(whole.stdout)["include"]
     assert len(rows) == 37 and sum(r["images"] for r in rows) == 202
     assert len({t for r in rows for t in r["cells"].split()}) == 202
-    assert set(rows[0]) == {"group", "cells", "images", "os", "platform", "python", "torch", "channel"}
+    assert set(rows[0]) == {"group", "groups", "cells", "images", "os", "platform", "python", "torch", "channel"}
+    assert all(r["groups"] == r["group"] for r in rows), "one combination per row while they fit"
     jobs = []
     for shard in ("1/2", "2/2"):
         proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--shard", shard)

@@ -37,6 +37,7 @@ class Seen:
     method: str
     path: str
     auth: str | None
+    body: bytes = b""  # what a PUT or POST carried
 
 
 @dataclass
@@ -62,9 +63,8 @@ def _handler(scripted: Scripted) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def handle_one(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            seen = Seen(self.command, self.path, self.headers.get("Authorization"))
+            sent = self.rfile.read(length) if length else b""
+            seen = Seen(self.command, self.path, self.headers.get("Authorization"), sent)
             scripted.seen.append(seen)
             status, headers, body = scripted.answer(seen)
             self.send_response(status)
@@ -82,18 +82,25 @@ def _handler(scripted: Scripted) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def serve(answer: Callable[[Seen], Reply]) -> tuple[Scripted, ThreadingHTTPServer]:
+    """A scripted registry on a free loopback port, serving from a thread until shut down (benchmarks use it)."""
+    scripted = Scripted(answer)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(scripted))
+    httpd.daemon_threads = True
+    httpd.handle_error = lambda *args: None  # type: ignore[method-assign]  # a client that hung up
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    scripted.address = f"127.0.0.1:{httpd.server_address[1]}"
+    return scripted, httpd
+
+
 @pytest.fixture
 def server() -> Iterator[Callable[[Callable[[Seen], Reply]], Scripted]]:
     """Start scripted registries (as many as a test asks for); all are shut down after the test."""
     servers: list[ThreadingHTTPServer] = []
 
     def start(answer: Callable[[Seen], Reply]) -> Scripted:
-        scripted = Scripted(answer)
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(scripted))
-        httpd.handle_error = lambda *args: None  # type: ignore[method-assign]  # a client that hung up
+        scripted, httpd = serve(answer)
         servers.append(httpd)
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        scripted.address = f"127.0.0.1:{httpd.server_address[1]}"
         return scripted
 
     yield start

@@ -11,12 +11,15 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.fakes.scripted_registry import Reply, Scripted, Seen
+from tests.fakes.stored_registry import Store, publish_all
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
@@ -132,14 +135,18 @@ def test_only_publishing_jobs_may_write_packages() -> None:
     deploy = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]["pages"]
     assert [str(s.get("uses", "")).split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
     assert not any("run" in s for s in deploy["steps"])
-    assert signers == {("publish.yml", "pages"), ("publish-cells.yml", "sign"), ("publish.yml", "publish-shard-1"),
-                       ("publish.yml", "publish-shard-2")}
-    # The per-image job, the signing job (cosign pushes signatures), and the two jobs of publish.yml that call them.
-    assert writers == {("publish-cells.yml", "publish"), ("publish-cells.yml", "sign"),
-                       ("publish.yml", "publish-shard-1"), ("publish.yml", "publish-shard-2")}
+    assert signers == {("publish.yml", "pages"), ("publish-cells.yml", "sign"), ("publish.yml", "publish")}
+    # The per-row job, the signing job (cosign pushes signatures), the job of publish.yml that calls them, and the
+    # job that moves tags registry-side (builder publish --plan --move-tags: no build).
+    assert writers == {("publish-cells.yml", "publish"), ("publish-cells.yml", "sign"), ("publish.yml", "publish"),
+                       ("publish.yml", "retag")}
     for name, job_id in writers:
         job = load(ROOT / ".github" / "workflows" / name)["jobs"][job_id]
-        assert job_id in ("publish", "sign") or job.get("uses") == CELLS_WORKFLOW, \
+        if job_id == "retag":
+            script = "\n".join(step.get("run", "") for step in job["steps"])
+            assert "builder publish" in script and "--plan --move-tags" in script and "docker" not in script
+            continue
+        assert name == "publish-cells.yml" or job.get("uses") == CELLS_WORKFLOW, \
             f"{name}: {job_id} is not a publishing job"
 
 
@@ -245,19 +252,26 @@ def test_publish_runs_nightly_and_on_demand_one_at_a_time() -> None:
     assert doc["concurrency"]["cancel-in-progress"] is False, "a publish must never be cancelled midway"
 
 
-def test_publish_plans_two_shards_and_calls_the_cell_workflow_for_each() -> None:
+def test_publish_plans_against_the_registry_and_starts_only_what_it_must() -> None:
     doc = load(ROOT / ".github" / "workflows" / "publish.yml")
-    plan_script = "\n".join(step.get("run", "") for step in doc["jobs"]["plan"]["steps"])
-    assert "builder matrix" in plan_script and "--format github" in plan_script and '--shard "$k/2"' in plan_script
-    assert "for k in 1 2" in plan_script
-    assert doc["jobs"]["plan"]["permissions"] == {"contents": "read"}
-    for k in (1, 2):
-        job = doc["jobs"][f"publish-shard-{k}"]
-        assert job["uses"] == CELLS_WORKFLOW
-        assert job["needs"] == "plan"
-        assert job["with"]["groups"] == f"${{{{ needs.plan.outputs.shard{k} }}}}"
-        assert f"needs.plan.outputs.count{k} != '0'" in job["if"], "an empty shard must be skipped"
-        assert "inputs.dry_run" in job["with"]["dry_run"]
+    plan = doc["jobs"]["plan"]
+    plan_script = "\n".join(step.get("run", "") for step in plan["steps"])
+    assert "builder publish" in plan_script and "--plan" in plan_script and "--format github" in plan_script
+    assert "--move-tags" not in plan_script, "the plan only reads"
+    assert plan["permissions"] == {"contents": "read", "packages": "read"}
+    assert set(plan["outputs"]) == {"groups", "count", "moves"}
+    job = doc["jobs"]["publish"]
+    assert job["uses"] == CELLS_WORKFLOW and job["needs"] == "plan"
+    assert job["with"]["groups"] == "${{ needs.plan.outputs.groups }}"
+    assert "needs.plan.outputs.count != '0'" in job["if"], "an empty plan starts no publish job"
+    assert "inputs.dry_run" in job["with"]["dry_run"]
+    retag = doc["jobs"]["retag"]
+    assert retag["needs"] == "plan" and "needs.plan.outputs.moves != '0'" in retag["if"]
+    assert "inputs.dry_run != true" in retag["if"]
+    catalog = doc["jobs"]["catalog"]
+    assert set(catalog["needs"]) == {"plan", "publish", "retag"}
+    assert "needs.plan.outputs.count != '0'" in catalog["if"] and "needs.plan.outputs.moves != '0'" in catalog["if"]
+    assert doc["jobs"]["pages"]["needs"] == "catalog", "no catalog, no deploy"
 
 
 def tool_dir(tmp_path: Path) -> Path:
@@ -286,29 +300,49 @@ def outputs(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines())
 
 
+def run_plan_step(tmp_path: Path, registry: str, match: str = "", event: str = "push") -> dict[str, str]:
+    """publish.yml's plan step, run by bash against a registry (the real `builder`), in a work folder holding the
+    repository's matrix and tree; its outputs."""
+    doc = load(ROOT / ".github" / "workflows" / "publish.yml")
+    (step,) = [s for s in doc["jobs"]["plan"]["steps"] if s.get("id") == "plan"]
+    work = tmp_path / "work"
+    work.mkdir(parents=True)
+    for name in ("matrix.yaml", "images"):
+        (work / name).symlink_to(ROOT / name)
+    env = {"MATCH": match, "EVENT": event, "REGISTRY": registry, "PATH": f"{tool_dir(tmp_path)}:{os.environ['PATH']}"}
+    proc = run_script(step["run"], env, work, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = outputs(tmp_path / "output.txt")
+    assert set(out) == set(doc["jobs"]["plan"]["outputs"])
+    return out
+
+
 @pytest.mark.parametrize("match", ["", "cpu_*"])
-def test_the_plan_script_shards_every_combination(tmp_path: Path, match: str) -> None:
+def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_when_all_is_out(
+        tmp_path: Path, match: str, server: Callable[[Callable[[Seen], Reply]], Scripted]) -> None:
     from builder.matrix.expand import expand_matrix
     from builder.matrix.selection import select
     from builder.publish import rows as ghrows
+    from builder.publish.jobs import matrix_jobs
+    from builder.render.sources import WheelSource
 
-    doc = load(ROOT / ".github" / "workflows" / "publish.yml")
-    (step,) = [s for s in doc["jobs"]["plan"]["steps"] if s.get("id") == "shards"]
-    bin_dir = tool_dir(tmp_path)
-    proc = run_script(step["run"], {"MATCH": match, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, ROOT, tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    out = outputs(tmp_path / "output.txt")
-    assert set(out) == {"shard1", "shard2", "count1", "count2"} == set(doc["jobs"]["plan"]["outputs"])
+    store = Store()
+    scripted = server(store.answer)
+    out = run_plan_step(tmp_path / "empty", f"{scripted.address}/Some-Org", match)
     cells = expand_matrix(ROOT / "matrix.yaml").cells
     expected = ghrows.rows(select(cells, None, ROOT / "matrix.yaml", match or None))
-    got = []
-    summary = (tmp_path / "summary.md").read_text()
-    for k in (1, 2):
-        rows = json.loads(out[f"shard{k}"])["include"]
-        assert int(out[f"count{k}"]) == len(rows) <= 256
-        assert f"shard {k}/2: {len(rows)} combinations, {sum(r['images'] for r in rows)} images" in summary
-        got += rows
-    assert sorted(got, key=lambda r: r["group"]) == sorted(expected, key=lambda r: r["group"])
+    rows = json.loads(out["groups"])["include"]
+    assert sorted(rows, key=lambda r: r["group"]) == sorted(expected, key=lambda r: r["group"])
+    assert (int(out["count"]), out["moves"]) == (len(rows), "0") and len(rows) <= 256
+    summary = (tmp_path / "empty" / "summary.md").read_text()
+    assert f"plan: {len(rows)} jobs to publish {sum(r['images'] for r in rows)} images" in summary
+
+    todo = matrix_jobs(ROOT / "matrix.yaml", None, match or None, WheelSource())
+    publish_all(store, todo, "some-org")  # the owner's name, lower-cased as ghcr.io wants it
+    out = run_plan_step(tmp_path / "done", f"{scripted.address}/Some-Org", match, event="schedule")
+    assert (out["groups"], out["count"], out["moves"]) == ('{"include":[]}', "0", "0")
+    summary = (tmp_path / "done" / "summary.md").read_text()
+    assert "UNLOCKED TREE" in summary and "lock-refresh" in summary  # matrix.yaml's tree has no locks yet
 
 
 def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
@@ -432,4 +466,4 @@ def test_a_gpu_runner_label_routes_the_combination_jobs_to_self_hosted_gpus_with
     [free] = [s for s in job["steps"] if s.get("name") == "Free disk space"]
     assert free["if"] == "inputs.gpu_runner == ''", "never prune a maintainer's own machine"
     callers = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]
-    assert all("gpu_runner" in callers[j]["with"] for j in ("publish-shard-1", "publish-shard-2"))
+    assert "gpu_runner" in callers["publish"]["with"]

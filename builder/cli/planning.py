@@ -1,0 +1,77 @@
+"""`builder publish --plan`: the registry-aware plan printed as a table, JSON or the workflow's rows; no engine.
+
+`--format github` prints the rows (the shape `builder matrix --format github` prints) of only the combinations with
+at least one image to build; the plan job of publish.yml starts one publish job per row, none when there is none.
+`--move-tags` moves the tags of published images that need no build, registry-side by digest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from builder.cli import console as show
+from builder.cli import runs
+from builder.cli.kit import EXIT_FAILED, EXIT_OK
+from builder.core.errors import usage_error
+from builder.core.text import safe
+from builder.publish import jobs, record
+from builder.publish import plan as planner
+from builder.publish import rows as ghrows
+from builder.publish.promote import Target
+
+FORMATS = ("text", "json", "github")
+
+
+def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
+    """--format and --move-tags belong to --plan; a bad --format is refused before any work."""
+    if fmt not in FORMATS:
+        raise usage_error("--format", f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
+    if not plan and fmt != "text":
+        raise usage_error("--format", f"{fmt} prints a plan: add --plan")
+    if move_tags and not plan:
+        raise usage_error("--move-tags", "moves the tags a --plan finds out of place: add --plan")
+
+
+def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,
+             registry: str) -> None:
+    """Plan (and with move_tags, move the tags that need no build), print it, write the record; exit 1 when the
+    registry could not say for some image."""
+    decisions = planner.plan(target, todo)
+    if move_tags:
+        planner.move_tags(target, decisions)
+    reports = planner.reports(decisions, moved=move_tags)
+    if record_path is not None:
+        record.write(record_path, reports, registry, True)
+    failed = [d for d in decisions if d.action == "error"]
+    for d in failed:
+        show.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
+    if fmt == "github":
+        if not failed:
+            print(github(decisions))
+    elif fmt == "json":
+        print(json.dumps({"registry": registry, "images": [d.as_json() for d in decisions],
+                          "counts": counts(decisions)}, indent=2))
+    else:
+        runs.print_reports(reports, registry, "" if move_tags else "plan")
+        moving = sum(d.action == "move-tags" for d in decisions)
+        show.out.print(f"plan: {counts(decisions)['build']} to build, {moving} to re-tag"
+                       f"{' (moved)' if move_tags else ''}, {counts(decisions)['skip']} unchanged")
+    raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def counts(decisions: list[planner.Decision]) -> dict[str, int]:
+    return {a: sum(d.action == a for d in decisions) for a in ("build", "move-tags", "skip", "error")}
+
+
+def github(decisions: list[planner.Decision]) -> str:
+    """The rows (all their images, as `builder matrix --format github` lists them) of the combinations with at
+    least one image to build; the publish job skips the others again by content hash."""
+    groups: dict[str, list[planner.Decision]] = {}
+    for d in decisions:
+        groups.setdefault(jobs.combination(d.job), []).append(d)
+    rendered = {name: [d.job.rendered for d in members if d.job.rendered is not None]
+                for name, members in groups.items() if any(d.action == "build" for d in members)}
+    return json.dumps({"include": ghrows.build_rows(rendered)}, separators=(",", ":"))
