@@ -103,10 +103,11 @@ def test_builder_push_refuses_an_image_that_fails_validation(e2e_run: tuple, nam
 def test_failed_build_is_reported_with_its_log_and_later_cells_still_build(
         docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, tmp_path: Path) -> None:
     # The failing cell comes first: its torch 2.12.0 wheel is there by name (the preflight passes) but no zip, so
-    # pip fails inside its build.
+    # pip fails inside its build. Its own image name: the other wheelhouse gives the good cell another content hash,
+    # and that build (removed after this test) must not take the name the module's e2e_run image goes by.
     matrix = tmp_path / "m.yaml"
     matrix.write_text(cpu_matrix("{version: '2.12.0', torchvision: null, torchaudio: null}", BARE_TORCH,
-                                 image="pytorch"))
+                                 image="failedbuild"))
     broken = synthwheels.with_a_corrupt_wheel(wheelhouse, tmp_path / "wheels")
     nowheel = "cpu_debian12_py3.11_torch2.12.0_runtime"
     report = tmp_path / "r.json"
