@@ -139,9 +139,10 @@ def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: FaultProxy, b
         RUNTIME: ("skipped", False, []), DEVEL: ("skipped", False, [])}
     assert ns.digests() == digests
     assert "0 built, 2 unchanged, 0 failed" in again.proc.stdout
-    # True numbers: the first run uploaded what the registry lacked (the devel image's runtime layers only once),
+    # True numbers: the first run uploaded at most what the registry lacked (the devel image's runtime layers only
+    # once; layers that earlier tests pushed to other repositories of this registry are mounted, not uploaded),
     # the re-publish nothing; installed (unpacked) is above compressed (what a pull downloads).
-    assert all(0 < int(v["pushed_bytes"]) <= int(v["compressed_bytes"]) for v in first.record.values())
+    assert all(0 <= int(v["pushed_bytes"]) <= int(v["compressed_bytes"]) for v in first.record.values())
     assert first.record[DEVEL]["pushed_bytes"] < first.record[DEVEL]["compressed_bytes"]
     assert all(v["pushed_bytes"] == 0 for v in again.record.values())
     assert all(int(v["image_bytes"]) > int(v["compressed_bytes"]) for v in first.record.values())
