@@ -82,9 +82,12 @@ def test_lock_keeps_fresh_locks_and_update_moves_only_what_changed(tmp_path: Pat
 
 
 def test_a_requirement_no_wheel_satisfies_is_a_clear_error(tmp_path: Path, index: WheelIndex, mirror: str) -> None:
+    """A step no wheel satisfies is a data error naming the lock file and what pip missed (issue 30: the other
+    steps' locks are still refreshed, so the run reports it rather than raising)."""
     cells = [c.model_copy(update={"torch": "2.99.0"}) for c in cells_of(tmp_path, index)]
-    with pytest.raises(lock.LockError, match=r"torch.txt: pip cannot resolve torch==2.99.0 for Python 3.11"):
-        lock.lock_tree(cells, tmp_path / "tree", base_registry=mirror)
+    report = lock.lock_tree(cells, tmp_path / "tree", base_registry=mirror)
+    lines = [e.line() for e in report.errors]
+    assert any("torch.txt" in line and "torch==2.99.0" in line and "Python 3.11" in line for line in lines), lines
 
 
 def test_a_base_tag_the_registry_lacks_is_a_clear_error(registry: str, namespace: str) -> None:
