@@ -18,11 +18,11 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder.build.bake import BuildResult, bake, require_buildx, waves
+from builder.build.bake import BuildResult, OnLine, bake, require_buildx, waves
 from builder.build.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
-from builder.publish import record, steps
+from builder.publish import record, stagewave, steps
 from builder.publish.jobs import Job, preflight
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport, Stage
@@ -119,6 +119,8 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
     require_buildx()
     preflight(jobs, source)  # seconds, before any bake: bases and wheels there, or what makes them
     rendered = _together(jobs, source)
+    if export.cache is not None:  # the shared stages a first wave (publish --shared-stages) left in the registry
+        export = replace(export, cache=stagewave.with_stages(export.cache, rendered))
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
     for r, job in zip(rendered, jobs, strict=True):
         assert r.content_hash == job.content_hash, f"{job.tag}: rendered alone and together, hashes differ"
@@ -146,6 +148,15 @@ def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
                                        r.dockerfile for r in given):
         return given
     return render_images([r.cell for r in given], source)
+
+
+def shared_stages(jobs: list[Job], options: Options, on_line: OnLine) -> list[stagewave.StageOutcome]:
+    """`builder publish --shared-stages`: the stages the jobs' combinations share, built once into options.cache
+    (exported only when it may be written), for the per-combination jobs that follow to import."""
+    assert options.cache is not None, "the shared stages go to the registry cache"
+    preflight(jobs, options.source)
+    cache = replace(options.cache, write=options.cache.write and not options.rehearsal)
+    return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line)
 
 
 def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events()) -> BuildResult:
