@@ -83,7 +83,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
     if plan:  # the registry alone answers: no engine
         planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path, registry)
     options = pipeline.Options(wheel_source(wheelhouse_dir, locks), True, gpu, runs.target(registry, insecure_hosts),
-                               skip_published=True, plan=plan, no_push=no_push, compression=_compression(compression),
+                               skip_published=True, no_push=no_push, compression=_compression(compression),
                                cache=_cache(cache_registry, insecure_hosts))
     if shared_stages:
         stages.run_stages(todo, options)
