@@ -63,8 +63,10 @@ def build(rendered: list[RenderedCell], source: WheelSource, cache: Cache, compr
 
 
 def with_stages(cache: Cache, rendered: list[RenderedCell], policy: retry.Policy = retry.DEFAULT) -> Cache:
-    """cache, with each target importing the shared stages of its chain that the registry holds."""
-    wanted = {r.target: list(sharedstages.stage_keys(r).values()) for r in rendered}
+    """cache, with each target importing the shared stages of its chain that the registry holds. An image's own
+    stage is never looked up: the wave builds only stages under images (an image's stage names its cell)."""
+    images = {sharedstages.stage_keys(r)[r.stage] for r in rendered}
+    wanted = {r.target: [k for k in sharedstages.stage_keys(r).values() if k not in images] for r in rendered}
     held = present(cache, sorted({k for keys in wanted.values() for k in keys}), policy)
     return replace(cache, stages={t: tuple(k for k in keys if k in held) for t, keys in wanted.items()})
 
