@@ -13,6 +13,7 @@ import floor
 import oldlayout
 from localregistry import LocalRegistry
 from scaleplumbing import (
+    BASE,
     FLAVORS,
     Layout,
     Resources,
@@ -119,7 +120,8 @@ def old_build(res: Resources, cell: CellSpec, source: oldlayout.OldSource, numpy
     context = oldlayout.write_context(cell, source, res.work / "old" / key, numpy)
     tag = res.tag(f"rif-bench/old:{key}")
     result = oldlayout.build(res.client, context, tag)
-    res.ids.extend(result.steps)
+    base = str(res.client.images.get(BASE).id).removeprefix("sha256:")
+    res.ids.extend(s for s in result.steps if not base.startswith(s))  # FROM's step is the base: never ours
     res.built += [result.image_id] if result.image_id else []
     if result.error is not None:
         raise RuntimeError(f"old layout, {key}: {result.error}\n" + "\n".join(result.tail))
