@@ -147,6 +147,15 @@ def _start(cmd: list[str], log: Path, env: Mapping[str, str]) -> subprocess.Pope
         out.close()  # the child holds its own copy
 
 
+def _unmount(root: Path) -> None:
+    """What the engine left mounted under its folder (its netns file, a snapshot): unmounted, so that the folder
+    can go. Only mounts under root: they are the engine's."""
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    points = [line.split()[1].replace("\\040", " ") for line in mounts if len(line.split()) > 1]
+    for point in sorted((p for p in points if p.startswith(f"{root}/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -168,6 +177,7 @@ def empty_engine(root: Path) -> Iterator[Engine]:
     env = {**os.environ, "PATH": f"{ENGINE / 'usr/bin'}:{ENGINE / 'usr/sbin'}:{os.environ['PATH']}"}
     env.pop("DOCKER_HOST", None)
     with ExitStack() as stack:
+        stack.callback(_unmount, root)  # last, once both processes are gone
         containerd = _start(["containerd", "--config", str(root / "containerd.toml")], root / "containerd.log", env)
         stack.callback(_stop, containerd)
         dockerd = _start(["dockerd", "--config-file", str(root / "daemon.json"), "--data-root", str(root / "data"),

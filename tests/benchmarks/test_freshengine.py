@@ -118,5 +118,6 @@ def test_a_real_fresh_engine_is_private_and_empty_and_refuses_once_it_holds_some
                 freshengine.prove(engine, info, env)
         pid = int((root / "e" / "dockerd.pid").read_text()) if (root / "e" / "dockerd.pid").exists() else None
         assert pid is None or not Path(f"/proc/{pid}").exists()  # stopped with the context
+        assert f"{root}/" not in Path("/proc/self/mounts").read_text()  # nothing left mounted: the folder can go
     finally:
         shutil.rmtree(root, ignore_errors=True)
