@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -118,7 +119,7 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=10, help="how many times the matrix, in scenario (d)")
     args = parser.parse_args()
     print("$ python benchmarks/bench_night.py" + (f" --copies {args.copies}" if args.copies != 10 else ""))
-    stages = has_stages_job()
+    stages, load = has_stages_job(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="rif-bench-night-") as tmp_name:
         tmp = Path(tmp_name)
         registry = LocalRegistry(tmp / "registry", access_log=True)
@@ -146,6 +147,7 @@ def main() -> None:
         finally:
             registry.stop()
     print(table(nights[1:]))
+    print(f"load average {os.getloadavg()[0]:.1f} (at the start {load:.1f}) on {os.cpu_count()} cores")
 
 
 def filled(registry: LocalRegistry, tree: Path, matrices: list[Path], what: str) -> Night:
