@@ -149,7 +149,8 @@ class _Reaper:
     """One thread fires every request's watchdog at its deadline: a timer thread per request cost a thread start
     (and a wait for it to be scheduled) per request, more than a loopback registry's answer."""
 
-    def __init__(self) -> None:
+    def reset(self) -> None:
+        """Nothing watched, no thread yet: at the start, and in a fork's child (none of the parent's waits)."""
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, _Watchdog]] = []  # deadline, order, watchdog: the next deadline first
         self._order = itertools.count()
@@ -183,6 +184,8 @@ class _Reaper:
 
 
 _REAPER = _Reaper()
+_REAPER.reset()
+os.register_at_fork(after_in_child=_REAPER.reset)
 
 
 def _watched(connection: http.client.HTTPConnection, watchdog: _Watchdog) -> None:
@@ -223,9 +226,8 @@ _THREAD = threading.local()  # this thread's opener (and the proxy settings it w
 
 
 def _opener() -> urllib.request.OpenerDirector:
-    """This thread's opener, made again only when the proxy settings change: making one (urllib inspects every
-    handler's methods, ProxyHandler reads the whole environment) cost more CPU than a request to a nearby
-    registry, and a plan sends thousands. Only http(s) handlers: no file:, ftp: or data: URL is ever opened."""
+    """This thread's opener, made again only when the proxy settings change (making one cost more CPU than a request
+    to a nearby registry; a plan sends thousands). Only http(s) handlers: no file:, ftp: or data: URL is opened."""
     key = tuple((k, v) for k, v in os.environ.items() if k[-6:].lower() == "_proxy" or k == "REQUEST_METHOD")
     made = getattr(_THREAD, "opener", None)
     if made is None or made[0] != key:
