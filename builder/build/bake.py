@@ -120,9 +120,10 @@ def waves(chains: dict[str, list[Stage]]) -> list[list[str]]:
 
 
 def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None, cwd: Path | None = None,
-         export: Export | None = None, no_cache: bool = False) -> dict[str, BuildResult]:
+         export: Export | None = None, no_cache: bool = False, images: bool = True) -> dict[str, BuildResult]:
     """Build targets of bake_file (into export's layout, then loaded into the engine under the targets' tags, or
-    straight into the engine without one); every target gets a result, none raises."""
+    straight into the engine without one; images=False: targets whose output is only BuildKit's cache); every
+    target gets a result, none raises."""
     start = time.monotonic()
     results: dict[str, BuildResult] = {}
     pending = list(targets)
@@ -131,7 +132,8 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
         if run.ok:
             tags = _tags(bake_file) if export is not None else {}
             for target in pending:
-                results[target] = _result(target, run.image_ids.get(target), tags.get(target) or [], export)
+                results[target] = (_result(target, run.image_ids.get(target), tags.get(target) or [], export)
+                                   if images else BuildResult(target, True))
             break
         suspects = [t for t in pending if t in run.failed]
         blamed = pending if len(pending) == 1 else suspects if len(suspects) == 1 else []
@@ -140,7 +142,7 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
             # errors of its own ("context canceled", "transport is closing", ...). Bake each suspect alone
             # rather than blame one without evidence; the others go on together.
             for target in suspects or pending:
-                results.update(bake(bake_file, [target], on_line, cwd, export, no_cache))
+                results.update(bake(bake_file, [target], on_line, cwd, export, no_cache, images))
             pending = [t for t in pending if t not in results]
             continue
         for target in blamed:
@@ -191,6 +193,8 @@ class _Run:
 
     def read(self, line: str) -> str | None:
         target = _target_of(line, self.vertices, self.targets)
+        if target is None and len(self.targets) == 1 and _vertex(line):
+            target = next(iter(self.targets))  # a bake of one target leaves its name out of the step names
         self.tail.append(line)
         if target is not None:
             self.tails.setdefault(target, deque(maxlen=LOG_TAIL_LINES)).append(line)
