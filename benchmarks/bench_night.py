@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.localregistry import LocalRegistry  # noqa: E402
 from benchmarks.nightfill import fill  # noqa: E402
-from benchmarks.nightjobs import has_stages_job, workflow_jobs, workflow_locks  # noqa: E402
+from benchmarks.nightjobs import workflow_jobs, workflow_locks  # noqa: E402
 from benchmarks.nighttree import Change, change_base, change_torch_wheel, copies, copy_tree  # noqa: E402
 from builder.cli.planning import github  # noqa: E402
 from builder.publish import plan as planner  # noqa: E402
@@ -70,8 +70,7 @@ def settled(registry: LocalRegistry) -> int:
         count = now
 
 
-def night(name: str, registry: LocalRegistry, tree: Path, matrices: list[Path], stages: bool,
-          change: Change | None = None) -> Night:
+def night(name: str, registry: LocalRegistry, tree: Path, matrices: list[Path], change: Change | None = None) -> Night:
     """One scheduled run's plan job: render, look up (a fresh client, as a fresh runner has), rows and moves."""
     start = time.perf_counter()
     todo = jobs_of(tree, matrices)
@@ -89,7 +88,7 @@ def night(name: str, registry: LocalRegistry, tree: Path, matrices: list[Path], 
     moves = sum(1 for r in planner.reports(decisions) if r.state == "would-skip" and r.moved)
     folder = {combination(d.job): d.job.rendered.group for d in decisions if d.job.rendered is not None}
     return Night(name, len(todo), sorted({folder[g] for row in rows for g in str(row["groups"]).split()}),
-                 workflow_jobs(len(rows), moves, stages), requests, render_s, lookup_s,
+                 workflow_jobs(len(rows), moves), requests, render_s, lookup_s,
                  change.groups if change else None)
 
 
@@ -119,7 +118,7 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=10, help="how many times the matrix, in scenario (d)")
     args = parser.parse_args()
     print("$ python benchmarks/bench_night.py" + (f" --copies {args.copies}" if args.copies != 10 else ""))
-    stages, load = has_stages_job(), os.getloadavg()[0]
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="rif-bench-night-") as tmp_name:
         tmp = Path(tmp_name)
         registry = LocalRegistry(tmp / "registry", access_log=True)
@@ -129,21 +128,20 @@ def main() -> None:
             own = copy_tree(base)
             where = "the repository's" if own else ("synthetic (the repository has none: there the workflow plans "
                                                     "unlocked, and no base or wheel change reaches a content hash)")
-            print(f"locks: {where}; publish.yml {'has a' if stages else 'has no'} stages job; "
-                  f"registry: docker-registry on {registry.address}")
+            print(f"locks: {where}; registry: docker-registry on {registry.address}")
             nights = [filled(registry, base, [base / "matrix.yaml"], "production")]
-            nights.append(night("(a) nothing changed", registry, base, [base / "matrix.yaml"], stages))
+            nights.append(night("(a) nothing changed", registry, base, [base / "matrix.yaml"]))
             b = variant(base, tmp / "b")
             change = change_base(b)
-            nights.append(night(f"(b) {change.what}", registry, b, [b / "matrix.yaml"], stages, change))
+            nights.append(night(f"(b) {change.what}", registry, b, [b / "matrix.yaml"], change))
             c = variant(base, tmp / "c")
             change = change_torch_wheel(c)
-            nights.append(night(f"(c) {change.what}", registry, c, [c / "matrix.yaml"], stages, change))
+            nights.append(night(f"(c) {change.what}", registry, c, [c / "matrix.yaml"], change))
             d = variant(base, tmp / "d")
             matrices = copies(d, args.copies)
             filled(registry, d, matrices, f"{args.copies}x production")
             nights.append(night(f"(d) {args.copies}x matrix ({args.copies} image names), nothing changed",
-                                registry, d, matrices, stages))
+                                registry, d, matrices))
         finally:
             registry.stop()
     print(table(nights[1:]))

@@ -29,43 +29,38 @@ ASSUMED: dict[str, dict[str, tuple[tuple[str, ...], str | None]]] = {
         "pages": (("catalog",), None),
     },
     "publish-cells.yml": {
-        "publish": ((), None),  # strategy.matrix: fromJSON(inputs.groups): one job per row
+        "stages": ((), "inputs.rows > 1 && inputs.dry_run != true"),  # inputs.rows: the plan's count
+        "publish": (("stages",), "${{ !cancelled() }}"),  # strategy.matrix: fromJSON(inputs.groups): one job per row
         "sign": (("publish",), "${{ !cancelled() && inputs.dry_run != true }}"),
     },
 }
-STAGES = "stages"  # the job that builds the stages several rows share once, before the publish jobs (if present)
 
 
-def workflow_jobs(rows: int, moves: int, stages: bool) -> dict[str, int]:
+def workflow_jobs(rows: int, moves: int) -> dict[str, int]:
     """Runner jobs a scheduled (not dry) run of publish.yml starts, by job name, given the plan job's outputs:
     `count` (rows: combinations with an image to build) and `moves` (published images whose tags point elsewhere).
 
-    publish.yml: `plan` always; `retag` when moves != 0; `stages` (when the workflow has that job) when there are
-    at least 2 rows to share stages between; `publish` calls publish-cells.yml when count != 0, which starts one
+    publish.yml: `plan` always; `retag` when moves != 0; `publish` calls publish-cells.yml when count != 0 (with
+    rows = count), which starts `stages` (the stages several rows share, built once first) when rows > 1, one
     `publish` job per row and then one `sign` job; `catalog` when count != 0 or moves != 0, and `pages` after it.
     """
     jobs = {"plan": 1}
     if moves:
         jobs["retag"] = 1
-    if stages and rows >= 2:
-        jobs[STAGES] = 1
     if rows:
+        jobs["stages"] = 1 if rows > 1 else 0
         jobs["publish"] = rows
         jobs["sign"] = 1
     if rows or moves:
         jobs["catalog"] = 1
         jobs["pages"] = 1
-    return jobs
+    return {job: n for job, n in jobs.items() if n}
 
 
 def load_jobs(path: Path) -> dict[str, Any]:
     doc = yaml.safe_load(path.read_text())
     jobs: dict[str, Any] = doc["jobs"]
     return jobs
-
-
-def has_stages_job(path: Path = PUBLISH) -> bool:
-    return STAGES in load_jobs(path)
 
 
 def needs_and_if(job: dict[str, Any]) -> tuple[tuple[str, ...], str | None]:

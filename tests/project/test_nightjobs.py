@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import nightjobs
-from benchmarks.nightjobs import ASSUMED, STAGES, load_jobs, needs_and_if, workflow_jobs, workflow_locks
+from benchmarks.nightjobs import ASSUMED, load_jobs, needs_and_if, workflow_jobs, workflow_locks
 
 FILES = {"publish.yml": nightjobs.PUBLISH, "publish-cells.yml": nightjobs.CELLS}
 
@@ -19,7 +19,7 @@ FILES = {"publish.yml": nightjobs.PUBLISH, "publish-cells.yml": nightjobs.CELLS}
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_the_workflow_has_exactly_the_jobs_needs_and_conditions_the_model_assumes(name: str) -> None:
     jobs = load_jobs(FILES[name])
-    assert set(jobs) - {STAGES} == set(ASSUMED[name]), "a job was added or removed: update workflow_jobs"
+    assert set(jobs) == set(ASSUMED[name]), "a job was added or removed: update workflow_jobs"
     for job, assumed in ASSUMED[name].items():
         assert needs_and_if(jobs[job]) == assumed, f"{name} {job}: its needs or if changed: update workflow_jobs"
 
@@ -28,6 +28,7 @@ def test_publish_calls_one_job_per_row_and_the_plan_says_rows_and_moves() -> Non
     jobs = load_jobs(nightjobs.PUBLISH)
     assert jobs["publish"]["uses"] == "./.github/workflows/publish-cells.yml"
     assert jobs["publish"]["with"]["groups"] == "${{ needs.plan.outputs.groups }}"
+    assert jobs["publish"]["with"]["rows"] == "${{ fromJSON(needs.plan.outputs.count) }}"  # what stages runs on
     assert load_jobs(nightjobs.CELLS)["publish"]["strategy"]["matrix"] == "${{ fromJSON(inputs.groups) }}"
     outputs = jobs["plan"]["outputs"]
     assert outputs["count"] == "${{ steps.plan.outputs.count }}"
@@ -37,27 +38,17 @@ def test_publish_calls_one_job_per_row_and_the_plan_says_rows_and_moves() -> Non
     assert 'compgen -G "images/*/lock/base.txt"' in script and "args+=(--locks images)" in script
 
 
-def test_a_stages_job_runs_after_the_plan_and_before_the_publish_jobs() -> None:
-    jobs = load_jobs(nightjobs.PUBLISH)
-    if STAGES not in jobs:
-        pytest.skip("publish.yml has no stages job yet: workflow_jobs counts none")
-    assert "plan" in needs_and_if(jobs[STAGES])[0]
-    assert "needs.plan.outputs" in str(jobs[STAGES].get("if", ""))
-
-
 def test_the_model_starts_one_job_on_a_night_with_nothing_to_do() -> None:
-    assert workflow_jobs(0, 0, stages=True) == {"plan": 1}
+    assert workflow_jobs(0, 0) == {"plan": 1}
 
 
 def test_the_model_counts_each_row_sign_catalog_pages_and_shared_stages_from_two_rows() -> None:
-    assert workflow_jobs(3, 0, stages=True) == {"plan": 1, STAGES: 1, "publish": 3, "sign": 1, "catalog": 1,
-                                                "pages": 1}
-    assert workflow_jobs(1, 0, stages=True) == {"plan": 1, "publish": 1, "sign": 1, "catalog": 1, "pages": 1}
-    assert STAGES not in workflow_jobs(3, 0, stages=False)
+    assert workflow_jobs(3, 0) == {"plan": 1, "stages": 1, "publish": 3, "sign": 1, "catalog": 1, "pages": 1}
+    assert workflow_jobs(1, 0) == {"plan": 1, "publish": 1, "sign": 1, "catalog": 1, "pages": 1}
 
 
 def test_the_model_moves_tags_without_a_publish_job() -> None:
-    assert workflow_jobs(0, 2, stages=True) == {"plan": 1, "retag": 1, "catalog": 1, "pages": 1}
+    assert workflow_jobs(0, 2) == {"plan": 1, "retag": 1, "catalog": 1, "pages": 1}
 
 
 def test_locks_are_used_exactly_when_a_combination_has_a_base_lock(tmp_path: Path) -> None:
