@@ -19,6 +19,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder.build.bake import BuildResult, bake, require_buildx, waves
+from builder.build.buildkit import CURRENT, BuildKit, require_builder
 from builder.build.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
@@ -48,6 +49,7 @@ class Options:
     sbom: bool = True  # with a target: an SBOM from each validated image, attached to it before its tags move
     compression: str = "gzip"  # the layers' compression (gzip: every client pulls it; zstd: Docker 23+)
     cache: Cache | None = None  # BuildKit's cache, imported from and exported to a registry (cold runners)
+    buildkit: BuildKit = CURRENT  # the builder that bakes (--builder) and its RUN steps' network
 
     @property
     def rehearsal(self) -> bool:
@@ -111,13 +113,14 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
     through an OCI layout into the engine."""
     cache = options.cache and replace(options.cache, write=options.cache.write and not options.rehearsal)
     with scratch_dir("rif-layout-") as layout:
-        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=cache))
+        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=cache), options.buildkit)
 
 
-def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,
+def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export, kit: BuildKit,
                no_cache: bool = False) -> dict[str, BuildResult]:
     require_buildx()
-    preflight(jobs, source)  # seconds, before any bake: bases and wheels there, or what makes them
+    kit = require_builder(kit)  # the builder there and able, or one line naming what it lacks
+    preflight(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
     rendered = _together(jobs, source)
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
     for r, job in zip(rendered, jobs, strict=True):
@@ -133,7 +136,7 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
         results: dict[str, BuildResult] = {}
         for wave in waves({r.target: r.chain for r in rendered}):
             results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export,
-                                no_cache=no_cache))
+                                no_cache=no_cache, kit=kit))
     return {by_target[t].tag: result for t, result in results.items()}
 
 
@@ -148,9 +151,11 @@ def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
     return render_images([r.cell for r in given], source)
 
 
-def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events()) -> BuildResult:
-    """`builder reproduce`: the job's image baked again without BuildKit's cache, left in layout (not loaded)."""
-    built = _bake_into([job], source, events, Export(layout, compression, load=False), no_cache=True)
+def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events(),
+            kit: BuildKit = CURRENT) -> BuildResult:
+    """`builder reproduce`: the job's image baked again on kit without BuildKit's cache, left in layout (not
+    loaded)."""
+    built = _bake_into([job], source, events, Export(layout, compression, load=False), kit, no_cache=True)
     return built[job.tag]
 
 

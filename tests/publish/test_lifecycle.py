@@ -99,9 +99,10 @@ def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
         return {t: BuildResult(t, True, f"sha256:{t}") for t in targets}
 
     monkeypatch.setattr("builder.publish.lifecycle.require_buildx", lambda: "github.com/docker/buildx v0.13.1")
+    monkeypatch.setattr("builder.publish.lifecycle.require_builder", lambda kit: kit)  # tests/build/test_buildkit.py
     monkeypatch.setattr("builder.publish.lifecycle.bake", bake)
     # The preflight asks the engine for the bases (tests/build/test_preflight.py): here every input is there.
-    monkeypatch.setattr("builder.publish.lifecycle.preflight", lambda jobs, source: None)
+    monkeypatch.setattr("builder.publish.lifecycle.preflight", lambda jobs, source, kit: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the run's build tree
     return baked
 
