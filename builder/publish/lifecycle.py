@@ -19,7 +19,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder.build.bake import BuildResult, bake, require_buildx, waves
-from builder.build.buildkit import CURRENT, BuildKit, require_builder
+from builder.build.buildkit import CURRENT, BuilderUnusable, BuildKit, require_builder
 from builder.build.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
@@ -118,8 +118,11 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
 
 def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export, kit: BuildKit,
                no_cache: bool = False) -> dict[str, BuildResult]:
-    require_buildx()
-    kit = require_builder(kit)  # the builder there and able, or one line naming what it lacks
+    try:
+        kit = require_builder(kit)  # the builder there and able, or one line naming what it lacks
+    except BuilderUnusable:
+        require_buildx()  # no buildx at all: say how to get it (asked only then: 0.2 s a run)
+        raise
     preflight(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
     rendered = _together(jobs, source)
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
