@@ -116,9 +116,9 @@ def lacks(found: Inspected, network: str, has_bridge: Callable[[], bool]) -> lis
 
     has_bridge: whether a docker-driver builder's engine has a bridge network (asked only when it matters)."""
     if found.error:
-        return [f"it cannot be reached ({found.error})"]
+        return [f"a reachable endpoint ({found.error})"]
     if not found.nodes:
-        return ["it has no nodes"]
+        return ["a node"]
     nodes = [n for n in found.nodes if n.usable or (found.driver in BOOTS_ITSELF and n.status == "inactive"
                                                      and not n.error)]
     if not nodes:
@@ -181,9 +181,9 @@ def _has_bridge(kit: BuildKit) -> bool:
 
 
 def has_image(kit: BuildKit) -> Callable[[str], bool] | None:
-    """How to ask whether the builder's own image store holds a base (the docker driver of another context:
-    that engine); None when the local engine is the builder's (the caller asks it) or the builder has no image
-    store of the engine's (docker-container, remote, kubernetes: BuildKit pulls every FROM from its registry)."""
+    """How to ask whether the builder's own image store holds a base: for the docker driver of a named context,
+    that engine; None for the current docker builder (the local engine: the caller asks it); never, for a builder
+    with no engine's image store (docker-container, remote, kubernetes: BuildKit pulls every FROM)."""
     if kit.driver not in (None, "docker"):
         return lambda ref: False
     if kit.context is None:

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from builder.build.buildkit import CURRENT, BuilderUnusable, BuildKit, lacks, parse_inspect, require_builder
+from builder.build.buildkit import (
+    CURRENT,
+    BuilderUnusable,
+    BuildKit,
+    has_image,
+    lacks,
+    parse_inspect,
+    require_builder,
+)
 from tests.conftest import DATA
 
 CAPTURED = DATA / "buildx"
@@ -52,8 +60,8 @@ def test_an_unreachable_context_and_an_unknown_name_say_so() -> None:
     found = parse_inspect(captured("unreachable"))
     assert (found.name, found.driver) == ("rif-gone", "")
     assert lacks(found, "default", lambda: never("a bridge")) == [
-        "it cannot be reached (Cannot connect to the Docker daemon at unix:///tmp/anyb/nothing.sock. Is the docker "
-        "daemon running?)"]
+        "a reachable endpoint (Cannot connect to the Docker daemon at unix:///tmp/anyb/nothing.sock. Is the "
+        "docker daemon running?)"]
     assert parse_inspect(captured("missing")).nodes == []
 
 
@@ -137,8 +145,8 @@ def test_the_default_network_on_an_engine_without_a_bridge_stops_before_any_bake
 
 @pytest.mark.parametrize(("capture", "name", "network", "said"), [
     ("missing", "nosuch", "default", 'builder nosuch: no builder "nosuch" found (`docker buildx ls` lists'),
-    ("unreachable", "rif-gone", "default", "builder rif-gone (unknown driver, unknown state) lacks it cannot be "
-                                           "reached (Cannot connect to the Docker daemon"),
+    ("unreachable", "rif-gone", "default", "builder rif-gone (unknown driver, unknown state) lacks a reachable "
+                                           "endpoint (Cannot connect to the Docker daemon"),
     ("remote-inactive", "rif-rem", "host", "builder rif-rem (remote driver, inactive) lacks a running node"),
     ("docker-container-no-host", "rif-dc-sec", "host", "builder rif-dc-sec (docker-container driver, inactive) "
                                                        "lacks the network.host entitlement"),
@@ -150,3 +158,13 @@ def test_what_a_builder_lacks_is_one_line_naming_it_and_its_driver(
         require_builder(BuildKit(name, network))
     assert str(caught.value).startswith(said) and "\n" not in str(caught.value)
 
+
+
+def test_the_bases_are_looked_up_where_the_builder_finds_them(scripted: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert has_image(BuildKit(driver="docker")) is None  # the current engine's builder: the caller asks that engine
+    never_there = has_image(BuildKit("rif-rem", driver="remote"))
+    assert never_there is not None and not never_there("debian:12")  # BuildKit pulls every FROM itself
+    monkeypatch.setenv("INSPECT", "context")
+    there = has_image(BuildKit("rif-second", driver="docker", context="rif-second"))
+    assert there is not None and there("debian:12")
+    assert calls(scripted) == [["--context", "rif-second", "image", "inspect", "debian:12"]]
