@@ -123,9 +123,11 @@ def waves(chains: dict[str, list[Stage]]) -> list[list[str]]:
 
 
 def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None, cwd: Path | None = None,
-         export: Export | None = None, no_cache: bool = False, kit: BuildKit = CURRENT) -> dict[str, BuildResult]:
+         export: Export | None = None, no_cache: bool = False, images: bool = True, kit: BuildKit = CURRENT
+         ) -> dict[str, BuildResult]:
     """Build targets of bake_file on kit's builder (into export's layout, then loaded into the engine under the
-    targets' tags, or straight into the builder's engine without one); every target gets a result, none raises."""
+    targets' tags, or straight into the builder's engine without one; images=False: targets whose output is only
+    BuildKit's cache); every target gets a result, none raises."""
     start = time.monotonic()
     results: dict[str, BuildResult] = {}
     pending = list(targets)
@@ -134,7 +136,8 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
         if run.ok:
             tags = _tags(bake_file) if export is not None else {}
             for target in pending:
-                results[target] = _result(target, run.image_ids.get(target), tags.get(target) or [], export)
+                results[target] = (_result(target, run.image_ids.get(target), tags.get(target) or [], export)
+                                   if images else BuildResult(target, True))
             break
         suspects = [t for t in pending if t in run.failed]
         blamed = pending if len(pending) == 1 else suspects if len(suspects) == 1 else []
@@ -143,7 +146,7 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
             # errors of its own ("context canceled", "transport is closing", ...). Bake each suspect alone
             # rather than blame one without evidence; the others go on together.
             for target in suspects or pending:
-                results.update(bake(bake_file, [target], on_line, cwd, export, no_cache, kit))
+                results.update(bake(bake_file, [target], on_line, cwd, export, no_cache, images, kit))
             pending = [t for t in pending if t not in results]
             continue
         for target in blamed:
@@ -194,6 +197,8 @@ class _Run:
 
     def read(self, line: str) -> str | None:
         target = _target_of(line, self.vertices, self.targets)
+        if target is None and len(self.targets) == 1 and _vertex(line):
+            target = next(iter(self.targets))  # a bake of one target leaves its name out of the step names
         self.tail.append(line)
         if target is not None:
             self.tails.setdefault(target, deque(maxlen=LOG_TAIL_LINES)).append(line)

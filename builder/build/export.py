@@ -7,7 +7,7 @@ image store keeps that digest as the image's ID when the image is loaded from th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,19 @@ class Cache:
     ref: str  # REGISTRY/NAMESPACE/REPOSITORY
     insecure: bool = False  # plain HTTP: loopback or a host named with --insecure-registry
     write: bool = True  # False (publish --no-push): import only, the registry is never written to
+    # target -> the shared stages (builder.render.sharedstages keys) it also imports: those a first wave exported
+    stages: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False, compare=False)
 
-    def attributes(self, target: str, export: bool, compression: str) -> str:
+    def attributes(self, tag: str, export: bool, compression: str) -> str:
+        """BuildKit's cache attributes for one cache tag (a bake target, or a shared stage's key)."""
         extra = ",registry.insecure=true" if self.insecure else ""
         if export:
             extra += f",mode=max,image-manifest=true,oci-mediatypes=true,compression={compression},ignore-error=true"
-        return f"type=registry,ref={self.ref}:{target}{extra}"
+        return f"type=registry,ref={self.ref}:{tag}{extra}"
+
+    def imports(self, target: str, compression: str) -> list[str]:
+        """What target imports: its own cache, then the shared stages it is built through."""
+        return [self.attributes(tag, False, compression) for tag in (target, *self.stages.get(target, ()))]
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,7 @@ class Export:
         """The bake keys that export target as name, and import and export its cache."""
         keys: dict[str, Any] = {"output": [self.output(name)]}
         if self.cache is not None:
-            keys["cache-from"] = [self.cache.attributes(target, False, self.compression)]
+            keys["cache-from"] = self.cache.imports(target, self.compression)
             if self.cache.write:
                 keys["cache-to"] = [self.cache.attributes(target, True, self.compression)]
         return keys

@@ -9,7 +9,7 @@ import typer
 
 from builder.build.engine import connect
 from builder.cli import console as show
-from builder.cli import planning, runs
+from builder.cli import planning, runs, stages
 from builder.cli.kit import (
     BuilderOpt,
     BuildNetworkOpt,
@@ -64,6 +64,9 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
             shard_spec: Annotated[str | None, typer.Option("--shard", metavar="K/N", help=(
                 "Only the K-th of N interleaved slices of the combinations (a combination's images stay "
                 "together)."))] = None,
+            shared_stages: Annotated[bool, typer.Option("--shared-stages", help=(
+                "Only build the stages several of the selected combinations share (the OS base, torch), once, "
+                "into --cache-registry, for per-combination publish jobs to import; push no image."))] = False,
             builder: BuilderOpt = None, build_network: BuildNetworkOpt = "default",
             quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
@@ -80,11 +83,15 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     planning.check_format(fmt, plan, move_tags)
     todo = jobs.shard_jobs(jobs.matrix_jobs(matrix, cell, match, wheel_source(wheelhouse_dir, locks)), shard_spec)
+    if shared_stages and plan:
+        raise usage_error("--shared-stages", "builds stages and --plan builds nothing: pass one of them")
     if plan:  # the registry alone answers: no engine
         planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path, registry)
     options = pipeline.Options(wheel_source(wheelhouse_dir, locks), True, gpu, runs.target(registry, insecure_hosts),
-                               skip_published=True, plan=plan, no_push=no_push, compression=_compression(compression),
+                               skip_published=True, no_push=no_push, compression=_compression(compression),
                                cache=_cache(cache_registry, insecure_hosts), buildkit=kit)
+    if shared_stages:
+        stages.run_stages(todo, options)
     runs.run(todo, options, progress, record_path, registry)
 
 

@@ -39,7 +39,7 @@ def run(todo: list[jobs.Job], options: pipeline.Options, progress: Progress, rep
     if progress == Progress.json:
         print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
     else:
-        rehearsal = "plan" if options.plan else "no push" if options.no_push else ""
+        rehearsal = "no push" if options.no_push else ""
         print_reports(reports, registry, rehearsal, view.log_dir)
         if report_path is not None:
             show.out.print(f"run record: {safe(report_path)}")

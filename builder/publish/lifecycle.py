@@ -18,12 +18,12 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder.build.bake import BuildResult, bake, require_buildx, waves
+from builder.build.bake import BuildResult, OnLine, bake, require_buildx, waves
 from builder.build.buildkit import CURRENT, BuilderUnusable, BuildKit, require_builder
 from builder.build.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
-from builder.publish import record, steps
+from builder.publish import record, stagewave, steps
 from builder.publish.jobs import Job, preflight
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport, Stage
@@ -44,7 +44,6 @@ class Options:
     gpu: bool = False
     target: Target | None = None  # where validated images are pushed; None: nowhere
     skip_published: bool = False  # publish: content already under its immutable tag is not built again
-    plan: bool = False  # publish --plan: look up what would be built, skipped and re-tagged; build nothing
     no_push: bool = False  # publish --no-push: build and validate what changed; push and re-tag nothing
     sbom: bool = True  # with a target: an SBOM from each validated image, attached to it before its tags move
     compression: str = "gzip"  # the layers' compression (gzip: every client pulls it; zstd: Docker 23+)
@@ -53,8 +52,8 @@ class Options:
 
     @property
     def rehearsal(self) -> bool:
-        """Nothing may be written to the registry: --plan or --no-push."""
-        return self.plan or self.no_push
+        """Nothing may be written to the registry (--no-push; --plan never gets here: builder.publish.plan)."""
+        return self.no_push
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
         reports: list[ImageReport] | None = None) -> list[ImageReport]:
     """Every job in turn; reports (when given) is filled as the run goes, so an interrupted run can be recorded."""
     done = reports if reports is not None else []
-    if options.target is not None and jobs and not options.plan:
+    if options.target is not None and jobs:
         options.target.preflight(jobs[0].repository, write=not options.no_push)
     prepared = prepare(client, jobs, options, events)
     for job in jobs:
@@ -98,7 +97,7 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
             except RegistryError as exc:  # the image's own failure, reported by its lifecycle
                 prepared.errors[job.tag] = exc
                 continue
-            if found is not None or options.plan:
+            if found is not None:
                 continue
         if job.rendered is None or (options.skip_published and _has_image(client, content_ref(job), job.content_hash)):
             continue  # nothing to build, or a rerun after a failed push finds its own build
@@ -116,15 +115,22 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
         return _bake_into(jobs, source, events, Export(layout, options.compression, cache=cache), options.buildkit)
 
 
-def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export, kit: BuildKit,
-               no_cache: bool = False) -> dict[str, BuildResult]:
+def _builder(kit: BuildKit) -> BuildKit:
+    """kit's builder there and able, or one line naming what it lacks (builder.build.buildkit)."""
     try:
-        kit = require_builder(kit)  # the builder there and able, or one line naming what it lacks
+        return require_builder(kit)
     except BuilderUnusable:
         require_buildx()  # no buildx at all: say how to get it (asked only then: 0.2 s a run)
         raise
+
+
+def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export, kit: BuildKit,
+               no_cache: bool = False) -> dict[str, BuildResult]:
+    kit = _builder(kit)
     preflight(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
     rendered = _together(jobs, source)
+    if export.cache is not None:  # the shared stages a first wave (publish --shared-stages) left in the registry
+        export = replace(export, cache=stagewave.with_stages(export.cache, rendered))
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
     for r, job in zip(rendered, jobs, strict=True):
         assert r.content_hash == job.content_hash, f"{job.tag}: rendered alone and together, hashes differ"
@@ -152,6 +158,16 @@ def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
                                        r.dockerfile for r in given):
         return given
     return render_images([r.cell for r in given], source)
+
+
+def shared_stages(jobs: list[Job], options: Options, on_line: OnLine) -> list[stagewave.StageOutcome]:
+    """`builder publish --shared-stages`: the stages the jobs' combinations share, built once into options.cache
+    (exported only when it may be written), for the per-combination jobs that follow to import."""
+    assert options.cache is not None, "the shared stages go to the registry cache"
+    kit = _builder(options.buildkit)
+    preflight(jobs, options.source, kit)
+    cache = replace(options.cache, write=options.cache.write and not options.rehearsal)
+    return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line, kit)
 
 
 def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events(),
@@ -205,16 +221,13 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
         raise prepared.errors[job.tag]
     if target is not None and options.skip_published:
         published = prepared.published.get(job.tag)
-        if published is not None or options.plan:
-            report.state = ("would-skip" if options.rehearsal else "skipped") if published else "would-build"
-            if published is not None and not options.rehearsal and options.sbom \
+        if published is not None:
+            report.state = "would-skip" if options.rehearsal else "skipped"
+            if not options.rehearsal and options.sbom \
                     and not steps.repair_sbom(client, job, target, published, stage, report):
                 return
-            if published is not None:
-                report.pushed_bytes = None if options.rehearsal else 0  # unchanged: no layer goes up again
-                target.promote(report, published, options.rehearsal, stage)
-            else:
-                report.moved = list(report.tags)
+            report.pushed_bytes = None if options.rehearsal else 0  # unchanged: no layer goes up again
+            target.promote(report, published, options.rehearsal, stage)
             return
     if not steps.take_build(client, job, prepared.built.get(job.tag), report):
         return

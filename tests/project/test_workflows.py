@@ -139,12 +139,16 @@ def test_only_publishing_jobs_may_write_packages() -> None:
     # The per-row job, the signing job (cosign pushes signatures), the job of publish.yml that calls them, and the
     # job that moves tags registry-side (builder publish --plan --move-tags: no build).
     assert writers == {("publish-cells.yml", "publish"), ("publish-cells.yml", "sign"), ("publish.yml", "publish"),
-                       ("publish.yml", "retag")}
+                       ("publish.yml", "retag"), ("publish-cells.yml", "stages")}
     for name, job_id in writers:
         job = load(ROOT / ".github" / "workflows" / name)["jobs"][job_id]
         if job_id == "retag":
             script = "\n".join(step.get("run", "") for step in job["steps"])
             assert "builder publish" in script and "--plan --move-tags" in script and "docker" not in script
+            continue
+        if job_id == "stages":  # the first wave: cache only, never an image
+            script = "\n".join(step.get("run", "") for step in job["steps"])
+            assert "--shared-stages" in script and "--cache-registry" in script
             continue
         assert name == "publish-cells.yml" or job.get("uses") == CELLS_WORKFLOW, \
             f"{name}: {job_id} is not a publishing job"
@@ -348,9 +352,10 @@ def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_whe
 def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     call = triggers(doc)["workflow_call"]
-    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner"}
+    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner", "rows"}
     job = doc["jobs"]["publish"]
-    assert list(doc["jobs"]) == ["publish", "sign"]
+    assert list(doc["jobs"]) == ["stages", "publish", "sign"]
+    assert job["needs"] == "stages" and job["if"] == "${{ !cancelled() }}"  # a failed first wave blocks no row
     assert job["name"] == "${{ matrix.group }}"
     assert job["strategy"]["matrix"] == "${{ fromJSON(inputs.groups) }}"
     assert job["strategy"]["fail-fast"] is False
@@ -463,7 +468,49 @@ def test_a_gpu_runner_label_routes_the_combination_jobs_to_self_hosted_gpus_with
     assert "self-hosted" in runs_on and "inputs.gpu_runner" in runs_on and "ubuntu-24.04" in runs_on
     script = "\n".join(str(s.get("run", "")) for s in job["steps"])
     assert 'if [ -n "${GPU_RUNNER:-}" ]; then extra+=(--gpu); fi' in script
-    [free] = [s for s in job["steps"] if s.get("name") == "Free disk space"]
+    action = load(ROOT / ".github" / "actions" / "build-runner" / "action.yml")
+    [free] = [s for s in action["runs"]["steps"] if s.get("name") == "Free disk space"]
     assert free["if"] == "inputs.gpu_runner == ''", "never prune a maintainer's own machine"
+    for job_id in ("stages", "publish"):
+        [setup] = [s for s in cells_doc["jobs"][job_id]["steps"] if s.get("uses") == "./.github/actions/build-runner"]
+        assert setup["with"] == {"gpu_runner": "${{ inputs.gpu_runner }}"}
     callers = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]
     assert "gpu_runner" in callers["publish"]["with"]
+
+
+def stages_step() -> dict[str, Any]:
+    job = load(ROOT / ".github" / "workflows" / "publish-cells.yml")["jobs"]["stages"]
+    (step,) = [s for s in job["steps"] if "builder publish" in s.get("run", "")]
+    return step
+
+
+def test_the_first_wave_builds_the_stages_every_row_shares_once_before_the_rows(tmp_path: Path) -> None:
+    from builder.matrix.expand import expand_matrix
+    from builder.publish import rows as ghrows
+
+    cells_doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
+    job = cells_doc["jobs"]["stages"]
+    assert job["if"] == "inputs.rows > 1 && inputs.dry_run != true"
+    assert job["permissions"] == {"contents": "read", "packages": "write"}
+    uses = [str(s.get("uses", "")) for s in job["steps"]]
+    assert "./.github/actions/build-runner" in uses  # the same engine set-up as the rows' jobs
+    assert "./.github/actions/build-runner" in [str(s.get("uses", "")) for s in cells_doc["jobs"]["publish"]["steps"]]
+    call = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]["publish"]
+    assert call["with"]["rows"] == "${{ fromJSON(needs.plan.outputs.count) }}"
+    rows = ghrows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    args = tmp_path / "args"
+    (bin_dir / "builder").write_text(f"#!/bin/sh\nprintf '%s\\0' \"$@\" > '{args}'\n")
+    (bin_dir / "builder").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "OWNER": "Some-Org", "RIF_REGISTRY_USER": "u",
+           "RIF_REGISTRY_PASSWORD": "p", "GROUPS_JSON": json.dumps({"include": rows})}
+    proc = run_script(stages_step()["run"], env, tmp_path, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    selection = [a for row in rows for t in row["cells"].split() for a in ("--cell", t)]
+    assert args.read_text().split("\0")[:-1] == ["publish", "--matrix", "matrix.yaml", "--registry", "ghcr.io/some-org",
+                                                 *selection, "--cache-registry", "ghcr.io/some-org", "--shared-stages"]
+    args.unlink()
+    env["GROUPS_JSON"] = json.dumps({"include": [{"group": "g", "cells": "ok $(touch pwned)", "images": 2}]})
+    proc = run_script(stages_step()["run"], env, tmp_path, tmp_path)
+    assert proc.returncode != 0 and not args.exists() and not (tmp_path / "pwned").exists()
