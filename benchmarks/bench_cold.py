@@ -82,11 +82,11 @@ def bench(client: docker.DockerClient, tmp: Path, registry: LocalRegistry) -> No
         work = tmp / f"run{n}"
         work.mkdir()
         before = registry.stored_bytes()
-        with empty_engine(tmp / f"engine{n}") as host:
+        with empty_engine(tmp / f"engine{n}") as engine:
             start = time.perf_counter()
             run("publish", "--matrix", str(MATRIX), "--locks", str(tree), "--wheelhouse", str(wheels), "--registry",
                 target, *(["--cache-registry", f"{registry.address}/cache"] if cache else []), "--record",
-                str(work / "r.json"), "--progress", "plain", cwd=work, host=host)
+                str(work / "r.json"), "--progress", "plain", cwd=work, host=engine.host)
             seconds = time.perf_counter() - start
         images = json.loads((work / "r.json").read_text())["images"]
         pair = pair_bytes(registry, images)

@@ -16,11 +16,16 @@ for the new layout a build of a changed cell (another user: a new combination, e
 to show the pip cache mount serving what was downloaded before. Last, `builder build` against plain
 `docker buildx bake` of the same file, both fully cached.
 
-Usage: python benchmarks/bench_scale.py [--common-gb 3 --device-gb 1 --torch-gb 0.25 --numpy-mb 16]
-Needs: Docker with buildx, debian:12, docker-registry, apt reachable from builds (devel's toolchain), and
-disk: the old layout alone holds about 12x one environment (venv stages, six copies, the registry).
-Everything it creates is tagged rif-bench* (builder's own tags: rocm-image-factory/rif-bench-pytorch) and
-removed at the end, Ctrl-C included. BuildKit's cache records are left: pruning is not this script's to do.
+It builds on a fresh engine of its own (freshengine.py: the machine's dockerd and buildx binaries, the
+containerd image store production uses, an empty data root and containerd), so every build is cold and the
+machine's engine is neither read nor filled; debian:12 is copied in from the machine's engine (DOCKER_HOST).
+The engine and all it holds go at the end, Ctrl-C included. `--skip-old` leaves out the old layout (the
+previous template does not change; it is what needs the disk).
+
+Usage: python benchmarks/bench_scale.py [--common-gb 3 --device-gb 1 --torch-gb 0.25 --numpy-mb 16] [--skip-old]
+Needs: Docker with buildx and debian:12 (scripts/setup.sh), docker-registry, apt reachable from builds (devel's
+toolchain), and disk: the old layout alone holds about 14x one environment (venv stages, six copies, their
+compressed content in containerd's store, the registry).
 
 Its parts: scaleplumbing.py (constants, cleanup, engine and registry steps), scalesupply.py (wheels, index,
 matrices, pip cache), scalelayouts.py (the two layouts), scaletiming.py (builder against plain bake) and
@@ -30,8 +35,10 @@ scaletable.py (the printed figures).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,11 +47,12 @@ from pathlib import Path
 
 import docker
 import rocmwheels
+from freshengine import Engine, empty_engine
 from rocmwheels import Sizes, WheelSet
 from scalelayouts import new_layout, old_layout
-from scaleplumbing import FAMILIES, FLAVORS, GB, MB, WHEEL_CACHE, Resources, size, terminate
+from scaleplumbing import BASE, FAMILIES, FLAVORS, GB, MB, WHEEL_CACHE, Resources, size, terminate
 from scalesupply import forget_wheels, make_supply, write_matrix
-from scaletable import print_notes, print_table, rows
+from scaletable import no_old, print_notes, print_table, rows
 from scaletiming import timing
 
 from builder.core import facts as catalog
@@ -62,6 +70,7 @@ def parse_args() -> argparse.Namespace:
                         help="three single-target gfx families of builder/data/gfx.yaml")
     parser.add_argument("--repeats", type=int, default=3, help="warm timing runs of each command")
     parser.add_argument("--no-timing", action="store_true", help="skip builder build vs plain bake")
+    parser.add_argument("--skip-old", action="store_true", help="build the new layout only (the old one's disk)")
     return parser.parse_args()
 
 
@@ -73,16 +82,30 @@ def targets_of(families: list[str]) -> list[str]:
     return [known[f].targets[0] for f in families]
 
 
-def check_disk(sizes: Sizes) -> None:
-    """The old layout's peak: 9 environments in the store (3 venv stages, 6 copies), then 6 pushed (about 3
-    compressed) once the stages are gone; and the wheels themselves (about half their installed size)."""
+def check_disk(sizes: Sizes, folder: Path, skip_old: bool) -> None:
+    """The old layout's peak: 9 environments in the store (3 venv stages, 6 copies), each with its compressed
+    content (about half) in containerd's content store, then 6 pushed (about 3 compressed). The new layout's:
+    the environment twice (BuildKit's snapshots and the images' unpacked layers), its content, the registry.
+    And the wheels themselves (about half their installed size)."""
     env = sizes.common + sizes.device + sizes.torch + sizes.numpy
     wheels = (sizes.common + 3 * sizes.device + sizes.torch) // 2
-    need = 9 * env + (0 if (WHEEL_CACHE / sizes.key()).is_dir() else wheels)
-    free = shutil.disk_usage("/var/lib/docker").free
-    print(f"environment {size(env)}; the old layout needs about {size(need)} of disk at its peak; {size(free)} free")
+    layout = 4 * env if skip_old else 9 * env * 3 // 2 + 3 * env
+    need = layout + (0 if (WHEEL_CACHE / sizes.key()).is_dir() else wheels)
+    free = shutil.disk_usage(folder).free
+    print(f"environment {size(env)}; the run needs about {size(need)} of disk at its peak; {size(free)} free")
     if need > free - 5 * GB:
-        raise SystemExit("not enough disk for these sizes: lower --common-gb / --device-gb")
+        raise SystemExit("not enough disk for these sizes: lower --common-gb / --device-gb, or --skip-old")
+
+
+def seed(engine: Engine, image: str = BASE) -> None:
+    """Copy the base image from the machine's engine (DOCKER_HOST) into the fresh one, as a runner has it."""
+    source = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+    load = subprocess.run(["docker", "-H", engine.host, "load", "-q"], stdin=source.stdout, capture_output=True,
+                          text=True, check=False)
+    if source.stdout is not None:
+        source.stdout.close()
+    if source.wait() != 0 or load.returncode != 0:
+        raise SystemExit(f"could not copy {image} into the fresh engine: {load.stderr.strip()}")
 
 
 def main() -> None:
@@ -90,7 +113,8 @@ def main() -> None:
     sizes = Sizes(common=int(args.common_gb * GB), device=int(args.device_gb * GB), torch=int(args.torch_gb * GB),
                   numpy=int(args.numpy_mb * MB))
     families = list(args.families)
-    check_disk(sizes)
+    work = Path(tempfile.mkdtemp(prefix="rif-bench-scale-"))
+    check_disk(sizes, work, args.skip_old)
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C cleans up, even if started with it ignored
     started = time.perf_counter()
@@ -98,14 +122,27 @@ def main() -> None:
     wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets_of(families))
     print(f"  ready after {time.perf_counter() - started:.0f} s: " + ", ".join(
         f"{w.project} {w.version} {size(w.size)} (installed {size(w.installed)})" for w in wheels.wheels))
-    res = Resources(docker.from_env(timeout=3600), Path(tempfile.mkdtemp(prefix="rif-bench-scale-")))
     try:
-        run(res, wheels, families, args)
+        with empty_engine(work / "engine") as engine:
+            seed(engine)
+            os.environ["DOCKER_HOST"] = engine.host  # every docker, buildx and builder call below goes there
+            os.environ["RIF_BUILD_NETWORK"] = "host"  # the fresh engine has no bridge (loopback only)
+            versions = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
+                                      text=True, check=False).stdout.strip()
+            buildx = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True,
+                                    check=False).stdout.strip()
+            print(f"fresh engine {engine.host}: dockerd {versions}, {buildx}", flush=True)
+            (work / "run").mkdir()
+            res = Resources(docker.DockerClient(base_url=engine.host, timeout=3600), engine, work / "run")
+            try:
+                run(res, wheels, families, args)
+            finally:
+                res.close()
     except KeyboardInterrupt:
         print("\ninterrupted: cleaning up", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
-        res.close()
+        shutil.rmtree(work, ignore_errors=True)
     print(f"total {time.perf_counter() - started:.0f} s")
 
 
@@ -116,7 +153,7 @@ def run(res: Resources, wheels: WheelSet, families: list[str], args: argparse.Na
     matrix = res.work / "matrix.yaml"
     cells = write_matrix(matrix, families, list(FLAVORS), url)
     cells.sort(key=lambda c: (families.index(c.gfx or ""), FLAVORS.index(c.flavor)))
-    old = old_layout(res, supply, cells)
+    old = None if args.skip_old else old_layout(res, supply, cells)
     new = new_layout(res, supply, matrix, families[0])
     timed = None if args.no_timing else timing(res, supply, matrix, families[0], args.repeats)
     supply.notes.append(forget_wheels(res, supply))
@@ -125,7 +162,7 @@ def run(res: Resources, wheels: WheelSet, families: list[str], args: argparse.Na
                             f"--trusted-host {supply.index.host if supply.index else ''}: added to its pip lines "
                             "(the only edit to builder's render; the old layout gets it too)")
     print()
-    print_table(rows(old, new, families, timed))
+    print_table(rows(old, new, families, timed) if old else no_old(rows(new, new, families, timed)))
     print()
     print_notes(old, new, supply, wheels, timed)
 

@@ -1,38 +1,40 @@
 """What a build costs the engine's store: polled while it runs, and what its images keep afterwards.
 
-dockerd's built-in BuildKit and the classic builder both keep layers (finished or in the making, build
-stages, a RUN's writable layer) as folders under /var/lib/docker/overlay2. So "bytes in the store" is
-measured there, sampled every second (`du -sxb`: apparent bytes, never descending into a mounted merged
-view), for folders that appear after the build starts. The engine is shared: once the build is over, only
-the folders of its images, and those stacked on them, are counted, so another build at the same time adds
-nothing. The pip cache mount is left out: it is the folder whose root holds pip's cache (`diff/pip`, the
-cache mount's /tmp/pip), the wheel cache the issue's target excludes; a cache mount that already existed is
-no new folder anyway. Both sides of the ratio are `du` of layer folders, so they compare like with like.
+The benchmark's engine is a fresh one of its own (freshengine.py: containerd image store, its own containerd),
+so every snapshot folder that appears after a build starts is this build's. With the containerd image store
+both BuildKit's work and the images' unpacked layers are snapshots of containerd's overlayfs snapshotter, one
+folder each under <containerd root>/io.containerd.snapshotter.v1.overlayfs/snapshots. So "bytes in the store"
+is measured there, sampled every second (`du -sxb`: apparent bytes, never descending into a mount) for the
+folders that appear after the build starts. The pip cache mount is left out: it is the folder whose fs/ holds
+pip's cache (`fs/pip`, the cache mount's /tmp/pip), the wheel cache the issue's target excludes; a cache mount
+that already existed is no new folder anyway. An image's own folders are read from containerd (a read-only view
+of its top layer names every folder of its chain), so both sides of the ratio are `du` of snapshot folders.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+from freshengine import Engine
 
-DOCKER_ROOT = Path("/var/lib/docker")
-OVERLAY = DOCKER_ROOT / "overlay2"
-LAYERDB = DOCKER_ROOT / "image" / "overlay2" / "layerdb" / "sha256"
-
-
-def layer_folders() -> set[str]:
-    """The overlay2 folders now (the `l` folder of short links is not a layer)."""
-    return {p.name for p in OVERLAY.iterdir() if p.name != "l"}
+NAMESPACE = "moby"  # dockerd's containerd namespace
 
 
-def is_pip_cache(name: str) -> bool:
-    """A cache mount with target /tmp keeps pip's cache at its root: diff/pip."""
-    return (OVERLAY / name / "diff" / "pip").is_dir()
+def layer_folders(engine: Engine) -> set[str]:
+    """The snapshot folders now."""
+    return {p.name for p in engine.snapshots.iterdir()}
+
+
+def is_pip_cache(engine: Engine, name: str) -> bool:
+    """A cache mount with target /tmp keeps pip's cache at its root: fs/pip."""
+    return (engine.snapshots / name / "fs" / "pip").is_dir()
 
 
 def du(paths: list[Path]) -> int:
@@ -54,41 +56,20 @@ def du_each(paths: list[Path]) -> dict[str, int]:
     return sizes
 
 
-@dataclass(frozen=True)
-class Folder:
-    """A layer folder as first seen: its short link name and the short names of the layers below it."""
-
-    link: str
-    lower: tuple[str, ...]
-
-
-def folder_info(name: str) -> Folder:
-    try:
-        link = (OVERLAY / name / "link").read_text().strip()
-    except OSError:
-        link = ""
-    try:
-        lower = tuple(p.removeprefix("l/") for p in (OVERLAY / name / "lower").read_text().strip().split(":") if p)
-    except OSError:
-        lower = ()
-    return Folder(link, lower)
-
-
 @dataclass
 class StorePoller:
-    """Samples the bytes of every overlay2 folder created since start() until stop(); peak() then counts only
-    the folders of this build, which is known only once it is over (see peak)."""
+    """Samples the bytes of every snapshot folder created since start() until stop()."""
 
+    engine: Engine
     interval: float = 1.0
     before: set[str] = field(default_factory=set)
     samples: list[dict[str, int]] = field(default_factory=list)  # folder -> bytes, per sample
-    folders: dict[str, Folder] = field(default_factory=dict)
     cache_folders: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> StorePoller:
-        self.before = layer_folders()
+        self.before = layer_folders(self.engine)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="store-poller", daemon=True)
         self._thread.start()
@@ -101,27 +82,12 @@ class StorePoller:
         self._sample()
 
     def new_folders(self) -> set[str]:
-        return layer_folders() - self.before
+        return layer_folders(self.engine) - self.before
 
-    def ours(self, layers: set[str]) -> set[str]:
-        """The folders of this build: the layers of its images (final images, kept stages) and every folder
-        stacked on one of them (a RUN's or COPY's working layer, gone by now). A build beside ours on the same
-        engine makes folders on its own layers, and they are left out."""
-        links = {self.folders[name].link for name in layers if name in self.folders}
-        return {name for name, info in self.folders.items()
-                if name in layers or any(link in links for link in info.lower)}
-
-    def peak(self, layers: set[str]) -> tuple[dict[str, int], int]:
-        """The sample with the largest sum over this build's folders (folder -> bytes), and the bytes of the
-        folders of other builds left out of that sample."""
-        mine = self.ours(layers)
-        best: dict[str, int] = {}
-        others = 0
-        for sample in self.samples:
-            counted = {name: n for name, n in sample.items() if name in mine}
-            if sum(counted.values()) > sum(best.values()):
-                best, others = counted, sum(sample.values()) - sum(counted.values())
-        return best, others
+    def peak(self) -> dict[str, int]:
+        """The sample with the largest sum (folder -> bytes): the engine is this benchmark's alone, so every
+        new folder is this build's."""
+        return max(self.samples, key=lambda sample: sum(sample.values()), default={})
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -132,31 +98,48 @@ class StorePoller:
             fresh = self.new_folders()
         except OSError:  # a folder removed while listing: the next sample sees the store settled
             return
-        for name in fresh - set(self.folders):
-            self.folders[name] = folder_info(name)
-            if is_pip_cache(name):
+        for name in fresh - self.cache_folders:
+            if is_pip_cache(self.engine, name):
                 self.cache_folders.add(name)
-        each = du_each([OVERLAY / name for name in sorted(fresh - self.cache_folders)])
+        each = du_each([self.engine.snapshots / name for name in sorted(fresh - self.cache_folders)])
         self.samples.append({Path(k).name: v for k, v in each.items()})
 
 
 def chain_ids(diff_ids: list[str]) -> list[str]:
-    """The layer store's chain IDs of an image's diff IDs (how dockerd names a layer in its stack)."""
+    """The chain IDs of an image's diff IDs: how containerd names an unpacked layer's snapshot."""
     chains: list[str] = []
     for diff in diff_ids:
         chains.append(diff if not chains else "sha256:" + hashlib.sha256(f"{chains[-1]} {diff}".encode()).hexdigest())
     return chains
 
 
-def image_folders(client: docker.DockerClient, refs: list[str]) -> set[str]:
-    """The overlay2 folders of every layer of the images (shared layers once)."""
+def chain_folders(engine: Engine, chain: str) -> set[str]:
+    """The snapshot folders of a chain: a read-only view of its top (`ctr snapshots view --mounts`) names them
+    all in its mount (overlay lowerdirs, or a bind of the one folder); the view is removed again at once."""
+    ctr = ["ctr", "-a", str(engine.containerd), "-n", NAMESPACE, "snapshots"]
+    key = f"rif-bench-view-{uuid.uuid4().hex[:12]}"
+    proc = subprocess.run([*ctr, "view", "--mounts", key, chain], capture_output=True, text=True, check=False)
+    subprocess.run([*ctr, "rm", key], capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"containerd has no snapshot {chain}: {proc.stderr.strip()}")
+    paths: list[str] = []
+    for mount in json.loads(proc.stdout):
+        if mount.get("Type") == "bind":
+            paths.append(str(mount["Source"]))
+        for option in mount.get("Options") or []:
+            if str(option).startswith("lowerdir="):
+                paths += str(option).removeprefix("lowerdir=").split(":")
+    prefix = str(engine.snapshots) + "/"
+    return {p.removeprefix(prefix).split("/")[0] for p in paths if p.startswith(prefix)}
+
+
+def image_folders(engine: Engine, client: docker.DockerClient, refs: list[str]) -> set[str]:
+    """The snapshot folders of every layer of the images (shared layers once)."""
     folders: set[str] = set()
     for ref in refs:
-        diffs = list(client.images.get(ref).attrs["RootFS"]["Layers"])
-        for chain in chain_ids(diffs):
-            cache_id = LAYERDB / chain.removeprefix("sha256:") / "cache-id"
-            if cache_id.is_file():
-                folders.add(cache_id.read_text().strip())
+        chains = chain_ids(list(client.images.get(ref).attrs["RootFS"]["Layers"]))
+        if chains:
+            folders |= chain_folders(engine, chains[-1])
     return folders
 
 

@@ -22,6 +22,10 @@ MANIFEST_TYPES = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.oci.image.manifest.v1+json",
 ])
+INDEX_TYPES = ", ".join([  # what `docker push` of the containerd image store sends: an index (+ attestations)
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+])
 CONFIG = """version: 0.1
 log:
   level: error
@@ -147,7 +151,11 @@ class LocalRegistry:
 
     def image(self, repo: str, tag: str) -> Image:
         """The image's layers with compressed sizes (manifest) and the instruction of each (config history)."""
-        manifest = self._get_json(f"/v2/{repo}/manifests/{tag}", MANIFEST_TYPES)
+        manifest = self._get_json(f"/v2/{repo}/manifests/{tag}", f"{MANIFEST_TYPES}, {INDEX_TYPES}")
+        if "manifests" in manifest:  # an index: the image's own manifest, not an attestation's (unknown/unknown)
+            [chosen] = [m for m in manifest["manifests"]
+                        if (m.get("platform") or {}).get("os") not in (None, "unknown")]
+            manifest = self._get_json(f"/v2/{repo}/manifests/{chosen['digest']}", MANIFEST_TYPES)
         config = self._get_json(f"/v2/{repo}/blobs/{manifest['config']['digest']}", "*/*")
         made = [str(h.get("created_by", "")) for h in config.get("history", []) if not h.get("empty_layer")]
         layers = manifest["layers"]

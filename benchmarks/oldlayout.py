@@ -139,7 +139,8 @@ class ClassicBuild:
 
 
 def build(client: docker.DockerClient, context: Path, tag: str) -> ClassicBuild:
-    """docker SDK build, as the old builder ran it (classic builder, intermediate containers removed)."""
+    """docker SDK build, as the old builder ran it (classic builder, intermediate containers removed); on the host
+    network, as the new layout's bake (the benchmark's engine has no bridge; the index is on loopback)."""
     result = ClassicBuild()
     for chunk in _stream(client, context, tag):
         for line in str(chunk.get("stream") or chunk.get("error") or "").splitlines():
@@ -159,5 +160,5 @@ def build(client: docker.DockerClient, context: Path, tag: str) -> ClassicBuild:
 
 def _stream(client: docker.DockerClient, context: Path, tag: str) -> Iterator[dict[str, Any]]:
     chunks: Iterator[dict[str, Any]] = client.api.build(path=str(context), tag=tag, rm=True, forcerm=True,
-                                                        pull=False, decode=True)
+                                                        pull=False, decode=True, network_mode="host")
     yield from chunks

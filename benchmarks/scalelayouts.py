@@ -63,21 +63,20 @@ def instruction(created_by: str, width: int = 70) -> str:
     return text if len(text) <= width else text[:24] + " ... " + text[-(width - 29):]
 
 
-def store_figures(res: Resources, layout: Layout, poller: enginestore.StorePoller, refs: list[str],
-                  stages: list[str]) -> None:
+def store_figures(res: Resources, layout: Layout, poller: enginestore.StorePoller, refs: list[str]) -> None:
     """Peak and final bytes of the build's own folders (see enginestore), and what the peak held beyond the
     final layers: layers still being written (a RUN's files before its own cleanup) and folders that are no
-    final layer (kept build stages, the classic builder's containers)."""
-    final_layers = enginestore.image_folders(res.client, refs) - poller.before
-    stage_layers = enginestore.image_folders(res.client, stages) - poller.before
-    at_peak, others = poller.peak(final_layers | stage_layers)
-    final = {Path(k).name: v for k, v in enginestore.du_each([enginestore.OVERLAY / n for n in final_layers]).items()}
+    final image layer (kept build stages, the classic builder's containers, BuildKit's own snapshots of the
+    steps beside the image's unpacked layers on the containerd store)."""
+    final_layers = enginestore.image_folders(res.engine, res.client, refs) - poller.before
+    at_peak = poller.peak()
+    final = {Path(k).name: v for k, v in
+             enginestore.du_each([res.engine.snapshots / n for n in final_layers]).items()}
     layout.peak, layout.final = sum(at_peak.values()), sum(final.values())
     growing = sum(v - final.get(n, 0) for n, v in at_peak.items() if n in final_layers)
     stray = sum(v for n, v in at_peak.items() if n not in final_layers)
     layout.notes.append(f"at the peak: {size(growing)} in final layers beyond what they keep, {size(stray)} in "
-                        f"folders that are no final layer; {size(others)} of other builds left out; "
-                        f"{len(poller.samples)} samples")
+                        f"folders that are no final layer; {len(poller.samples)} samples")
 
 
 # ---------------------------------------------------------------- the old layout
@@ -88,9 +87,9 @@ def old_layout(res: Resources, supply: Supply, cells: list[CellSpec]) -> Layout:
     registry = start_registry(res, "registry-old")
     source = old_source(supply)
     first = supply.downloads()
-    with Timer(layout, "build"), polled() as poller:
+    with Timer(layout, "build"), polled(res.engine) as poller:
         local = {image_key(c): old_build(res, c, source, "numpy") for c in cells}
-    store_figures(res, layout, poller, list(local.values()), res.ids)
+    store_figures(res, layout, poller, list(local.values()))
     res.drop_stages()  # the venv stages: measured, now only disk
     with Timer(layout, "push"):
         measure_images(res, layout, registry, "rif-bench-old", local, cells[0].gfx or "")
@@ -137,9 +136,9 @@ def new_layout(res: Resources, supply: Supply, matrix: Path, family: str) -> Lay
     rendered = render_tree(supply, matrix, tree)
     first = supply.downloads()
     targets = {r.target: image_key(r.cell) for r in rendered}
-    with Timer(layout, "build"), polled() as poller:
+    with Timer(layout, "build"), polled(res.engine) as poller:
         local = bake(res, tree, targets, "")
-    store_figures(res, layout, poller, list(local.values()), [])
+    store_figures(res, layout, poller, list(local.values()))
     with Timer(layout, "push"):
         measure_images(res, layout, registry, "rif-bench-new", local, family)
     pin_numpy(tree, supply.wheels.numpy(1).version)
@@ -181,10 +180,17 @@ def trust_index(tree: Path, url: str, host: str) -> bool:
 
 
 def pin_numpy(tree: Path, version: str) -> None:
-    """The update: the small layer's `numpy` becomes `numpy==<new>` (a bumped pin, as a matrix change would)."""
+    """The update: the small layer's `numpy` becomes `numpy==<new>` (a bumped pin, as a matrix change would). A
+    render that no longer has the line is an error: an update that changes nothing would measure nothing."""
+    changed = 0
     for dockerfile in tree.glob("*/Dockerfile"):
         text = dockerfile.read_text()
-        dockerfile.write_text(re.sub(r"(?m)^(\s+torch==\S+) numpy$", rf"\1 numpy=={version}", text))
+        new, count = re.subn(r"(?m)^(\s+torch==\S+) numpy(?=( \\)?$)", rf"\1 numpy=={version}", text)
+        dockerfile.write_text(new)
+        changed += count
+    if not changed:
+        raise RuntimeError(f"no `torch==... numpy` line in the Dockerfiles under {tree}: the numpy update found "
+                           "nothing to bump (has the render changed?)")
 
 
 def bake(res: Resources, tree: Path, targets: dict[str, str], suffix: str) -> dict[str, str]:
@@ -193,7 +199,7 @@ def bake(res: Resources, tree: Path, targets: dict[str, str], suffix: str) -> di
     sets = [arg for target, tag in tags.items() for arg in ("--set", f"{target}.tags={tag}")]
     run_logged(["docker", "buildx", "bake", "--file", str(tree / imagetree.BAKE_FILE), "--progress", "plain",
                 *host_network(tree / imagetree.BAKE_FILE, res.work, list(targets)), *sets, *targets],
-               res.work / f"bake{suffix or '-build'}.log")
+               res.work / f"bake{suffix or '-build'}.log", cwd=res.work)  # buildx reads contexts under its cwd
     res.built += [str(res.client.images.get(tag).id) for tag in tags.values()]
     return {targets[t]: tag for t, tag in tags.items()}
 

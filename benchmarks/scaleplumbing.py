@@ -18,6 +18,7 @@ from types import FrameType
 import docker
 import enginestore
 import floor
+from freshengine import Engine
 from localregistry import Image, LocalRegistry, kill_pushes
 from wheelindex import WheelIndex
 
@@ -41,6 +42,7 @@ class Resources:
     """Everything the run creates, so the end (or Ctrl-C) removes exactly that."""
 
     client: docker.DockerClient
+    engine: Engine  # the fresh engine the run builds on (its own: cold, and the machine's engine stays clean)
     work: Path
     refs: list[str] = field(default_factory=list)  # image references this run tagged
     ids: list[str] = field(default_factory=list)  # untagged images it left (the classic builder's stages)
@@ -104,8 +106,8 @@ def terminate(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def polled() -> Iterator[enginestore.StorePoller]:
-    poller = enginestore.StorePoller().start()
+def polled(engine: Engine) -> Iterator[enginestore.StorePoller]:
+    poller = enginestore.StorePoller(engine).start()
     try:
         yield poller
     finally:

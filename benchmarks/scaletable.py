@@ -4,7 +4,7 @@ under it."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from localregistry import Image
 from rocmwheels import WheelSet
@@ -59,6 +59,11 @@ def rows(old: Layout, new: Layout, families: list[str], timed: Timing | None) ->
                           f"{timed.ratio:.3f}x ({builder:.2f} s / {plain:.2f} s)", "<= 1.05x", None,
                           timed.ratio <= 1.05))
     return result
+
+
+def no_old(table: list[Row]) -> list[Row]:
+    """The table of a run without the old layout (--skip-old): its column says so."""
+    return [replace(r, old="(not run)", old_met=None) for r in table]
 
 
 def pct(num: int, den: int) -> str:
@@ -121,9 +126,9 @@ def print_table(table: list[Row]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + "  " + met)
 
 
-def print_notes(old: Layout, new: Layout, supply: Supply, wheels: WheelSet, timed: Timing | None) -> None:
+def print_notes(old: Layout | None, new: Layout, supply: Supply, wheels: WheelSet, timed: Timing | None) -> None:
     names = {w.filename: f"{w.project} {w.version}" for w in wheels.wheels}
-    for lay in (old, new):
+    for lay in (new,) if old is None else (old, new):
         counts = ", ".join(f"{names.get(f, f)}: {n}" for f, n in sorted(lay.downloads.items()))
         print(f"downloads, {lay.name}: {counts or 'none'}")
         print(f"phases, {lay.name}: " + ", ".join(f"{k} {v:.0f} s" for k, v in lay.seconds.items()))

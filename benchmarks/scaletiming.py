@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import statistics
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scaleplumbing import FLAVORS, ROOT, Resources, run_logged
+from scaleplumbing import FLAVORS, Resources, run_logged
 from scalesupply import Supply, write_matrix
 
 from builder.build.bake import host_network
@@ -41,9 +42,9 @@ def timing(res: Resources, supply: Supply, matrix: Path, family: str, repeats: i
         matrix = folder / "matrix.yaml"
         write_matrix(matrix, [family], list(FLAVORS), "http://unused.invalid/simple")
         source = ["--wheelhouse", str(supply.wheelhouse)]
-    builder = [str(ROOT / ".venv" / "bin" / "builder"), "build", "--matrix", str(matrix), *source,
+    builder = [sys.executable, "-m", "builder", "build", "--matrix", str(matrix), *source,
                "--no-validate", "--quiet"]
-    run_logged([builder[0], "render", "--matrix", str(matrix), "--out", str(folder / "images"), *source],
+    run_logged([*builder[:3], "render", "--matrix", str(matrix), "--out", str(folder / "images"), *source],
                folder / "render.log", cwd=folder)
     plain = ["docker", "buildx", "bake", "--file", str(folder / "images" / imagetree.BAKE_FILE), "--progress",
              "plain", *host_network(folder / "images" / imagetree.BAKE_FILE, folder)]
@@ -54,6 +55,6 @@ def timing(res: Resources, supply: Supply, matrix: Path, family: str, repeats: i
     for i in range(repeats):
         result.builder.append(run_logged(builder, folder / f"builder-{i}.log", cwd=folder))
         result.plain.append(run_logged(plain, folder / f"plain-{i}.log", cwd=folder))
-        result.startup.append(run_logged([builder[0], "--version"], folder / "version.log", cwd=folder))
+        result.startup.append(run_logged([*builder[:3], "--version"], folder / "version.log", cwd=folder))
     res.drop_images()
     return result
