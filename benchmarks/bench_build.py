@@ -29,7 +29,7 @@ import docker
 import yaml
 from floor import BASE, base_packages, floor_parts, image_size
 
-from builder.build.bake import bake, host_network
+from builder.build.bake import HOST, bake, host_network
 from builder.matrix.expand import load_matrix
 from builder.render import tree as imagetree
 from builder.render.dockerfile import RenderedCell, render_all
@@ -91,7 +91,7 @@ def sizes(client: docker.DockerClient, matrix: Path, tmp: Path) -> None:
     cells = [c for c in load_matrix(matrix) if c.expect_torch is None]
     rendered = render_all(cells, WheelSource(WHEELHOUSE))
     tags = lean_tree(rendered, tmp / "lean")
-    results = bake(tmp / "lean" / imagetree.BAKE_FILE, list(tags))
+    results = bake(tmp / "lean" / imagetree.BAKE_FILE, list(tags), kit=HOST)  # setup.sh's engine: no bridge
     failed = [t for t, r in results.items() if not r.ok]
     if failed:
         raise SystemExit(f"bake failed for {failed}: {results[failed[0]].error}")

@@ -38,6 +38,7 @@ import stagecount  # noqa: E402
 from freshengine import empty_engine  # noqa: E402
 from localregistry import LocalRegistry  # noqa: E402
 
+from builder.build.bake import HOST  # noqa: E402
 from builder.build.export import Cache  # noqa: E402
 from builder.publish import jobs as publishjobs  # noqa: E402
 from builder.publish import lifecycle  # noqa: E402
@@ -79,7 +80,7 @@ def bake_jobs(jobs: list[publishjobs.Job], source: WheelSource, cache: Cache | N
     lines: Lines = []
     target = {j.tag: j.rendered.target for j in jobs if j.rendered is not None}
     events = lifecycle.Events(line=lambda tag, line: lines.append((target.get(tag), line)))
-    options = lifecycle.Options(source, validate=False, cache=cache)
+    options = lifecycle.Options(source, validate=False, cache=cache, buildkit=HOST)  # fresh engines: no bridge
     prepared = lifecycle.prepare(docker.DockerClient(base_url=host, timeout=3600), jobs, options, events)
     failed = [t for t, r in prepared.built.items() if not r.ok]
     if failed or len(prepared.built) != len(jobs):
@@ -92,7 +93,7 @@ def bake_jobs(jobs: list[publishjobs.Job], source: WheelSource, cache: Cache | N
 def wave(jobs: list[publishjobs.Job], source: WheelSource, cache: Cache) -> tuple[Lines, dict[str, str]]:
     """The shared-stages wave: its log, and its targets' Dockerfiles."""
     lines: Lines = []
-    outcomes = lifecycle.shared_stages(jobs, lifecycle.Options(source, cache=cache),
+    outcomes = lifecycle.shared_stages(jobs, lifecycle.Options(source, cache=cache, buildkit=HOST),
                                        lambda target, line: lines.append((target, line)))
     if not all(o.result.ok for o in outcomes):
         raise SystemExit("the shared-stages wave failed:\n" + "\n".join(text for _, text in lines[-30:]))

@@ -27,7 +27,7 @@ import docker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.build.bake import bake, waves  # noqa: E402
+from builder.build.bake import HOST, bake, waves  # noqa: E402
 from builder.matrix.expand import load_matrix  # noqa: E402
 from builder.render import tree as imagetree  # noqa: E402
 from builder.render.dockerfile import RenderedCell, render_images  # noqa: E402
@@ -60,7 +60,7 @@ def build(tmp: Path, name: str, rendered: list[RenderedCell], in_waves: bool) ->
     start = time.perf_counter()
     results = {}
     for wave in plan:
-        results.update(bake(tree / imagetree.BAKE_FILE, wave, cwd=tmp))
+        results.update(bake(tree / imagetree.BAKE_FILE, wave, cwd=tmp, kit=HOST))  # setup.sh's engine: no bridge
     seconds = time.perf_counter() - start
     failed = [t for t, r in results.items() if not r.ok]
     if failed:

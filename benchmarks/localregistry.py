@@ -30,7 +30,7 @@ CONFIG = """version: 0.1
 log:
   level: error
   accesslog:
-    disabled: true
+    disabled: {quiet}
 storage:
   filesystem:
     rootdirectory: {root}
@@ -82,9 +82,10 @@ def free_port() -> int:
 class LocalRegistry:
     """`docker-registry serve` on 127.0.0.1:<free port>; stop() ends it (the folder is the caller's)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, access_log: bool = False) -> None:
         self.root = root
         self.port = free_port()
+        self.access_log = access_log  # one line per request in root/access.log: what requests() counts
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -94,8 +95,10 @@ class LocalRegistry:
     def start(self) -> None:
         (self.root / "storage").mkdir(parents=True, exist_ok=True)
         config = self.root / "config.yml"
-        config.write_text(CONFIG.format(root=self.root / "storage", port=self.port))
-        self._proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
+        config.write_text(CONFIG.format(root=self.root / "storage", port=self.port,
+                                        quiet="false" if self.access_log else "true"))
+        out = (self.root / "access.log").open("wb") if self.access_log else subprocess.DEVNULL
+        self._proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out,
                                       stderr=(self.root / "registry.log").open("wb"), start_new_session=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -118,6 +121,12 @@ class LocalRegistry:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None
+
+    def requests(self) -> int:
+        """Requests the registry has answered so far (its access log, one line each; needs access_log=True)."""
+        log = self.root / "access.log"
+        with log.open("rb") as fh:
+            return sum(1 for line in fh if b'"' in line and b" /v2/" in line)
 
     def stored_bytes(self) -> int:
         """Bytes of every blob the registry keeps (layers, configs, manifests): a push's growth is its upload."""

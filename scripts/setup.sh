@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh Debian 12 machine: system packages, the Python package in .venv, the Docker
 # engine production runs (28+, containerd image store, current BuildKit) and a local OCI registry on 127.0.0.1.
-# Source it: it exports RIF_STARTED (what it started, for scripts/stop.sh), RIF_TEST_REGISTRY and DOCKER_HOST
-# (the engine's own socket), and puts .venv/bin on PATH. Nothing else of the sourcing shell changes: the work
+# Source it: it exports RIF_STARTED (what it started, for scripts/stop.sh), RIF_TEST_REGISTRY, DOCKER_HOST
+# (the engine's own socket) and RIF_BUILD_NETWORK=host (its builds' RUN steps on the host's network: the engine
+# has no bridge), and puts .venv/bin on PATH. Nothing else of the sourcing shell changes: the work
 # runs in a subshell with its own options (set -euo pipefail), which hands back only those exports, so an
 # interactive shell keeps its options, traps, directory, variables and functions, and a failure returns
 # (status 1) instead of closing the terminal.
@@ -12,6 +13,7 @@ STATE="$ROOT/.rif"
 mkdir -p "$STATE"
 export RIF_TEST_REGISTRY=${RIF_TEST_REGISTRY:-127.0.0.1:5000}
 export RIF_STARTED=${RIF_STARTED:-}
+export RIF_BUILD_NETWORK=${RIF_BUILD_NETWORK:-host}  # `builder build|publish|reproduce --build-network`: no bridge here
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -90,9 +92,9 @@ wait_for() {  # wait_for WHAT SECONDS COMMAND...
 }
 
 # The engine's own socket and data: it never touches a Docker the machine already runs. No bridge and no
-# iptables rules: containers get loopback only and builds run on the host network (bake.py), so nothing a test
-# serves is ever on docker0 or any other address. The containerd image store keeps manifests as built, so the
-# digest validated is the digest pushed.
+# iptables rules: containers get loopback only and builds run on the host network (RIF_BUILD_NETWORK above), so
+# nothing a test serves is ever on docker0 or any other address. The containerd image store keeps manifests as
+# built, so the digest validated is the digest pushed.
 ENGINE_RUN=${RIF_ENGINE_RUN:-/run/rif-engine}
 ENGINE_DATA=${RIF_ENGINE_DATA:-/var/lib/rif-engine}
 if [ "$existing" = no ]; then export DOCKER_HOST=${RIF_DOCKER_HOST:-unix://$ENGINE_RUN/docker.sock}; fi
@@ -133,7 +135,7 @@ YAML
   wait_for registry 30 registry_up
 fi
   local var
-  for var in RIF_TEST_REGISTRY RIF_STARTED DOCKER_HOST PATH; do
+  for var in RIF_TEST_REGISTRY RIF_STARTED RIF_BUILD_NETWORK DOCKER_HOST PATH; do
     if [ -n "${!var+x}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
   done >"$1"
 }

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder.build.buildkit import CURRENT, BuildKit
 from builder.build.engine import EngineUnavailable
 from builder.build.export import Export, ExportError
 from builder.core.files import replace_file
@@ -72,24 +73,26 @@ def require_buildx() -> str:
 
 
 SOURCE_DATE_EPOCH = "0"  # a constant, never a commit's or a clock's time: unchanged inputs, unchanged layers
-ALLOW_HOST_NETWORK = ["--allow", "network.host"]
+HOST = BuildKit(network="host")
 
 
-def override(targets: dict[str, str], export: Export | None = None) -> dict[str, Any]:
-    """A second bake file for targets (-> their image names): each on the host's network, and with export into
-    its layout. The engine has no bridge (scripts/setup.sh), so nothing a build reaches, a test's wheel index on
-    loopback included, is ever served on docker0 or any other address; the committed bake file stays as any
-    engine builds it."""
-    return {"target": {t: {"network": "host", **(export.target(t, name) if export else {})}
+def override(targets: dict[str, str], export: Export | None = None, network: str = "default") -> dict[str, Any]:
+    """A second bake file for targets (-> their image names): each with export into its layout and, when asked
+    (--build-network host), on the build host's network; the committed bake file stays as any engine builds it.
+    Host networking is for engines without a bridge (scripts/setup.sh's: nothing a build reaches, a test's wheel
+    index on loopback included, is ever served on docker0 or any other address), never the default."""
+    network_key = {} if network == "default" else {"network": network}
+    return {"target": {t: {**network_key, **(export.target(t, name) if export else {})}
                        for t, name in targets.items()}}
 
 
 def host_network(bake_file: Path, folder: Path, targets: list[str] | None = None) -> list[str]:
     """Arguments that let a plain `docker buildx bake -f bake_file` of targets (default: all) run on an engine
-    without a bridge: an override file written into folder, and the entitlement it needs."""
+    without a bridge (scripts/setup.sh's): an override file written into folder, and the entitlement it needs."""
     extra = folder / f"{bake_file.stem}.host-network.json"
-    replace_file(extra, json.dumps(override(dict.fromkeys(targets or _tags(bake_file), ""))).encode())
-    return ["--file", str(extra), *ALLOW_HOST_NETWORK]
+    replace_file(extra, json.dumps(override(dict.fromkeys(targets or _tags(bake_file), ""), None,
+                                            HOST.network)).encode())
+    return ["--file", str(extra), *HOST.allow()]
 
 
 Stage = tuple[str, bool]  # a stage of a target's chain (unique in the bake file), and whether it runs on the context
@@ -120,15 +123,16 @@ def waves(chains: dict[str, list[Stage]]) -> list[list[str]]:
 
 
 def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, line: None, cwd: Path | None = None,
-         export: Export | None = None, no_cache: bool = False, images: bool = True) -> dict[str, BuildResult]:
-    """Build targets of bake_file (into export's layout, then loaded into the engine under the targets' tags, or
-    straight into the engine without one; images=False: targets whose output is only BuildKit's cache); every
-    target gets a result, none raises."""
+         export: Export | None = None, no_cache: bool = False, images: bool = True, kit: BuildKit = CURRENT
+         ) -> dict[str, BuildResult]:
+    """Build targets of bake_file on kit's builder (into export's layout, then loaded into the engine under the
+    targets' tags, or straight into the builder's engine without one; images=False: targets whose output is only
+    BuildKit's cache); every target gets a result, none raises."""
     start = time.monotonic()
     results: dict[str, BuildResult] = {}
     pending = list(targets)
     while pending:
-        run = _bake_once(bake_file, pending, on_line, cwd, export, no_cache)
+        run = _bake_once(bake_file, pending, on_line, cwd, export, no_cache, kit)
         if run.ok:
             tags = _tags(bake_file) if export is not None else {}
             for target in pending:
@@ -142,7 +146,7 @@ def bake(bake_file: Path, targets: list[str], on_line: OnLine = lambda target, l
             # errors of its own ("context canceled", "transport is closing", ...). Bake each suspect alone
             # rather than blame one without evidence; the others go on together.
             for target in suspects or pending:
-                results.update(bake(bake_file, [target], on_line, cwd, export, no_cache, images))
+                results.update(bake(bake_file, [target], on_line, cwd, export, no_cache, images, kit))
             pending = [t for t in pending if t not in results]
             continue
         for target in blamed:
@@ -207,16 +211,16 @@ class _Run:
 
 
 def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path | None, export: Export | None,
-               no_cache: bool) -> _Run:
+               no_cache: bool, kit: BuildKit) -> _Run:
     run = _Run(set(targets))
     tags = _tags(bake_file)
     if export:  # buildx grants fs.write only on a folder that exists (`builder reproduce` names a new one)
         export.layout.mkdir(parents=True, exist_ok=True)
     with scratch_dir("rif-bake-") as tmp:
         metadata, extra = tmp / "metadata.json", tmp / "override.json"
-        extra.write_text(json.dumps(override({t: (tags.get(t) or [t])[-1] for t in targets}, export)))
-        cmd = ["docker", "buildx", "bake", "--file", str(bake_file), "--file", str(extra), "--progress", "plain",
-               *ALLOW_HOST_NETWORK, *(["--allow", f"fs.write={export.layout}"] if export else []),
+        extra.write_text(json.dumps(override({t: (tags.get(t) or [t])[-1] for t in targets}, export, kit.network)))
+        cmd = [*kit.buildx("bake"), "--file", str(bake_file), "--file", str(extra), "--progress", "plain",
+               *kit.allow(), *(["--allow", f"fs.write={export.layout}"] if export else []),
                *(["--no-cache"] if no_cache else []), "--metadata-file", str(metadata), *targets]
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,

@@ -132,12 +132,12 @@ def engine_has(client: docker.DockerClient) -> Local:
     return has
 
 
-def require(needs: list[Need], wheelhouse: Path | None, fetch: str, client: docker.DockerClient,
-            remote: Remote) -> None:
+def require(needs: list[Need], wheelhouse: Path | None, fetch: str, local: Local, remote: Remote) -> None:
     """InputError (exit 2, before any bake) listing every missing base and wheel with its fix.
 
-    remote: whether a registry serves a base the engine lacks (builder.registry.images.serves)."""
-    problems = check(needs, wheelhouse, fetch, engine_has(client), remote)
+    local: whether the builder's image store has a base (`engine_has`, for a builder on the local engine);
+    remote: whether a registry serves a base it lacks (builder.registry.images.serves)."""
+    problems = check(needs, wheelhouse, fetch, local, remote)
     if problems:
         raise InputError(problems)
 

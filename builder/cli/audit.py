@@ -14,12 +14,15 @@ from builder.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
     PRODUCTION_MATRIX,
+    BuilderOpt,
+    BuildNetworkOpt,
     InsecureOpt,
     LocksOpt,
     MatrixOpt,
     Progress,
     ProgressOpt,
     WheelhouseOpt,
+    buildkit,
     handles_errors,
     terminates,
     wheel_source,
@@ -69,7 +72,8 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
 @handles_errors
 def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGISTRY/NS/REPO:TAG or ...@sha256:HEX")],
                   matrix: MatrixOpt = PRODUCTION_MATRIX, wheelhouse_dir: WheelhouseOpt = None, locks: LocksOpt = None,
-                  insecure: InsecureOpt = None, progress: ProgressOpt = Progress.auto,
+                  insecure: InsecureOpt = None, builder: BuilderOpt = None,
+                  build_network: BuildNetworkOpt = "default", progress: ProgressOpt = Progress.auto,
                   ) -> None:
     """Rebuild a published image from this repository without BuildKit's cache and compare it byte for byte.
 
@@ -81,6 +85,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     from builder.registry.client import RegistryClient
 
     ref = diff.parse_ref(image, "REF")
+    kit = buildkit(builder, build_network)
     api = RegistryClient(ref.registry, credentials.lookup(ref.registry), insecure=check_insecure(insecure))
     source = wheel_source(wheelhouse_dir, locks)
 
@@ -98,7 +103,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
                 f"give {tag} ({job.content_hash}): check out the commit that published it")
         view = RunView([job.tag], progress.value, console=show.err)
         with terminates(), view.running():
-            built = pipeline.rebuild(job, source, layout, compression, view.events())
+            built = pipeline.rebuild(job, source, layout, compression, view.events(), kit)
         if not built.ok or built.manifest_digest is None:
             raise reproduce.ReproduceError(f"{tag}: the rebuild failed: {built.error}")
         return built.manifest_digest

@@ -17,6 +17,8 @@ from builder.cli import runs
 from builder.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
+    BuilderOpt,
+    BuildNetworkOpt,
     CellOpt,
     GpuOpt,
     InsecureOpt,
@@ -27,6 +29,7 @@ from builder.cli.kit import (
     QuietOpt,
     RegistryOpt,
     WheelhouseOpt,
+    buildkit,
     handles_errors,
     wheel_source,
 )
@@ -51,9 +54,11 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
                                                  help="Validate images (refused with --push).")] = True,
           gpu: GpuOpt = False,
           report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
+          builder: BuilderOpt = None, build_network: BuildNetworkOpt = "default",
           quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
           ) -> None:
     """Build every cell, validate each image, and with --push publish only those that passed."""
+    kit = buildkit(builder, build_network)
     insecure_hosts = check_insecure(insecure)
     if insecure_hosts and not push:
         raise usage_error("--insecure-registry", "applies with --push only (nothing else talks to a registry)")
@@ -63,8 +68,8 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     todo = jobs.matrix_jobs(matrix, cell, None, wheel_source(wheelhouse_dir, locks))
     target = runs.target(registry, insecure_hosts) if push and registry else None
-    runs.run(todo, pipeline.Options(wheel_source(wheelhouse_dir, locks), validate, gpu, target), progress, report,
-             registry if target else None)
+    runs.run(todo, pipeline.Options(wheel_source(wheelhouse_dir, locks), validate, gpu, target, buildkit=kit),
+             progress, report, registry if target else None)
 
 
 @handles_errors

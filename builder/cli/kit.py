@@ -24,9 +24,10 @@ import typer.rich_utils as typer_help
 from rich.table import Table
 from rich.text import Text
 
+from builder.build.buildkit import NETWORKS, BuildKit
 from builder.build.engine import EngineUnavailable
 from builder.cli import console as show
-from builder.core.errors import InputError
+from builder.core.errors import InputError, usage_error
 from builder.core.files import replace_file
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
@@ -63,6 +64,16 @@ InsecureOpt = Annotated[list[str] | None, typer.Option(
     help="Speak plain HTTP to this registry or token realm, and send it credentials (repeatable; as Docker's "
          "insecure-registries). Loopback needs none; everything else is HTTPS.")]
 GpuOpt = Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks, with the host's ROCm devices.")]
+BuilderOpt = Annotated[str | None, typer.Option(
+    "--builder", envvar="RIF_BUILDER", metavar="NAME",
+    help="The buildx builder that bakes (env RIF_BUILDER; `docker buildx ls`): a docker context's engine, or a "
+         "docker-container, remote or Kubernetes BuildKit; default: buildx's current one. The images come back "
+         "and are validated on the local engine (DOCKER_HOST).")]
+BuildNetworkOpt = Annotated[str, typer.Option(
+    "--build-network", envvar="RIF_BUILD_NETWORK", metavar="default|host",
+    help="The network of RUN steps (env RIF_BUILD_NETWORK): default, BuildKit's own; host, the build host's "
+         "(needs the network.host entitlement; for an engine without a bridge, as scripts/setup.sh's, which "
+         "exports RIF_BUILD_NETWORK=host).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
                                         help="Accepted for old scripts: build logs always go to .rif/logs.")]
 
@@ -70,6 +81,15 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
 def wheel_source(wheelhouse_dir: Path | None, locks: Path | None = None) -> WheelSource:
     """Where images get their wheels: --wheelhouse and --locks, as absolute paths (every command alike)."""
     return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None, locks.resolve() if locks else None)
+
+
+def buildkit(builder: str | None, network: str) -> BuildKit:
+    """--builder and --build-network, checked: where the bake runs and on which network."""
+    if network not in NETWORKS:
+        raise usage_error("--build-network", f"{network!r}: {' or '.join(NETWORKS)} (env RIF_BUILD_NETWORK)")
+    if builder is not None and not builder.strip():
+        raise usage_error("--builder", "an empty name (env RIF_BUILDER): name a builder `docker buildx ls` lists")
+    return BuildKit(builder.strip() if builder else None, network)
 
 
 class Progress(StrEnum):

@@ -11,6 +11,8 @@ from builder.build.engine import connect
 from builder.cli import console as show
 from builder.cli import planning, runs, stages
 from builder.cli.kit import (
+    BuilderOpt,
+    BuildNetworkOpt,
     CellOpt,
     GpuOpt,
     InsecureOpt,
@@ -22,6 +24,7 @@ from builder.cli.kit import (
     QuietOpt,
     RegistryOpt,
     WheelhouseOpt,
+    buildkit,
     handles_errors,
     wheel_source,
 )
@@ -64,10 +67,12 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
             shared_stages: Annotated[bool, typer.Option("--shared-stages", help=(
                 "Only build the stages several of the selected combinations share (the OS base, torch), once, "
                 "into --cache-registry, for per-combination publish jobs to import; push no image."))] = False,
+            builder: BuilderOpt = None, build_network: BuildNetworkOpt = "default",
             quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
     """Publish what changed: build, validate, push under an immutable tag, then move the cells' tags."""
     insecure_hosts = check_insecure(insecure)
+    kit = buildkit(builder, build_network)
     if dry_run:
         show.err.print("warning: --dry-run is deprecated: it means --plan (builds nothing); "
                        "--no-push builds and validates without pushing", soft_wrap=True)
@@ -84,7 +89,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
         planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path, registry)
     options = pipeline.Options(wheel_source(wheelhouse_dir, locks), True, gpu, runs.target(registry, insecure_hosts),
                                skip_published=True, no_push=no_push, compression=_compression(compression),
-                               cache=_cache(cache_registry, insecure_hosts))
+                               cache=_cache(cache_registry, insecure_hosts), buildkit=kit)
     if shared_stages:
         stages.run_stages(todo, options)
     runs.run(todo, options, progress, record_path, registry)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from packaging.version import Version
@@ -135,11 +136,18 @@ def _product(model: MatrixFile) -> Iterable[_Draft]:
             yield _Draft(os_name, platform, torch, gfx, flavor, channel, ("matrix",))
 
 
+@cache
+def _version(text: str) -> Version:
+    """Parsed once: every exclude is matched against every product cell (twice), a few hundred thousand times
+    for a large matrix."""
+    return Version(text)
+
+
 def _matches(draft: _Draft, ex: Exclude) -> bool:
-    actual = {"os": draft.os, "platform": draft.platform, "torch": Version(draft.torch.version),
+    actual = {"os": draft.os, "platform": draft.platform, "torch": _version(draft.torch.version),
               "gfx": draft.gfx, "flavor": draft.flavor, "channel": draft.channel}
     wanted = {"os": ex.os, "platform": ex.platform, "gfx": ex.gfx, "flavor": ex.flavor, "channel": ex.channel,
-              "torch": [Version(t) for t in ex.torch] if ex.torch else None}
+              "torch": [_version(t) for t in ex.torch] if ex.torch else None}
     return all(values is None or actual[key] in values for key, values in wanted.items())
 
 

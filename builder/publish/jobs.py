@@ -11,7 +11,9 @@ from typing import Any
 import docker
 from docker.errors import ImageNotFound
 
+from builder.build import buildkit
 from builder.build import preflight as checks
+from builder.build.buildkit import CURRENT, BuildKit
 from builder.build.engine import connect, run_captured
 from builder.core import tags
 from builder.core.errors import usage_error
@@ -100,14 +102,16 @@ def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source
     return [replace(Job.of(p, source, r), matrix=matrix) for p, r in zip(plans, rendered, strict=True)]
 
 
-def preflight(jobs: list[Job], source: WheelSource) -> None:
-    """Before a bake of jobs: every base in the engine or served by its registry, every wheel in the wheelhouse;
-    else InputError (exit 2) naming each missing one and the command that makes it (builder.build.preflight)."""
+def preflight(jobs: list[Job], source: WheelSource, kit: BuildKit = CURRENT) -> None:
+    """Before a bake of jobs on kit's builder: every base in its image store (the engine's, for a docker-driver
+    builder) or served by its registry, every wheel in the wheelhouse; else InputError (exit 2) naming each
+    missing one and the command that makes it (builder.build.preflight)."""
     needs = [need for job in jobs if (need := job.need()) is not None]
     matrix = next((job.matrix for job in jobs if job.matrix is not None), None)
     fetch = f"--matrix {matrix}" if matrix is not None else "--matrix MATRIX"
     if needs:
-        checks.require(needs, source.wheelhouse, fetch, connect(), images.serves())
+        checks.require(needs, source.wheelhouse, fetch,
+                       buildkit.has_image(kit) or checks.engine_has(connect()), images.serves())
 
 
 def combination(job: Job) -> str:

@@ -19,6 +19,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder.build.bake import BuildResult, OnLine, bake, require_buildx, waves
+from builder.build.buildkit import CURRENT, BuilderUnusable, BuildKit, require_builder
 from builder.build.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
@@ -47,6 +48,7 @@ class Options:
     sbom: bool = True  # with a target: an SBOM from each validated image, attached to it before its tags move
     compression: str = "gzip"  # the layers' compression (gzip: every client pulls it; zstd: Docker 23+)
     cache: Cache | None = None  # BuildKit's cache, imported from and exported to a registry (cold runners)
+    buildkit: BuildKit = CURRENT  # the builder that bakes (--builder) and its RUN steps' network
 
     @property
     def rehearsal(self) -> bool:
@@ -110,13 +112,22 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
     through an OCI layout into the engine."""
     cache = options.cache and replace(options.cache, write=options.cache.write and not options.rehearsal)
     with scratch_dir("rif-layout-") as layout:
-        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=cache))
+        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=cache), options.buildkit)
 
 
-def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export,
+def _builder(kit: BuildKit) -> BuildKit:
+    """kit's builder there and able, or one line naming what it lacks (builder.build.buildkit)."""
+    try:
+        return require_builder(kit)
+    except BuilderUnusable:
+        require_buildx()  # no buildx at all: say how to get it (asked only then: 0.2 s a run)
+        raise
+
+
+def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export, kit: BuildKit,
                no_cache: bool = False) -> dict[str, BuildResult]:
-    require_buildx()
-    preflight(jobs, source)  # seconds, before any bake: bases and wheels there, or what makes them
+    kit = _builder(kit)
+    preflight(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
     rendered = _together(jobs, source)
     if export.cache is not None:  # the shared stages a first wave (publish --shared-stages) left in the registry
         export = replace(export, cache=stagewave.with_stages(export.cache, rendered))
@@ -134,7 +145,7 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
         results: dict[str, BuildResult] = {}
         for wave in waves({r.target: r.chain for r in rendered}):
             results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export,
-                                no_cache=no_cache))
+                                no_cache=no_cache, kit=kit))
     return {by_target[t].tag: result for t, result in results.items()}
 
 
@@ -153,14 +164,17 @@ def shared_stages(jobs: list[Job], options: Options, on_line: OnLine) -> list[st
     """`builder publish --shared-stages`: the stages the jobs' combinations share, built once into options.cache
     (exported only when it may be written), for the per-combination jobs that follow to import."""
     assert options.cache is not None, "the shared stages go to the registry cache"
-    preflight(jobs, options.source)
+    kit = _builder(options.buildkit)
+    preflight(jobs, options.source, kit)
     cache = replace(options.cache, write=options.cache.write and not options.rehearsal)
-    return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line)
+    return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line, kit)
 
 
-def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events()) -> BuildResult:
-    """`builder reproduce`: the job's image baked again without BuildKit's cache, left in layout (not loaded)."""
-    built = _bake_into([job], source, events, Export(layout, compression, load=False), no_cache=True)
+def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events(),
+            kit: BuildKit = CURRENT) -> BuildResult:
+    """`builder reproduce`: the job's image baked again on kit without BuildKit's cache, left in layout (not
+    loaded)."""
+    built = _bake_into([job], source, events, Export(layout, compression, load=False), kit, no_cache=True)
     return built[job.tag]
 
 

@@ -9,7 +9,8 @@ immutable tag read: absent, the image is to be built; present (and holding this 
 The look-ups run on a bounded thread pool against one RegistryClient: it keeps no connection between requests
 (each request opens its own, with its own watchdog), its token cache is a dict written whole under the GIL, and
 every request takes what is left of the one command-wide deadline (RegistryClient.until). The first image of each
-repository is looked up alone, so the registry's auth challenge is answered once rather than by every worker.
+repository is looked up before the others (the repositories side by side), so the registry's auth challenge is
+answered once per repository rather than by every worker.
 """
 
 from __future__ import annotations
@@ -62,12 +63,12 @@ def plan(target: Target, todo: list[Job], workers: int = WORKERS,
         on_done(found)
         return found
 
-    # The first image of each repository alone: the registry's challenge is answered (a token fetched) once, not
-    # by every worker at the same moment.
-    firsts = {job.repository: i for i, job in reversed(list(enumerate(todo)))}
-    done = {i: one(todo[i]) for i in sorted(firsts.values())}
-    rest = [i for i in range(len(todo)) if i not in done]
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(rest)))) as pool:
+    # The first image of each repository first, the repositories side by side (a token is per repository): the
+    # registry's challenge is answered (a token fetched) once per repository, not by every worker at once.
+    firsts = sorted({job.repository: i for i, job in reversed(list(enumerate(todo)))}.values())
+    rest = sorted(set(range(len(todo))) - set(firsts))
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
+        done = dict(zip(firsts, pool.map(lambda i: one(todo[i]), firsts), strict=True))
         done.update(zip(rest, pool.map(lambda i: one(todo[i]), rest), strict=True))
     return [done[i] for i in range(len(todo))]
 

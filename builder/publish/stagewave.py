@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from builder.build.bake import BuildResult, OnLine, bake, require_buildx, waves
+from builder.build.buildkit import CURRENT, BuildKit
 from builder.build.export import Cache
 from builder.core.files import replace_file
 from builder.core.scratch import scratch_dir
@@ -40,8 +41,9 @@ class StageOutcome:
 
 
 def build(rendered: list[RenderedCell], source: WheelSource, cache: Cache, compression: str,
-          on_line: OnLine = lambda target, line: None) -> list[StageOutcome]:
-    """Build every stage two or more of the rendered combinations share, once, into cache's registry."""
+          on_line: OnLine = lambda target, line: None, kit: BuildKit = CURRENT) -> list[StageOutcome]:
+    """Build every stage two or more of the rendered combinations share, once, on kit's builder, into cache's
+    registry."""
     stages = sharedstages.shared(rendered)
     if not stages:
         return []
@@ -58,7 +60,7 @@ def build(rendered: list[RenderedCell], source: WheelSource, cache: Cache, compr
         replace_file(stage_file, json.dumps(definition, indent=2).encode())
         results: dict[str, BuildResult] = {}
         for wave in waves(sharedstages.chains(rendered, stages)):
-            results.update(bake(stage_file, wave, on_line, cwd=tree.parent, images=False))
+            results.update(bake(stage_file, wave, on_line, cwd=tree.parent, images=False, kit=kit))
     return [StageOutcome(s, results[s.key]) for s in stages]
 
 

@@ -15,8 +15,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import heapq
 import http.client
 import io
+import itertools
+import os
 import re
 import socket
 import threading
@@ -108,13 +111,12 @@ class _Watchdog:
     seconds: float
     sockets: list[socket.socket] = field(default_factory=list)
     fired: bool = False
+    cancelled: bool = False
 
     def __post_init__(self) -> None:
         self.end = time.monotonic() + self.seconds
         self._lock = threading.Lock()
-        self._timer = threading.Timer(self.seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        _REAPER.watch(self)
 
     def remaining(self) -> float:
         left = self.end - time.monotonic()
@@ -140,7 +142,50 @@ class _Watchdog:
             sock.shutdown(socket.SHUT_RDWR)
 
     def cancel(self) -> None:
-        self._timer.cancel()
+        _REAPER.forget(self)
+
+
+class _Reaper:
+    """One thread fires every request's watchdog at its deadline: a timer thread per request cost a thread start
+    (and a wait for it to be scheduled) per request, more than a loopback registry's answer."""
+
+    def reset(self) -> None:
+        """Nothing watched, no thread yet: at the start, and in a fork's child (none of the parent's waits)."""
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Watchdog]] = []  # deadline, order, watchdog: the next deadline first
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, dog: _Watchdog) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (dog.end, next(self._order), dog))
+            if self._thread is None or not self._thread.is_alive():  # a fork's child has the thread object only
+                self._thread = threading.Thread(target=self._run, name="rif-registry-deadlines", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is dog:
+                self._cond.notify()  # an earlier deadline than the one the thread sleeps towards
+
+    def forget(self, dog: _Watchdog) -> None:
+        with self._cond:
+            dog.cancelled = True
+            if self._heap and self._heap[0][2] is dog:
+                self._cond.notify()  # the thread drops it (and every finished request behind it) now
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].cancelled:
+                    heapq.heappop(self._heap)
+                left = self._heap[0][0] - time.monotonic() if self._heap else None
+                if left is None or left > 0:
+                    self._cond.wait(left)
+                    continue
+                heapq.heappop(self._heap)[2]._fire()
+
+
+_REAPER = _Reaper()
+_REAPER.reset()
+os.register_at_fork(after_in_child=_REAPER.reset)
 
 
 def _watched(connection: http.client.HTTPConnection, watchdog: _Watchdog) -> None:
@@ -168,21 +213,30 @@ class _Https(http.client.HTTPSConnection):
 
 
 class _HttpHandler(urllib.request.HTTPHandler):
-    def __init__(self, watchdog: _Watchdog) -> None:
-        super().__init__()
-        self._watchdog = watchdog
-
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_Http, watchdog=self._watchdog), req)
+        return self.do_open(functools.partial(_Http, watchdog=_THREAD.watchdog), req)
 
 
 class _HttpsHandler(urllib.request.HTTPSHandler):
-    def __init__(self, watchdog: _Watchdog) -> None:
-        super().__init__()
-        self._watchdog = watchdog
-
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_Https, watchdog=self._watchdog), req)  # the default TLS context
+        return self.do_open(functools.partial(_Https, watchdog=_THREAD.watchdog), req)  # the default TLS context
+
+
+_THREAD = threading.local()  # this thread's opener (and the proxy settings it was made for), its request's watchdog
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """This thread's opener, made again only when the proxy settings change (making one cost more CPU than a request
+    to a nearby registry; a plan sends thousands). Only http(s) handlers: no file:, ftp: or data: URL is opened."""
+    key = tuple((k, v) for k, v in os.environ.items() if k[-6:].lower() == "_proxy" or k == "REQUEST_METHOD")
+    made = getattr(_THREAD, "opener", None)
+    if made is None or made[0] != key:
+        opener = urllib.request.OpenerDirector()
+        for handler in (_Proxies(), urllib.request.UnknownHandler(), _HttpHandler(), _HttpsHandler(),
+                        urllib.request.HTTPDefaultErrorHandler(), _Redirects(), urllib.request.HTTPErrorProcessor()):
+            opener.add_handler(handler)
+        made = _THREAD.opener = (key, opener)
+    return made[1]
 
 
 @dataclass
@@ -224,7 +278,8 @@ def request(req: urllib.request.Request, limit: int, what: str, deadline_s: floa
 
     An HTTP error status raises urllib's HTTPError, its body already read (capped) into memory."""
     watchdog = _Watchdog(DEADLINE_S if deadline_s is None else deadline_s)
-    opener = urllib.request.build_opener(_Proxies(), _Redirects(), _HttpHandler(watchdog), _HttpsHandler(watchdog))
+    opener = _opener()
+    _THREAD.watchdog = watchdog  # what the handlers give each connection they open (redirects included)
     try:
         try:
             with opener.open(req, timeout=watchdog.remaining()) as resp:
@@ -242,3 +297,4 @@ def request(req: urllib.request.Request, limit: int, what: str, deadline_s: floa
             raise
     finally:
         watchdog.cancel()
+        _THREAD.watchdog = None

@@ -124,9 +124,10 @@ def render_images(images: list[CellSpec], source: WheelSource = INDEX) -> list[R
     names = _group_names(groups)
     by_tag: dict[str, RenderedCell] = {}
     problems: list[str] = []
+    program = smoke.bundle()  # once per render, not per image: building the zipapp is most of a render's time
     for key, members in groups.items():
         try:
-            for rendered in _render_group(names[key], members, source):
+            for rendered in _render_group(names[key], members, source, program):
                 by_tag[rendered.cell.tag] = rendered
         except lockfile.LockProblem as exc:  # every combination's, not just the first one's
             problems += exc.problems
@@ -143,7 +144,7 @@ def _group_names(groups: dict[str, list[CellSpec]]) -> dict[str, str]:
             for key, name in plain.items()}
 
 
-def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> list[RenderedCell]:
+def _render_group(group: str, members: list[CellSpec], source: WheelSource, program: bytes) -> list[RenderedCell]:
     runtimes, develops = stages_of(members)
     stages = {**runtimes, **develops}
     first = members[0]
@@ -167,7 +168,7 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource) -> l
     out = []
     for cell in members:
         stage = stage_name(cell)
-        copied = {SMOKE_PATH: smoke.bundle()}
+        copied = {SMOKE_PATH: program}
         copied.update({labels.cell_path(s.cell): labels.cell_json(s.cell) for s in stages.values()
                        if s.stage in chains[stage].names})
         # Lock files come in by bind mount, named in the chain's RUN lines; hashed under their name in lock/,

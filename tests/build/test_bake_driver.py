@@ -13,20 +13,23 @@ from pathlib import Path
 import pytest
 
 from builder.build import bake
+from builder.build.buildkit import BuildKit
 from builder.build.export import Export
 
 
-def test_every_target_builds_on_the_host_network_and_exports_to_one_layout(tmp_path: Path) -> None:
+def test_every_target_exports_to_one_layout_on_the_network_asked_for(tmp_path: Path) -> None:
     export = Export(tmp_path / "layout", "zstd")
     extra = bake.override({"a": "rif-local/x:a-1", "b": "rif-local/x:b-2"}, export)
-    assert {t: v["network"] for t, v in extra["target"].items()} == {"a": "host", "b": "host"}
+    assert all("network" not in v for v in extra["target"].values())  # BuildKit's own network: the default
+    hosted = bake.override({"a": "rif-local/x:a-1", "b": "rif-local/x:b-2"}, export, "host")
+    assert {t: v["network"] for t, v in hosted["target"].items()} == {"a": "host", "b": "host"}
     [output] = extra["target"]["b"]["output"]
     assert output.startswith(f"type=oci,tar=false,dest={tmp_path / 'layout'},name=rif-local/x:b-2,")
     assert "compression=zstd" in output.split(",")
     # The template sets each step's file times; BuildKit's rewrite would recompress every layer on every export.
     assert "rewrite-timestamp" not in output
     assert "force-compression" not in output  # compressed layers (the base's, cached steps') are reused as they are
-    assert bake.override({"a": "n"}) == {"target": {"a": {"network": "host"}}}  # plain: into the engine
+    assert bake.override({"a": "n"}, None, "host") == {"target": {"a": {"network": "host"}}}  # plain: the engine
 
 
 FAKE = r'''#!{python}
@@ -39,6 +42,9 @@ meta = args[args.index("--metadata-file") + 1]
 targets = [a for a in args[args.index("--metadata-file") + 2:] if not a.startswith("-")]
 with open({log!r}, "a") as fh:
     fh.write(" ".join(targets) + "\n")
+with open({log!r} + ".json", "a") as fh:  # the whole call, and the override file bake was given
+    files = [args[i + 1] for i, a in enumerate(args) if a == "--file"]
+    fh.write(json.dumps({{"args": args, "override": json.load(open(files[-1]))}}) + "\n")
 for n, t in enumerate(targets):
     print(f"#{{n + 10}} [{{t}} runtime 1/2] RUN pip install")
 for n, t in enumerate(targets):
@@ -76,6 +82,19 @@ def test_a_failed_target_blocks_no_other(scripted_docker: Path, tmp_path: Path) 
     # One bake of all three, then the rest again without the target the log blamed.
     assert scripted_docker.read_text().splitlines() == ["good-a bad-b good-c", "good-a good-c"]
     assert ("bad-b", "#11 [bad-b runtime 1/2] RUN pip install") in lines
+
+
+def test_the_bake_runs_on_the_builder_and_network_asked_for(scripted_docker: Path, tmp_path: Path) -> None:
+    bake.bake(tmp_path / "docker-bake.json", ["good-a"])
+    bake.bake(tmp_path / "docker-bake.json", ["good-a"], export=Export(tmp_path / "oci"),
+              kit=BuildKit("rif-second", "host", context="rif-second"))
+    plain, remote = (json.loads(line) for line in Path(f"{scripted_docker}.json").read_text().splitlines())
+    assert plain["args"][:2] == ["buildx", "bake"] and "--builder" not in plain["args"]
+    assert "network.host" not in plain["args"] and plain["override"] == {"target": {"good-a": {}}}
+    assert remote["args"][:6] == ["--context", "rif-second", "buildx", "bake", "--builder", "rif-second"]
+    allowed = [remote["args"][i + 1] for i, a in enumerate(remote["args"]) if a == "--allow"]
+    assert allowed == ["network.host", f"fs.write={tmp_path / 'oci'}"]
+    assert remote["override"]["target"]["good-a"]["network"] == "host"
 
 
 def test_collateral_errors_of_another_wording_blame_no_healthy_target(scripted_docker: Path, tmp_path: Path,

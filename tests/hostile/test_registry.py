@@ -276,6 +276,24 @@ def test_the_watchdog_cuts_a_read_that_bytes_keep_alive() -> None:
             watchdog.remaining()
 
 
+def test_one_thread_fires_each_watchdog_at_its_own_deadline_and_never_a_cancelled_one() -> None:
+    """Every request's watchdog shares one thread (transport._Reaper): a deadline added after a later one still
+    fires first, and a finished request's watchdog (cancelled) never fires."""
+    later, gone = httpsafe._Watchdog(30), httpsafe._Watchdog(0.1)
+    gone.cancel()
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        sooner = httpsafe._Watchdog(0.3)
+        sooner.watch(ours)
+        ours.settimeout(10)
+        try:
+            assert ours.recv(1) == b""  # blocks until `sooner` shuts the socket
+        finally:
+            sooner.cancel()
+            later.cancel()
+    assert sooner.fired and not later.fired and not gone.fired
+
+
 def test_diff_by_digest_never_reports_another_image(server: Callable[..., Scripted], monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
     from builder.audit import diff

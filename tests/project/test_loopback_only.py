@@ -111,14 +111,16 @@ def test_every_registry_config_a_test_or_benchmark_writes_listens_on_loopback() 
     assert bad == []
 
 
-def test_nothing_looks_up_the_bridge_and_builds_use_the_host_network() -> None:
+def test_nothing_looks_up_the_bridge_and_the_tests_build_on_the_host_network() -> None:
     for path in SOURCES:
         text = path.read_text()
         assert "docker0" not in text.replace("never on docker0", "").replace("on docker0 or", ""), path
         assert 'networks.get("bridge")' not in text, path
-    assert json.dumps(bake.override({"t": "n"})) == '{"target": {"t": {"network": "host"}}}'
+    assert json.dumps(bake.override({"t": "n"}, None, "host")) == '{"target": {"t": {"network": "host"}}}'
     setup = (ROOT / "scripts" / "setup.sh").read_text()
     assert '"bridge": "none"' in setup and '"iptables": false' in setup
+    assert "export RIF_BUILD_NETWORK=${RIF_BUILD_NETWORK:-host}" in setup  # its engine's builds: host network
+    assert 'os.environ.setdefault("RIF_BUILD_NETWORK", "host")' in (ROOT / "tests" / "conftest.py").read_text()
 
 
 # -- the run-time guard (tests/fakes/loopback.py), the primary check: every bind and connect of the suite --------

@@ -35,8 +35,8 @@ OVERLAY = "[[Backing Filesystem extfs] [Supports d_type true]]"
 # functions, shell variables (those the script exports and bash's own changing ones left out).
 SNAPSHOT = r"""snap() {
   echo "opts=$-"; trap -p; echo "pwd=$PWD"; declare -F
-  compgen -v | grep -vxE 'RIF_TEST_REGISTRY|RIF_STARTED|DOCKER_HOST|PATH|_|BASH_.*|LINENO|RANDOM|SECONDS|SRANDOM' \
-    | grep -vxE 'EPOCH.*|PIPESTATUS|FUNCNAME|OLDPWD|COLUMNS|LINES|HISTCMD|rc|before'
+  compgen -v | grep -vxE 'RIF_TEST_REGISTRY|RIF_STARTED|RIF_BUILD_NETWORK|DOCKER_HOST|PATH|_|BASH_.*|LINENO' \
+    | grep -vxE 'RANDOM|SECONDS|SRANDOM|EPOCH.*|PIPESTATUS|FUNCNAME|OLDPWD|COLUMNS|LINES|HISTCMD|rc|before'
 }
 """
 
@@ -92,7 +92,7 @@ def _interactive(checkout: Path, registry: str, driver_status: str, extra_env: d
               "false; echo alive rc=$rc\n"
               "[ \"$(snap)\" = \"$before\" ] && echo unchanged || diff <(echo \"$before\") <(snap)\n"
               "echo \"DOCKER_HOST=${DOCKER_HOST-unset}\"; echo \"RIF_TEST_REGISTRY=$RIF_TEST_REGISTRY\"\n"
-              "echo \"PATH=$PATH\"\n")
+              "echo \"PATH=$PATH\"; echo \"RIF_BUILD_NETWORK=${RIF_BUILD_NETWORK-unset}\"\n")
     env = {"PATH": f"{checkout.parent / 'bin'}:/usr/bin:/bin", "HOME": str(checkout.parent), "TERM": "dumb",
            "RIF_TEST_REGISTRY": registry, "DRIVER_STATUS": driver_status,
            "RIF_ENGINE_RUN": str(checkout.parent / "run"), **(extra_env or {})}
@@ -107,6 +107,7 @@ def test_sourcing_exports_what_it_says_and_leaves_the_shell_as_it_was(checkout: 
     assert f"PATH={checkout}/.venv/bin:" in proc.stdout
     assert f"RIF_TEST_REGISTRY={registry}" in proc.stdout
     assert "DOCKER_HOST=unix:///run/elsewhere.sock" in proc.stdout  # a modern engine already answering: kept
+    assert "RIF_BUILD_NETWORK=host" in proc.stdout  # the engine has no bridge: its builds need the host's network
 
 
 def test_a_failing_setup_returns_instead_of_closing_the_shell(checkout: Path, registry: str) -> None:

@@ -4,13 +4,15 @@ the bake takes the render the jobs came with."""
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import cast
 
 import docker
 import pytest
 
-from builder.build.bake import BuildResult
+from builder.build.bake import BuildResult, BuildxUnavailable
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images
@@ -99,9 +101,10 @@ def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
         return {t: BuildResult(t, True, f"sha256:{t}") for t in targets}
 
     monkeypatch.setattr("builder.publish.lifecycle.require_buildx", lambda: "github.com/docker/buildx v0.13.1")
+    monkeypatch.setattr("builder.publish.lifecycle.require_builder", lambda kit: kit)  # tests/build/test_buildkit.py
     monkeypatch.setattr("builder.publish.lifecycle.bake", bake)
     # The preflight asks the engine for the bases (tests/build/test_preflight.py): here every input is there.
-    monkeypatch.setattr("builder.publish.lifecycle.preflight", lambda jobs, source: None)
+    monkeypatch.setattr("builder.publish.lifecycle.preflight", lambda jobs, source, kit: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the run's build tree
     return baked
 
@@ -142,3 +145,16 @@ def test_jobs_rendered_apart_are_rendered_together_for_the_bake(tmp_path: Path, 
     prepared = pipeline.prepare(NO_ENGINE, apart, pipeline.Options(validate=False))
     assert calls == [[j.tag for j in apart]]
     assert all(prepared.built[j.tag].ok for j in apart)
+
+
+def test_without_buildx_a_build_stops_before_any_bake_saying_how_to_get_it(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder preflight's `docker buildx inspect` fails first; only then is buildx itself asked for."""
+    script = tmp_path / "bin" / "docker"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\necho \"docker: 'buildx' is not a docker command.\" >&2\nexit 1\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{script.parent}:{os.environ['PATH']}")
+    todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
+    with pytest.raises(BuildxUnavailable, match=re.escape("scripts/setup.sh")):
+        pipeline.prepare(NO_ENGINE, todo, pipeline.Options(validate=False))
