@@ -19,7 +19,6 @@ from builder.publish import jobs
 from builder.publish import lifecycle as pipeline
 
 LOG_NAME = "shared-stages"
-TAIL_LINES = 20
 
 
 def run_stages(todo: list[jobs.Job], options: pipeline.Options) -> None:

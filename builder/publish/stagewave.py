@@ -14,7 +14,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from builder.build.bake import BuildResult, OnLine, bake, require_buildx, waves
+from builder.build.bake import BuildResult, OnLine, bake, waves
 from builder.build.buildkit import CURRENT, BuildKit
 from builder.build.export import Cache
 from builder.core.files import replace_file
@@ -42,17 +42,15 @@ class StageOutcome:
 
 def build(rendered: list[RenderedCell], source: WheelSource, cache: Cache, compression: str,
           on_line: OnLine = lambda target, line: None, kit: BuildKit = CURRENT) -> list[StageOutcome]:
-    """Build every stage two or more of the rendered combinations share, once, on kit's builder, into cache's
-    registry."""
+    """Build every stage two or more of the rendered combinations share, once, on kit's builder (which the caller
+    checked: lifecycle.shared_stages), into cache's registry."""
     stages = sharedstages.shared(rendered)
     if not stages:
         return []
-    require_buildx()
-    definition = sharedstages.bake_definition(stages, "")
     with imagetree.run_tree(source) as tree, scratch_dir("rif-stages-") as tmp:
         imagetree.write(tree, rendered, prune=True, source=source)
+        definition = sharedstages.bake_definition(stages, str(tree.resolve()))
         for key, target in definition["target"].items():
-            target["context"] = str(tree.resolve())
             target["cache-from"] = [cache.attributes(key, False, compression)]
             if cache.write:
                 target["cache-to"] = [cache.attributes(key, True, compression)]
@@ -67,8 +65,9 @@ def build(rendered: list[RenderedCell], source: WheelSource, cache: Cache, compr
 def with_stages(cache: Cache, rendered: list[RenderedCell], policy: retry.Policy = retry.DEFAULT) -> Cache:
     """cache, with each target importing the shared stages of its chain that the registry holds. An image's own
     stage is never looked up: the wave builds only stages under images (an image's stage names its cell)."""
-    images = {sharedstages.stage_keys(r)[r.stage] for r in rendered}
-    wanted = {r.target: [k for k in sharedstages.stage_keys(r).values() if k not in images] for r in rendered}
+    chains = {r.target: sharedstages.stage_keys(r) for r in rendered}
+    images = {chains[r.target][r.stage] for r in rendered}
+    wanted = {t: [k for k in keys.values() if k not in images] for t, keys in chains.items()}
     held = present(cache, sorted({k for keys in wanted.values() for k in keys}), policy)
     return replace(cache, stages={t: tuple(k for k in keys if k in held) for t, keys in wanted.items()})
 
