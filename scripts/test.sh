@@ -14,4 +14,4 @@ if [ "$#" -gt 0 ]; then exec python -m pytest "$@"; fi
 # The whole suite in two tiers: the tests that need no engine on every core (pytest-xdist), then the engine and
 # registry tests one at a time (each tracks what it leaves behind), with the slowest listed for whoever trims them.
 python -m pytest -m "not docker and not registry" -n "$(nproc)" -q
-python -m pytest -m "docker or registry" --durations=30
+python -m pytest -m "docker or registry" --durations=60

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
 import os
 import shutil
@@ -29,7 +30,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -37,6 +38,7 @@ import docker
 import pytest
 from docker.models.containers import Container
 
+from builder.core import tags as builder_tags
 from builder.core.errors import InputError, Problem
 from builder.core.spec import CellSpec
 from builder.matrix.expand import Expansion, expand_matrix, load_matrix
@@ -290,12 +292,21 @@ def namespace(registry: str) -> Iterator[str]:
 # --- disk: what a test or module built does not outlive it ----------------------------------------------
 # A CI machine's free disk varies (tens of GB down to a few). Tests that change an input (a base, a wheel, a
 # lock) rebuild the 750 MB torch layer under a new cache key, and every run of the lifecycle leaves a content-
-# named image: unreclaimed, the suite's footprint grows by about 20 GB. After each docker test its own images go
-# (and BuildKit's cache is trimmed to BUILD_CACHE_KEEP when the engine's disk is short); after each module, the
-# images its module-scoped fixtures made go too.
+# named image: unreclaimed, the suite's footprint grows by about 20 GB. After each docker test the names it made
+# go (and BuildKit's cache is trimmed to BUILD_CACHE_KEEP when the engine's disk is short); after each module,
+# the names its module-scoped fixtures made go too.
+#
+# Warm images: on the containerd store an image's compressed layers go with its last name, and BuildKit then
+# compresses the 750 MB torch layer again to export the very same image (about 25 s on 2 cores, once per test
+# that builds it). So, as a maintainer's engine keeps its images, the suite keeps one image per readable tag
+# under a name of its own (WARM_REPOSITORY): the content reclaimed most often for that tag. It holds layers,
+# never a name the factory looks up (rocm-image-factory/...), so every build still runs and every test still
+# starts without the factory's names; the warm names go at the session's end, or when disk runs short.
 SUITE_IMAGE_PREFIXES = ("rocm-image-factory/", "t/", "127.0.0.1:", "localhost:")
 BUILD_CACHE_KEEP = 5 * 2**30  # bytes: room for the shared torch layers, so later tests still hit the cache
 MIN_FREE = 20 * 2**30  # bytes free on the engine's disk below which the build cache is trimmed
+WARM_REPOSITORY = "rif-test/warm"
+MAX_WARM = 8  # readable tags kept warm: the suite's common images, a few GB at most
 
 
 def made_by_suite(tags: list[str]) -> bool:
@@ -303,14 +314,92 @@ def made_by_suite(tags: list[str]) -> bool:
     return all(tag.startswith(SUITE_IMAGE_PREFIXES) for tag in tags)
 
 
-def reclaim(client: docker.DockerClient, before: set[str]) -> None:
-    """Remove the suite-named images that are not in `before`; trim the build cache only when disk runs short."""
+def suite_name(ref: str) -> bool:
+    return ref.startswith(SUITE_IMAGE_PREFIXES)
+
+
+@dataclass
+class Warm:
+    """The session's warm images: per readable tag, how often each image was reclaimed and which one is kept."""
+
+    seen: dict[str, dict[str, int]] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)  # readable tag -> image ID
+    used: bool = False  # this session reclaimed a name
+
+    def choose(self, readable: str, image_id: str) -> bool:
+        """Count one more reclaim of the image; True when it should now be the tag's warm image."""
+        counts = self.seen.setdefault(readable, {})
+        counts[image_id] = counts.get(image_id, 0) + 1
+        current = self.kept.get(readable)
+        if current == image_id:
+            return False
+        if current is None:
+            return len(self.kept) < MAX_WARM
+        return counts[image_id] > counts.get(current, 0)
+
+
+WARM = Warm()
+
+
+def warm_ref(readable: str) -> str:
+    return f"{WARM_REPOSITORY}:{hashlib.sha256(readable.encode()).hexdigest()[:16]}"
+
+
+def built_by_factory(image: Any) -> str | None:
+    """The readable tag of an image a factory build made (it carries a content name the labels state), else None."""
+    labels = image.labels or {}
+    readable, content_hash = labels.get(builder_tags.TAG_LABEL), labels.get(builder_tags.HASH_LABEL)
+    if not readable or not content_hash:
+        return None
+    name = builder_tags.immutable_tag(readable, content_hash)
+    return readable if any(ref.rpartition(":")[2] == name for ref in image.tags) else None
+
+
+def keep_warm(client: docker.DockerClient, image: Any) -> None:
+    readable = built_by_factory(image)
+    WARM.used = True
+    if readable is None or not WARM.choose(readable, str(image.id)):
+        return
+    older = WARM.kept.get(readable)
+    with contextlib.suppress(docker.errors.APIError):
+        image.tag(WARM_REPOSITORY, warm_ref(readable).rpartition(":")[2])  # moves the name off the older one
+        WARM.kept[readable] = str(image.id)
+    if older is not None:
+        with contextlib.suppress(docker.errors.APIError):
+            if not client.images.get(older).tags:  # held by the warm name alone
+                client.images.remove(older, force=True)
+
+
+def drop_warm(client: docker.DockerClient) -> None:
+    for image in client.images.list(name=WARM_REPOSITORY):
+        for ref in image.tags:
+            if ref.startswith(WARM_REPOSITORY + ":"):
+                with contextlib.suppress(docker.errors.APIError):
+                    client.images.remove(ref)
+    WARM.kept.clear()
+
+
+def refs_of(client: docker.DockerClient) -> set[tuple[str, str]]:
+    """Every (name, image ID) of the engine, and ("", ID) for an untagged image."""
+    return {(ref, str(image.id)) for image in client.images.list() for ref in (image.tags or [""])}
+
+
+def reclaim(client: docker.DockerClient, before: set[tuple[str, str]]) -> None:
+    """Remove the suite's names that are not in `before` (an untagged new image: the image); trim the build cache
+    only when disk runs short. A name is removed, not its image: an image another name holds stays."""
     for image in client.images.list():
-        if image.id not in before and made_by_suite(image.tags):
+        new = [ref for ref in image.tags if suite_name(ref) and (ref, str(image.id)) not in before]
+        if new:
+            keep_warm(client, image)
+        for ref in new:
             with contextlib.suppress(docker.errors.APIError):
-                client.images.remove(image.id, force=True)
+                client.images.remove(ref, force=True)
+        if not image.tags and ("", str(image.id)) not in before:
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(str(image.id), force=True)
     with contextlib.suppress(docker.errors.APIError, OSError):
         if short_of_disk(shutil.disk_usage(engine_root(client)).free):
+            drop_warm(client)
             trim_build_cache(client, BUILD_CACHE_KEEP)
 
 
@@ -335,18 +424,30 @@ def trim_build_cache(client: docker.DockerClient, keep: int) -> None:
 
 @contextlib.contextmanager
 def reclaiming(active: bool) -> Iterator[None]:
-    """Only images that appear inside the block and carry the suite's names go: a developer's own images, the
-    session's base images (debian:12, rif-test/*) and anything made before the block stay."""
+    """Only names that appear inside the block and are the suite's go: a developer's own images, the session's
+    base images (debian:12, rif-test/*) and anything named before the block stay."""
     if not active or engine_problem() is not None:
         yield
         return
     client = docker.from_env(timeout=600)
-    before = {image.id for image in client.images.list()}
+    before = refs_of(client)
     try:
         yield
     finally:
         reclaim(client, before)
         client.close()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def warm_images() -> Iterator[None]:
+    """The warm names go with a session that reclaimed (and so those a killed session left behind)."""
+    yield
+    if WARM.used and engine_problem() is None:
+        client = docker.from_env(timeout=600)
+        try:
+            drop_warm(client)
+        finally:
+            client.close()
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -7,15 +7,20 @@ import uuid
 import docker
 import pytest
 
+from builder.core import tags
 from tests.conftest import (
     ROOT,
+    WARM,
+    WARM_REPOSITORY,
     TrackedContainers,
+    Warm,
     docker_policy,
     in_ci,
     labelled_image,
     made_by_suite,
     reclaiming,
     short_of_disk,
+    warm_ref,
 )
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
@@ -234,3 +239,33 @@ def test_reclaiming_removes_the_suite_images_made_inside_and_keeps_the_rest(dock
 @pytest.mark.parametrize(("free_gib", "trim"), [(100, False), (21, False), (19, True), (0, True)])
 def test_the_build_cache_is_trimmed_only_when_disk_is_short(free_gib: int, trim: bool) -> None:
     assert short_of_disk(free_gib * 2**30) is trim
+
+
+def test_the_warm_image_of_a_tag_is_the_content_reclaimed_most_often() -> None:
+    warm = Warm()
+    assert warm.choose("runtime", "a")  # the first of its tag
+    warm.kept["runtime"] = "a"
+    assert not warm.choose("runtime", "a")  # already kept
+    assert not warm.choose("runtime", "b")  # b once, a twice
+    assert not warm.choose("runtime", "b")  # twice each: a stays
+    assert warm.choose("runtime", "b")  # b now more often than a
+    full = Warm(kept={f"t{i}": str(i) for i in range(8)})
+    assert not full.choose("another", "x")  # MAX_WARM tags kept: no more
+
+
+@pytest.mark.docker
+def test_a_factory_build_reclaimed_keeps_its_layers_under_a_warm_name_only(docker_client: docker.DockerClient,
+                                                                            base_image: str) -> None:
+    readable, content_hash = f"warm{uuid.uuid4().hex[:8]}", "sha256:" + uuid.uuid4().hex * 2
+    content = f"rocm-image-factory/reclaim:{tags.immutable_tag(readable, content_hash)}"
+    try:
+        with reclaiming(True):
+            made = labelled_image(docker_client, base_image, content,
+                                  {tags.TAG_LABEL: readable, tags.HASH_LABEL: content_hash})
+            docker_client.images.get(made).tag("rocm-image-factory/reclaim", readable)
+        image = docker_client.images.get(made)
+        assert image.tags == [warm_ref(readable)] and WARM.kept[readable] == made  # the factory's names went
+    finally:
+        WARM.kept.pop(readable, None)
+        docker_client.images.remove(warm_ref(readable))
+    assert made not in {i.id for i in docker_client.images.list(name=WARM_REPOSITORY)}
