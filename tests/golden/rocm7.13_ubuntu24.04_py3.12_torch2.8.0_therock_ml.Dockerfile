@@ -20,7 +20,6 @@ RUN --mount=type=cache,id=rif-apt-ubuntu-24.04,target=/var/cache/apt,sharing=loc
 # GPU device files are group-owned by video and render; render has no fixed GID across distros.
 RUN T=$(date +%s) \
  && groupadd -f video && groupadd -f --system render \
- && useradd --create-home --shell /bin/bash --groups video,render ml \
  && ln -s /opt/rif/torch-smoke.pyz /usr/local/bin/torch-smoke \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 ENV VIRTUAL_ENV=/opt/venv \
@@ -65,6 +64,7 @@ RUN --mount=type=bind,source=rif,target=/mnt \
 RUN --mount=type=bind,source=cells/rocm7.13_ubuntu24.04_py3.12_torch2.8.0_gfx94X-dcgpu_therock_runtime,target=/mnt \
     T=$(date +%s) \
  && install -D --mode=0644 /mnt/cell.json /opt/rif/cell.json \
+ && useradd --create-home --shell /bin/bash --groups video,render ml \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 USER ml
 WORKDIR /home/ml
