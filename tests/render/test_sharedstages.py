@@ -67,3 +67,19 @@ def test_the_stage_bake_file_builds_each_shared_stage_alone_into_the_cache(tmp_p
     assert target == {"context": "/ctx", "dockerfile": f"{shared[0].group}/Dockerfile", "target": "base",
                       "output": ["type=cacheonly"]}
     assert sharedstages.chains(rendered, shared) == {name: [(name, False)]}
+
+
+def test_images_that_differ_only_in_their_user_share_every_stage_below_their_own_step(tmp_path: Path) -> None:
+    torch = "{version: '2.13.0', torchvision: null, torchaudio: null}"
+    two = tmp_path / "users.yaml"
+    two.write_text(cpu_matrix(torch) + "include:\n"
+                   f"  - {{os: debian-12, platform: cpu, torch: {torch}, flavor: runtime, user: ml, tag: as-ml}}\n")
+    rendered = render_images(load_matrix(two), WheelSource())
+    assert len({r.group for r in rendered}) == 2  # a Dockerfile per user
+    assert {(s.stage, len(s.groups)) for s in sharedstages.shared(rendered)} == {("base", 2), ("torch", 2)}
+    root, ml = (stage_chains(r.dockerfile)[r.stage].text.splitlines() for r in rendered)
+    # The image's own steps differ from its last RUN on (cell.json and the user), never below it.
+    last = max(i for i, line in enumerate(root) if line.startswith("RUN "))
+    assert root[:last] == ml[:last] and root != ml
+    assert not any("useradd" in line for line in root)
+    assert any("useradd" in line and " ml" in line for line in ml[last:])
