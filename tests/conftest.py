@@ -320,22 +320,26 @@ def suite_name(ref: str) -> bool:
 
 @dataclass
 class Warm:
-    """The session's warm images: per readable tag, how often each image was reclaimed and which one is kept."""
+    """The session's warm images: how often each (readable tag, image) was reclaimed, and which image is kept per
+    tag. At most MAX_WARM tags: a full set gives up its least reclaimed image for one reclaimed more often (an
+    image a test makes once, of salted wheels or a random user, never pushes out the suite's common ones)."""
 
-    seen: dict[str, dict[str, int]] = field(default_factory=dict)
+    seen: dict[tuple[str, str], int] = field(default_factory=dict)
     kept: dict[str, str] = field(default_factory=dict)  # readable tag -> image ID
     used: bool = False  # this session reclaimed a name
 
-    def choose(self, readable: str, image_id: str) -> bool:
-        """Count one more reclaim of the image; True when it should now be the tag's warm image."""
-        counts = self.seen.setdefault(readable, {})
-        counts[image_id] = counts.get(image_id, 0) + 1
-        current = self.kept.get(readable)
-        if current == image_id:
-            return False
-        if current is None:
-            return len(self.kept) < MAX_WARM
-        return counts[image_id] > counts.get(current, 0)
+    def count(self, readable: str) -> int:
+        return self.seen.get((readable, self.kept[readable]), 0)
+
+    def choose(self, readable: str, image_id: str) -> tuple[bool, str | None]:
+        """Count one more reclaim of the image: (keep it now, the other tag whose warm image it replaces)."""
+        times = self.seen[(readable, image_id)] = self.seen.get((readable, image_id), 0) + 1
+        if readable in self.kept:
+            return self.kept[readable] != image_id and times > self.count(readable), None
+        if len(self.kept) < MAX_WARM:
+            return True, None
+        victim = min(self.kept, key=self.count)
+        return (True, victim) if times > self.count(victim) else (False, None)
 
 
 WARM = Warm()
@@ -358,12 +362,19 @@ def built_by_factory(image: Any) -> str | None:
 def keep_warm(client: docker.DockerClient, image: Any) -> None:
     readable = built_by_factory(image)
     WARM.used = True
-    if readable is None or not WARM.choose(readable, str(image.id)):
+    if readable is None:
+        return
+    keep, victim = WARM.choose(readable, str(image.id))
+    if not keep:
         return
     older = WARM.kept.get(readable)
     with contextlib.suppress(docker.errors.APIError):
         image.tag(WARM_REPOSITORY, warm_ref(readable).rpartition(":")[2])  # moves the name off the older one
         WARM.kept[readable] = str(image.id)
+    if victim is not None:
+        older = WARM.kept.pop(victim)
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(warm_ref(victim))
     if older is not None:
         with contextlib.suppress(docker.errors.APIError):
             if not client.images.get(older).tags:  # held by the warm name alone

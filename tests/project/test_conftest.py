@@ -8,9 +8,10 @@ import docker
 import pytest
 
 from builder.core import tags
+from tests import conftest as suite_conftest
 from tests.conftest import (
+    MAX_WARM,
     ROOT,
-    WARM,
     WARM_REPOSITORY,
     TrackedContainers,
     Warm,
@@ -243,19 +244,27 @@ def test_the_build_cache_is_trimmed_only_when_disk_is_short(free_gib: int, trim:
 
 def test_the_warm_image_of_a_tag_is_the_content_reclaimed_most_often() -> None:
     warm = Warm()
-    assert warm.choose("runtime", "a")  # the first of its tag
+    assert warm.choose("runtime", "a") == (True, None)  # the first of its tag
     warm.kept["runtime"] = "a"
-    assert not warm.choose("runtime", "a")  # already kept
-    assert not warm.choose("runtime", "b")  # b once, a twice
-    assert not warm.choose("runtime", "b")  # twice each: a stays
-    assert warm.choose("runtime", "b")  # b now more often than a
-    full = Warm(kept={f"t{i}": str(i) for i in range(8)})
-    assert not full.choose("another", "x")  # MAX_WARM tags kept: no more
+    assert warm.choose("runtime", "a") == (False, None)  # already kept
+    assert warm.choose("runtime", "b") == (False, None)  # b once, a twice
+    assert warm.choose("runtime", "b") == (False, None)  # twice each: a stays
+    assert warm.choose("runtime", "b") == (True, None)  # b now more often than a
+
+
+def test_a_full_set_of_warm_images_gives_up_its_least_reclaimed_for_one_reclaimed_more_often() -> None:
+    warm = Warm(kept={f"t{i}": str(i) for i in range(MAX_WARM)})
+    warm.seen = {(f"t{i}", str(i)): 2 + i for i in range(MAX_WARM)}
+    assert warm.choose("once", "x") == (False, None)  # made once: it pushes nothing out
+    assert warm.choose("once", "x") == (False, None)  # twice: as often as the least reclaimed, t0
+    assert warm.choose("once", "x") == (True, "t0")
 
 
 @pytest.mark.docker
-def test_a_factory_build_reclaimed_keeps_its_layers_under_a_warm_name_only(docker_client: docker.DockerClient,
-                                                                            base_image: str) -> None:
+def test_a_factory_build_reclaimed_keeps_its_layers_under_a_warm_name_only(
+        docker_client: docker.DockerClient, base_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    warm = Warm()  # the session's own may be full by now
+    monkeypatch.setattr(suite_conftest, "WARM", warm)
     readable, content_hash = f"warm{uuid.uuid4().hex[:8]}", "sha256:" + uuid.uuid4().hex * 2
     content = f"rocm-image-factory/reclaim:{tags.immutable_tag(readable, content_hash)}"
     try:
@@ -264,8 +273,7 @@ def test_a_factory_build_reclaimed_keeps_its_layers_under_a_warm_name_only(docke
                                   {tags.TAG_LABEL: readable, tags.HASH_LABEL: content_hash})
             docker_client.images.get(made).tag("rocm-image-factory/reclaim", readable)
         image = docker_client.images.get(made)
-        assert image.tags == [warm_ref(readable)] and WARM.kept[readable] == made  # the factory's names went
+        assert image.tags == [warm_ref(readable)] and warm.kept[readable] == made  # the factory's names went
     finally:
-        WARM.kept.pop(readable, None)
         docker_client.images.remove(warm_ref(readable))
     assert made not in {i.id for i in docker_client.images.list(name=WARM_REPOSITORY)}
