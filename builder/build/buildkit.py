@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from builder.build.engine import EngineUnavailable
+from builder.build.preflight import LOCAL, Store
 
 NETWORKS = ("default", "host")  # BuildKit's own network for RUN steps, or the build host's
 INSPECT_TIMEOUT_S = 60
@@ -198,3 +199,15 @@ def has_image(kit: BuildKit) -> Callable[[str], bool] | None:
             return False
         return proc.returncode == 0
     return has
+
+
+def store(kit: BuildKit) -> Store:
+    """The image store the builder takes bases from, as a preflight message names it (has_image asks it)."""
+    if kit.driver not in (None, "docker"):
+        return Store(f"builder {kit.name}, whose {kit.driver} driver has no engine's images (it pulls every base)",
+                     "push {ref} to a registry the builder reaches and pin it there (`builder lock --base-registry "
+                     "HOST/NS`)")
+    if kit.context is None:
+        return LOCAL
+    return Store(f"the engine of docker context {kit.context} (builder {kit.name})",
+                 f"`docker save {{ref}} | docker --context {kit.context} load`")

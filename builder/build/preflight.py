@@ -96,7 +96,20 @@ def _installs(tags: frozenset[Tag], interpreter: str) -> bool:
     return False
 
 
-def check(needs: list[Need], wheelhouse: Path | None, fetch: str, local: Local, remote: Remote) -> list[Problem]:
+@dataclass(frozen=True)
+class Store:
+    """Where the builder looks for a base before it pulls one: its name in a message, and how an image made in the
+    local engine gets there ({ref} in it; None: the local engine itself)."""
+
+    name: str = "the local engine"
+    move: str | None = None
+
+
+LOCAL = Store()
+
+
+def check(needs: list[Need], wheelhouse: Path | None, fetch: str, local: Local, remote: Remote,
+          store: Store = LOCAL) -> list[Problem]:
     """Every missing base and wheel of needs, each with what makes it; [] when the bake has what it takes."""
     problems: list[Problem] = []
     seen: dict[str, str | None] = {}
@@ -107,10 +120,9 @@ def check(needs: list[Need], wheelhouse: Path | None, fetch: str, local: Local, 
             why = seen[ref]
             if why is None:
                 continue
-            make = (f"run `builder base {need.os}` (debootstrap from the host's apt mirror; no registry needed)"
-                    if need.apt else f"pull or import {ref} into the engine (`builder base` makes apt distros only)")
             problems.append(Problem(Path(need.tag), None, "base image",
-                                    f"{ref} is not in the local engine and not pullable ({why}): {make}"))
+                                    f"{ref} is not in {store.name} and not pullable ({why}): "
+                                    f"{_make_base(need, ref, store)}"))
     if wheelhouse is not None:
         short = [(n, m) for n in needs for m in wheel_problems(n, wheelhouse)]
         for need, missing in short:
@@ -120,6 +132,13 @@ def check(needs: list[Need], wheelhouse: Path | None, fetch: str, local: Local, 
             problems.append(Problem(wheelhouse, None, "fetch them",
                                     f"`builder wheelhouse {fetch} --dest {wheelhouse} {cells}`"))
     return problems
+
+
+def _make_base(need: Need, ref: str, store: Store) -> str:
+    """What puts a missing base where the builder finds it."""
+    make = (f"run `builder base {need.os}` (debootstrap from the host's apt mirror; no registry needed)" if need.apt
+            else f"pull or import {ref} into the engine (`builder base` makes apt distros only)")
+    return make if store.move is None else f"{make}, then {store.move.format(ref=ref)}"
 
 
 def engine_has(client: docker.DockerClient) -> Local:
@@ -132,12 +151,13 @@ def engine_has(client: docker.DockerClient) -> Local:
     return has
 
 
-def require(needs: list[Need], wheelhouse: Path | None, fetch: str, local: Local, remote: Remote) -> None:
+def require(needs: list[Need], wheelhouse: Path | None, fetch: str, local: Local, remote: Remote,
+            store: Store = LOCAL) -> None:
     """InputError (exit 2, before any bake) listing every missing base and wheel with its fix.
 
     local: whether the builder's image store has a base (`engine_has`, for a builder on the local engine);
     remote: whether a registry serves a base it lacks (builder.registry.images.serves)."""
-    problems = check(needs, wheelhouse, fetch, local, remote)
+    problems = check(needs, wheelhouse, fetch, local, remote, store)
     if problems:
         raise InputError(problems)
 

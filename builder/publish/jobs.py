@@ -111,7 +111,7 @@ def preflight(jobs: list[Job], source: WheelSource, kit: BuildKit = CURRENT) -> 
     fetch = f"--matrix {matrix}" if matrix is not None else "--matrix MATRIX"
     if needs:
         checks.require(needs, source.wheelhouse, fetch,
-                       buildkit.has_image(kit) or checks.engine_has(connect()), images.serves())
+                       buildkit.has_image(kit) or checks.engine_has(connect()), images.serves(), buildkit.store(kit))
 
 
 def combination(job: Job) -> str:

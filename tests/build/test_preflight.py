@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.build.preflight import Need, bases, check, wheel_problems
+from builder.build.buildkit import BuildKit, store
+from builder.build.preflight import LOCAL, Need, bases, check, wheel_problems
 from builder.core.errors import InputError
 
 DEBIAN13 = "cpu_debian13_py3.13_torch2.13.0_runtime"
@@ -100,6 +101,21 @@ def test_a_cell_without_its_base_names_the_builder_base_line_and_pulls_nothing()
         f"{tag}: base image: debian:13 is not in the local engine and not pullable (registry-1.docker.io: "
         "[Errno -3] Temporary failure in name resolution): run `builder base debian-13` (debootstrap from the "
         "host's apt mirror; no registry needed)" for tag in (DEBIAN13, "cpu_debian13_py3.13_torch2.13.0_devel")]
+
+
+@pytest.mark.parametrize(("kit", "where", "then"), [
+    (BuildKit("other", context="gpu-box", driver="docker"), "the engine of docker context gpu-box (builder other)",
+     "then `docker save debian:13 | docker --context gpu-box load`"),
+    (BuildKit("ci", driver="docker-container"), "builder ci, whose docker-container driver has no engine's images",
+     "then push debian:13 to a registry the builder reaches and pin it there (`builder lock --base-registry"),
+])
+def test_a_missing_base_names_the_builders_own_store_and_how_an_image_made_here_gets_there(
+        kit: BuildKit, where: str, then: str) -> None:
+    [problem] = check([need()], None, "--matrix m", nothing_local, unreachable, store(kit))
+    said = str(problem)
+    assert f"debian:13 is not in {where}" in said and "local engine" not in said, said
+    assert "run `builder base debian-13`" in said and then in said, said
+    assert store(BuildKit()) == store(BuildKit("default", driver="docker")) == LOCAL  # the local engine: as before
 
 
 def test_a_base_a_registry_serves_or_the_engine_holds_passes() -> None:
