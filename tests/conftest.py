@@ -309,12 +309,8 @@ WARM_REPOSITORY = "rif-test/warm"
 MAX_WARM = 8  # readable tags kept warm: the suite's common images, a few GB at most
 
 
-def made_by_suite(tags: list[str]) -> bool:
-    """Names the suite gives its images (an untagged image is a superseded build)."""
-    return all(tag.startswith(SUITE_IMAGE_PREFIXES) for tag in tags)
-
-
 def suite_name(ref: str) -> bool:
+    """A name the suite gives its images (never a warm name, a base's or a developer's)."""
     return ref.startswith(SUITE_IMAGE_PREFIXES)
 
 
@@ -345,8 +341,12 @@ class Warm:
 WARM = Warm()
 
 
+def warm_tag(readable: str) -> str:
+    return hashlib.sha256(readable.encode()).hexdigest()[:16]  # a label holds any text: hashed, always a valid tag
+
+
 def warm_ref(readable: str) -> str:
-    return f"{WARM_REPOSITORY}:{hashlib.sha256(readable.encode()).hexdigest()[:16]}"
+    return f"{WARM_REPOSITORY}:{warm_tag(readable)}"
 
 
 def built_by_factory(image: Any) -> str | None:
@@ -369,12 +369,12 @@ def keep_warm(client: docker.DockerClient, image: Any) -> None:
         return
     older = WARM.kept.get(readable)
     with contextlib.suppress(docker.errors.APIError):
-        image.tag(WARM_REPOSITORY, warm_ref(readable).rpartition(":")[2])  # moves the name off the older one
+        image.tag(WARM_REPOSITORY, warm_tag(readable))  # moves the name off the older one, which keeps its image
         WARM.kept[readable] = str(image.id)
     if victim is not None:
-        older = WARM.kept.pop(victim)
+        WARM.kept.pop(victim)
         with contextlib.suppress(docker.errors.APIError):
-            client.images.remove(warm_ref(victim))
+            client.images.remove(warm_ref(victim))  # removing a name removes its image when it was the last
     if older is not None:
         with contextlib.suppress(docker.errors.APIError):
             if not client.images.get(older).tags:  # held by the warm name alone

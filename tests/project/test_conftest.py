@@ -18,9 +18,9 @@ from tests.conftest import (
     docker_policy,
     in_ci,
     labelled_image,
-    made_by_suite,
     reclaiming,
     short_of_disk,
+    suite_name,
     warm_ref,
 )
 
@@ -203,16 +203,16 @@ def test_run_and_wait_past_its_timeout_raises(containers: TrackedContainers, bas
 
 # --- disk: reclaiming removes exactly what the block made under the suite's names -----------------------------
 
-@pytest.mark.parametrize(("tags", "expected"), [
-    (["rocm-image-factory/pytorch:cpu_x-0123456789ab"], True),
-    (["127.0.0.1:5000/t0/pytorch:a", "rocm-image-factory/pytorch:a"], True),
-    ([], True),  # a superseded build, untagged
-    (["debian:12"], False),
-    (["rif-test/trixie-hipcc:1"], False),
-    (["rocm-image-factory/pytorch:a", "mine/keep:1"], False),  # one name the suite never gives: kept
+@pytest.mark.parametrize(("ref", "expected"), [
+    ("rocm-image-factory/pytorch:cpu_x-0123456789ab", True),
+    ("127.0.0.1:5000/t0/pytorch:a", True),
+    ("debian:12", False),
+    ("rif-test/trixie-hipcc:1", False),
+    ("rif-test/warm:0123456789abcdef", False),  # a warm name outlives the test that made its image
+    ("mine/keep:1", False),  # a name the suite never gives: it holds its image
 ])
-def test_made_by_suite(tags: list[str], expected: bool) -> None:
-    assert made_by_suite(tags) is expected
+def test_suite_name(ref: str, expected: bool) -> None:
+    assert suite_name(ref) is expected
 
 
 def _labelled_image(client: docker.DockerClient, base: str, tag: str) -> str:
