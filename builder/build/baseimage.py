@@ -92,7 +92,7 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
         if keyring and Path(keyring).exists():
             cmd.append(f"--keyring={keyring}")
         logged_run([*cmd, release.codename, str(root), mirror], LOG_DIR / f"base-{os_name}.log")
-        _slim(root)
+        slim(root)
         tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         subprocess.run(["docker", "import", "--change", 'CMD ["bash"]', "-", ref], stdin=tar.stdout, check=True)
         if tar.wait() != 0:
@@ -100,7 +100,7 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
     return ref
 
 
-def _slim(root: Path) -> None:
+def slim(root: Path) -> None:
     """Drop what an image never needs: apt lists and caches, debootstrap's logs."""
     for pattern in ("var/lib/apt/lists/*", "var/cache/apt/*.bin", "var/cache/apt/archives/*.deb",
                     "var/log/bootstrap.log", "debootstrap"):

@@ -17,6 +17,7 @@ from builder.cli import runs
 from builder.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
+    ApptainerOpt,
     BuilderOpt,
     BuildNetworkOpt,
     CellOpt,
@@ -52,7 +53,7 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
           registry: RegistryOpt = None, insecure: InsecureOpt = None,
           validate: Annotated[bool, typer.Option("--validate/--no-validate",
                                                  help="Validate images (refused with --push).")] = True,
-          gpu: GpuOpt = False,
+          gpu: GpuOpt = False, apptainer: ApptainerOpt = False,
           report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
           builder: BuilderOpt = None, build_network: BuildNetworkOpt = "default",
           quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
@@ -68,7 +69,10 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     todo = jobs.matrix_jobs(matrix, cell, None, wheel_source(wheelhouse_dir, locks))
     target = runs.target(registry, insecure_hosts) if push and registry else None
-    runs.run(todo, pipeline.Options(wheel_source(wheelhouse_dir, locks), validate, gpu, target, buildkit=kit),
+    if apptainer and not validate:
+        raise usage_error("--apptainer", "is a validation: refused with --no-validate")
+    options = pipeline.Options(wheel_source(wheelhouse_dir, locks), validate, gpu, apptainer, target, buildkit=kit)
+    runs.run(todo, options,
              progress, report, registry if target else None)
 
 
@@ -76,13 +80,14 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
 def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to validate.")],
              matrix: Annotated[Path | None, typer.Option("--matrix", "-m", help=(
                  "Hold the image to its cell in this matrix (found by tag); default: the cell baked into it."))]
-             = None, wheelhouse_dir: WheelhouseOpt = None, gpu: GpuOpt = False,
+             = None, wheelhouse_dir: WheelhouseOpt = None, gpu: GpuOpt = False, apptainer: ApptainerOpt = False,
              ) -> None:
-    """Validate an existing image: the testinfra suite, then the in-image smoke test."""
+    """Validate an existing image: the testinfra suite, then the in-image smoke test (and with --apptainer, the
+    smoke test under Apptainer: from its registry by digest when the image was pulled from one)."""
     plans = plan_images(load_matrix(matrix)) if matrix is not None else None
     client = connect()
     job = jobs.job_for_image(client, image, plans, wheel_source(wheelhouse_dir))
-    result = pipeline.run_image(client, job, pipeline.Options(gpu=gpu))
+    result = pipeline.run_image(client, job, pipeline.Options(gpu=gpu, apptainer=apptainer))
     print_checks(image, result.validation)
     if result.failed:
         show.print_failed_checks(image, result.validation)

@@ -64,6 +64,9 @@ InsecureOpt = Annotated[list[str] | None, typer.Option(
     help="Speak plain HTTP to this registry or token realm, and send it credentials (repeatable; as Docker's "
          "insecure-registries). Loopback needs none; everything else is HTTPS.")]
 GpuOpt = Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks, with the host's ROCm devices.")]
+ApptainerOpt = Annotated[bool, typer.Option("--apptainer", help=(
+    "Also validate under Apptainer: convert the image to a SIF and run torch-smoke in it as a non-root user with "
+    "--containall, read-only (off by default: minutes per image)."))]
 BuilderOpt = Annotated[str | None, typer.Option(
     "--builder", envvar="RIF_BUILDER", metavar="NAME",
     help="The buildx builder that bakes (env RIF_BUILDER; `docker buildx ls`): a docker context's engine, or a "

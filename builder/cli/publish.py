@@ -11,6 +11,7 @@ from builder.build.engine import connect
 from builder.cli import console as show
 from builder.cli import planning, runs, stages
 from builder.cli.kit import (
+    ApptainerOpt,
     BuilderOpt,
     BuildNetworkOpt,
     CellOpt,
@@ -38,6 +39,7 @@ from builder.registry.address import check_insecure, check_registry, plain_http_
 def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = None, insecure: InsecureOpt = None,
             cell: CellOpt = None,
             match: MatchOpt = None, wheelhouse_dir: WheelhouseOpt = None, locks: LocksOpt = None, gpu: GpuOpt = False,
+            apptainer: ApptainerOpt = False,
             plan: Annotated[bool, typer.Option("--plan", help="Look up what would be built, skipped and re-tagged; "
                                                "build nothing, push nothing.")] = False,
             no_push: Annotated[bool, typer.Option("--no-push", help=(
@@ -87,7 +89,8 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
         raise usage_error("--shared-stages", "builds stages and --plan builds nothing: pass one of them")
     if plan:  # the registry alone answers: no engine
         planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path, registry)
-    options = pipeline.Options(wheel_source(wheelhouse_dir, locks), True, gpu, runs.target(registry, insecure_hosts),
+    options = pipeline.Options(wheel_source(wheelhouse_dir, locks), True, gpu, apptainer,
+                               runs.target(registry, insecure_hosts),
                                skip_published=True, no_push=no_push, compression=_compression(compression),
                                cache=_cache(cache_registry, insecure_hosts), buildkit=kit)
     if shared_stages:
@@ -98,6 +101,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
 @handles_errors
 def push(images: Annotated[list[str], typer.Argument(help="Local images built by builder.")],
          registry: RegistryOpt = None, insecure: InsecureOpt = None, gpu: GpuOpt = False,
+         apptainer: ApptainerOpt = False,
          report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
          progress: ProgressOpt = Progress.auto,
          ) -> None:
@@ -107,7 +111,8 @@ def push(images: Annotated[list[str], typer.Argument(help="Local images built by
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE")
     client = connect()
     todo = [jobs.job_for_image(client, image) for image in images]
-    runs.run(todo, pipeline.Options(gpu=gpu, target=runs.target(registry, insecure_hosts)), progress, report,
+    runs.run(todo, pipeline.Options(gpu=gpu, apptainer=apptainer, target=runs.target(registry, insecure_hosts)),
+             progress, report,
              registry)
 
 

@@ -42,6 +42,7 @@ class Options:
     source: WheelSource = field(default_factory=WheelSource)
     validate: bool = True
     gpu: bool = False
+    apptainer: bool = False  # also under Apptainer (builder.validate.apptainer): off, a second conversion costs time
     target: Target | None = None  # where validated images are pushed; None: nowhere
     skip_published: bool = False  # publish: content already under its immutable tag is not built again
     no_push: bool = False  # publish --no-push: build and validate what changed; push and re-tag nothing
@@ -231,7 +232,7 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
             return
     if not steps.take_build(client, job, prepared.built.get(job.tag), report):
         return
-    if options.validate and not steps.validate(client, job, options.gpu, stage, report):
+    if options.validate and not steps.validate(client, job, options.gpu, stage, report, options.apptainer):
         return
     if target is None:
         return

@@ -7,6 +7,7 @@ the image is in.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import docker
@@ -20,7 +21,7 @@ from builder.publish.promote import Target
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
-from builder.validate import sbom
+from builder.validate import apptainer, sbom
 from builder.validate.runner import validate_image
 
 HASH_MISMATCH = "DO NOT MATCH THE HASHES"  # pip's words when --require-hashes refuses a wheel
@@ -60,11 +61,16 @@ def _existing(client: docker.DockerClient, ref: str | None, report: ImageReport)
 
 
 def validate(client: docker.DockerClient, job: Job, gpu: bool, stage: Callable[[str], None],
-             report: ImageReport) -> bool:
+             report: ImageReport, under_apptainer: bool = False) -> bool:
+    """The image's checks under Docker and, opted in, under Apptainer (only once it passed under Docker)."""
     stage("validate")
     assert report.image_id is not None
+    start = time.monotonic()
     result = validate_image(client, report.image_id, job.expect, job.labels, gpu=gpu)
-    report.validation, report.validate_seconds = result.checks, round(result.seconds, 3)
+    if under_apptainer and result.ok:
+        stage("apptainer")
+        result.checks += apptainer.run_apptainer(client, report.image_id)
+    report.validation, report.validate_seconds = result.checks, round(time.monotonic() - start, 3)
     if not result.ok:
         report.fail("validate", "validation")
         return False

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     results, flags = (run_only(smoke, args.only), []) if args.only else run_all(smoke)
     code = exit_code(results, args.require_gpu)
     simulated = bool(args.simulate_gpu)
-    print(as_json(results, expect, code, flags, simulated) if args.json else report(results, expect, code))
+    print(as_json(results, expect, code, flags, simulated, smoke.view.apptainer) if args.json
+          else report(results, expect, code))
     return code
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import apptainer
 from .core import OVERRIDE, RANK, RISKY, VISIBILITY, Result, gfx_from_override, gfx_from_version, unique
 from .platforms import Platform, select
 
@@ -64,12 +65,15 @@ class HostView:
     groups: Mapping[int, str]  # gid -> name, this image's group table
     env: Mapping[str, str]
     stat: Callable[[Path], os.stat_result] = _stat
+    apptainer: bool = False  # under Apptainer or Singularity: their fixes, not docker run's
 
     @classmethod
     def current(cls, root: Path = Path("/")) -> HostView:
+        env = dict(os.environ)
         return cls(dev=root / "dev", kfd_nodes=root / "sys/class/kfd/kfd/topology/nodes", uid=os.geteuid(),
                    gids=frozenset({os.getegid(), *os.getgroups()}),
-                   groups={g.gr_gid: g.gr_name for g in grp.getgrall()}, env=dict(os.environ))
+                   groups={g.gr_gid: g.gr_name for g in grp.getgrall()}, env=env,
+                   apptainer=apptainer.detect(env, root))
 
     def shown(self, path: Path) -> str:
         """The path as the user knows it (/dev/kfd), even when it lies in a fake tree."""
@@ -100,7 +104,7 @@ def group_text(gid: int, groups: Mapping[int, str]) -> str:
 @dataclass(frozen=True)
 class Finding:
     result: Result
-    flags: tuple[str, ...] = ()  # docker run flags that would fix it
+    flags: tuple[str, ...] = ()  # docker run (or apptainer exec) flags that would fix it
 
 
 def device_problem(view: HostView, path: Path) -> tuple[str, str, str]:
@@ -109,6 +113,9 @@ def device_problem(view: HostView, path: Path) -> tuple[str, str, str]:
     if can_read_write(st, view.uid, view.gids):
         return "", "", ""
     group, mode = group_text(st.st_gid, view.groups), f"{stat.S_IMODE(st.st_mode):04o}"
+    if st.st_mode & 0o060 == 0o060 and st.st_gid not in view.gids and view.apptainer:
+        return (f"uid {view.uid} is not in {group}, which owns {view.shown(path)} (mode {mode}): its groups are "
+                f"{', '.join(map(str, sorted(view.gids)))}", apptainer.gid_fix(st.st_gid), "")
     if st.st_mode & 0o060 == 0o060 and st.st_gid not in view.gids:
         return (f"GID mismatch: uid {view.uid} cannot read/write {view.shown(path)}, mode {mode}, {group}: "
                 f"the user's groups are {', '.join(map(str, sorted(view.gids)))}",
@@ -132,6 +139,10 @@ def devices_finding(view: HostView, name: str, paths: list[Path]) -> Finding:
 
 def missing_device(view: HostView, name: str, detail: str, flags: tuple[str, ...]) -> Finding:
     """A device not passed in; a non-root user also needs the host's groups, known only on the host."""
+    if view.apptainer:
+        nvidia = flags[0] == "--gpus all"
+        return Finding(Result(name, "warn", detail, apptainer.NVIDIA_FIX if nvidia else apptainer.MISSING_FIX),
+                       ("--nv",) if nvidia else apptainer.ROCM_FLAGS)
     if view.uid != 0 and flags[0].startswith("--device"):
         flags += ("--group-add video", '--group-add "$(getent group render | cut -d: -f3)"')
     return Finding(Result(name, "warn", detail, f"add {' '.join(flags)} to docker run"), flags)
@@ -156,13 +167,16 @@ def dev_nvidia(view: HostView) -> Finding:
     nodes = sorted(view.dev.glob("nvidia[0-9]*"))
     ctl = view.dev / "nvidiactl"
     if not ctl.exists() or not nodes:
+        if view.apptainer:
+            return missing_device(view, "dev_nvidia", "no /dev/nvidiactl and /dev/nvidiaN in the container",
+                                  ("--gpus all",))
         return Finding(Result("dev_nvidia", "warn", "no /dev/nvidiactl and /dev/nvidiaN in the container",
                               "add --gpus all to docker run (needs the NVIDIA Container Toolkit on the host)"),
                        ("--gpus all",))
     return devices_finding(view, "dev_nvidia", [ctl, *nodes])
 
 
-def gpu_env(env: Mapping[str, str], gpu_visible: bool) -> Finding:
+def gpu_env(env: Mapping[str, str], gpu_visible: bool, under_apptainer: bool = False) -> Finding:
     """Flags HSA_OVERRIDE_GFX_VERSION always, and *_VISIBLE_DEVICES where they may hide the GPU."""
     notes, fixes, status = [], [], "pass"
     if OVERRIDE in env:
@@ -177,7 +191,8 @@ def gpu_env(env: Mapping[str, str], gpu_visible: bool) -> Finding:
         hides_all = env[var].strip() in ("", "-1")
         notes.append(f"{var}={env[var]!r} " + ("hides every GPU" if hides_all else "limits which GPUs are visible"))
         if hides_all or not gpu_visible:
-            fixes.append(f"unset {var} (drop -e {var} from docker run) or list device indices that exist")
+            how = f"APPTAINERENV_{var} on the host" if under_apptainer else f"-e {var} from docker run"
+            fixes.append(f"unset {var} (drop {how}) or list device indices that exist")
             status = "warn"
         elif RANK[status] < RANK["info"]:
             status = "info"
@@ -210,7 +225,7 @@ FINDINGS: dict[str, Callable[[HostView, Mapping[str, Any]], Finding]] = {
     "dev_kfd": lambda view, expect: dev_kfd(view),
     "dev_dri": lambda view, expect: dev_dri(view),
     "dev_nvidia": lambda view, expect: dev_nvidia(view),
-    "gpu_env": lambda view, expect: gpu_env(view.env, gpu_visible=False),
+    "gpu_env": lambda view, expect: gpu_env(view.env, gpu_visible=False, under_apptainer=view.apptainer),
     "gpu_target": gpu_target,
 }
 
@@ -225,9 +240,11 @@ def docker_flags(findings: list[Finding]) -> list[str]:
     return sorted(unique(flag for f in findings for flag in f.flags), key=lambda flag: not flag.startswith("--device"))
 
 
-def no_gpu_fix(findings: list[Finding], platform: Platform) -> str:
-    """One line for the gpu check's skip: the docker run flags that fix what the diagnostics found."""
+def no_gpu_fix(findings: list[Finding], platform: Platform, under_apptainer: bool = False) -> str:
+    """One line for the gpu check's skip: the docker run (or apptainer exec) flags that fix what was found."""
     flags = docker_flags(findings)
+    if flags and under_apptainer:
+        return apptainer.no_gpu_fix(flags)
     if flags:
         return f"run with: docker run {' '.join(flags)} IMAGE torch-smoke"
     if any(f.result.status == "warn" for f in findings):

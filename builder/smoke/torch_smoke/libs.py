@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import apptainer
 from .core import Fail, Outcome, Skip
 from .smoke import Check, Smoke
 
@@ -51,6 +52,8 @@ SONAME_PACKAGES = {
     "libz.so.1": "zlib1g",
 }
 NOT_FOUND = re.compile(r"^\s*(\S+)\s+=>\s+not found\s*$")
+# A dependency the loader takes from the host's libraries that apptainer --rocm binds (first on LD_LIBRARY_PATH).
+HOST_BOUND = re.compile(r"^\s*(\S+)\s+=>\s+(" + re.escape(apptainer.HOST_LIBS) + r"/\S+)", re.MULTILINE)
 SHOWN = 3  # libraries named per missing soname before "and N more"
 
 Runner = Callable[[Sequence[str], float], tuple[int, str]]  # (argv, timeout) -> (exit code, stdout + stderr)
@@ -150,6 +153,7 @@ class Scan:
     checked: int = 0
     unlisted: list[Path] = field(default_factory=list)  # the loader refused them (static, other arch)
     missing: dict[str, list[Path]] = field(default_factory=dict)  # soname -> libraries that need it
+    host_bound: dict[str, str] = field(default_factory=dict)  # soname -> the host's copy it resolved to
     timed_out: bool = False
 
 
@@ -179,6 +183,7 @@ def scan(files: Iterable[Path], command: Sequence[str], run: Runner = run_tool, 
                 result.unlisted.append(path)
             for soname in gone:
                 result.missing.setdefault(soname, []).append(path)
+            result.host_bound.update(HOST_BOUND.findall(out))
     return result
 
 
@@ -230,6 +235,12 @@ def libs(s: Smoke, run: Runner = run_tool, command: Sequence[str] | None = None)
     if result.missing:
         detail, fix = describe(result.missing, folders["torch"].parent)
         raise Fail(f"{len(result.missing)} soname(s) {detail}", fix)
+    if result.host_bound:
+        found = ", ".join(f"{name} from {where}" for name, where in sorted(result.host_bound.items())[:SHOWN])
+        more = len(result.host_bound) - SHOWN
+        return Outcome("warn", f"{len(result.host_bound)} of torch's libraries resolve from the host's "
+                       f"{apptainer.HOST_LIBS} (apptainer --rocm), not from this image: {found}"
+                       + (f" and {more} more" if more > 0 else ""), apptainer.LIBS_FIX)
     tool = "ldd" if Path(command[0]).name == "ldd" else f"{command[0]} --list"
     done = f"{result.checked} of {len(files)} shared objects ({where}) resolve every dependency ({tool})"
     if result.timed_out:

@@ -45,10 +45,13 @@ def report(results: list[Result], expect: Mapping[str, Any], code: int) -> str:
 
 
 def as_json(results: list[Result], expect: Mapping[str, Any], code: int, flags: list[str],
-            simulated: bool) -> str:
-    """The report for machines (`builder test` parses it): every result with all its fields."""
+            simulated: bool, under_apptainer: bool = False) -> str:
+    """The report for machines (`builder test` parses it): every result with all its fields; the flags that would
+    make a GPU visible are docker run's, or apptainer exec's under Apptainer."""
     return json.dumps({
         "program": "torch-smoke", "cell": dict(expect), "platform": platform_kind(expect), "exit_code": code,
         "exit_meaning": EXIT_MEANING[code], "gpu_visible": gpu_visible(results), "simulated_gpu": simulated,
-        "summary": summary(results), "docker_flags": flags, "results": [asdict(r) for r in results],
+        "summary": summary(results), "runtime": "apptainer" if under_apptainer else "docker",
+        "docker_flags": [] if under_apptainer else flags, "apptainer_flags": flags if under_apptainer else [],
+        "results": [asdict(r) for r in results],
     }, indent=2)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
-from . import cpu, gpu, hip, install, libs
+from . import apptainer, cpu, gpu, hip, install, libs
 from .core import HUNG_FIX, SECTION_FIX, Fail, Outcome, Result, Skip, first_line
 from .diagnostics import Finding, diagnose, docker_flags, gpu_env, no_gpu_fix
 from .smoke import Check, Smoke
@@ -44,8 +44,9 @@ def call_with_limit(fn: Callable[[], T], timeout: float) -> tuple[bool, T | None
 
 
 def run_check(name: str, fn: Callable[[], str | Outcome], timeout: float, section: str = "",
-              fix: str = "") -> Result:
-    """One check -> one Result; an exception is a failure with a fix line, a hang fails at the limit."""
+              fix: str = "", under_apptainer: bool = False) -> Result:
+    """One check -> one Result; an exception is a failure with a fix line, a hang fails at the limit. A check
+    that could not write says so: the image is read-only under Apptainer (and under docker run --read-only)."""
     start = time.monotonic()
     finished, value, exc = call_with_limit(fn, timeout)
     seconds = round(time.monotonic() - start, 3)
@@ -62,6 +63,9 @@ def run_check(name: str, fn: Callable[[], str | Outcome], timeout: float, sectio
         result = Result(name, value.status, value.detail, value.fix)
     else:
         result = Result(name, "pass", str(value))
+    if result.status == "fail" and apptainer.is_read_only(exc, result.detail):
+        result.detail = f"read-only environment: {result.detail}"
+        result.fix = apptainer.read_only_fix(under_apptainer)
     result.seconds, result.section = seconds, section
     return result
 
@@ -76,7 +80,7 @@ def run_named(smoke: Smoke, name: str, section: str, fix: str = "") -> Result:
     why = smoke.platform.not_applicable.get(name)
     if why is not None:
         return Result(name, "skip", why, section=section)
-    return run_check(name, partial(CHECKS[name], smoke), limit_for(name), section, fix)
+    return run_check(name, partial(CHECKS[name], smoke), limit_for(name), section, fix, smoke.view.apptainer)
 
 
 def run_gpu_checks(smoke: Smoke) -> list[Result]:
@@ -118,17 +122,17 @@ def run_only(smoke: Smoke, only: Collection[str]) -> list[Result]:
 
 
 def run_all(smoke: Smoke) -> tuple[list[Result], list[str]]:
-    """Every check in report order, and the docker run flags that would make a GPU visible."""
+    """Every check in report order, and the docker run (or apptainer exec) flags that would make a GPU visible."""
     results = [run_named(smoke, name, section) for section, names in smoke.platform.base for name in names]
     if not smoke.platform.gpu:
         return [*results, Result("gpu", "skip", smoke.platform.no_gpu_section, section="gpu")], []
     visible = run_named(smoke, "gpu", "gpu", smoke.gpu_fix())
     results.append(visible)
     if visible.status == "pass":
-        env = gpu_env(smoke.view.env, gpu_visible=True).result
+        env = gpu_env(smoke.view.env, gpu_visible=True, under_apptainer=smoke.view.apptainer).result
         env.section = "gpu"
         return [*results, env, *run_gpu_checks(smoke)], []
     findings = run_diagnostics(smoke)
     if visible.status == "skip" and smoke.torch is not None:
-        visible.fix = no_gpu_fix(findings, smoke.platform)
+        visible.fix = no_gpu_fix(findings, smoke.platform, smoke.view.apptainer)
     return [*results, *(f.result for f in findings)], docker_flags(findings)
