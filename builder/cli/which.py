@@ -61,6 +61,7 @@ def print_which(data: dict[str, Any], as_json: bool) -> None:
         if cpu:
             out.print(f"torch on the CPU: {safe(cpu['tag'])}")
             out.print(f"  {safe(cpu['docker_run'])}", soft_wrap=True)
+            _print_apptainer(cpu)
     else:
         out.print(f"GPUs ({safe(WHICH_SOURCES.get(data['source'], data['source']))}):")
         for row in _gpu_rows(gpus):
@@ -73,6 +74,7 @@ def print_which(data: dict[str, Any], as_json: bool) -> None:
                   soft_wrap=True)
         out.print(f"  {_image_text(image)}", soft_wrap=True)
         out.print(f"  {safe(rec['docker_run'])}", soft_wrap=True)
+        _print_apptainer(rec)
         if rec["alternatives"]:
             out.print(f"Other images for {safe(rec['target'])}:")
             for alt in rec["alternatives"]:
@@ -88,12 +90,19 @@ def print_which(data: dict[str, Any], as_json: bool) -> None:
                       f"{safe(override['poses_as'])}: {safe(override['risk'])}", soft_wrap=True)
             if override["docker_run"]:
                 out.print(f"  at your own risk: {safe(override['docker_run'])}", soft_wrap=True)
+                _print_apptainer(override, "  at your own risk: ")
             else:
                 out.print(f"  but no image carries {safe(override['poses_as'])} either", soft_wrap=True)
     if notes:
         out.print("\nNotes:")
         for note in notes:
             out.print(f"  - {safe(note)}", soft_wrap=True)
+
+
+def _print_apptainer(entry: dict[str, Any], lead: str = "  ") -> None:
+    """Beside the docker run line: the SIF a cluster pulls once and the line that runs it (docs/hpc.md)."""
+    show.out.print(f"{lead}{safe(entry['apptainer_pull'])}", soft_wrap=True)
+    show.out.print(f"{lead}{safe(entry['apptainer_exec'])}", soft_wrap=True)
 
 
 def _gpu_rows(gpus: list[dict[str, Any]]) -> list[str]:

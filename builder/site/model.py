@@ -155,6 +155,14 @@ class ImageEntry:
                 f'  --group-add "$(getent group render | cut -d: -f3)" {ref}')
 
     @property
+    def apptainer(self) -> str:
+        """HPC clusters (docs/hpc.md): pull a SIF once, run it as yourself; --rocm gives the GPUs (your own render
+        and video groups open them: Apptainer has no --group-add)."""
+        sif = f"{self.reference.rsplit('/', 1)[-1]}_{self.tag}.sif"
+        rocm = "" if self.label("platform") == "cpu" else " --rocm"
+        return f"apptainer pull {sif} docker://{self.reference}:{self.tag}\napptainer exec{rocm} {sif} python"
+
+    @property
     def smoke(self) -> str:
         return self.run.replace(f"{self.reference}:{self.tag}", f"{self.reference}:{self.tag} torch-smoke")
 

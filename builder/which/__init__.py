@@ -34,6 +34,7 @@ from builder.registry.address import check_registry
 from builder.which.host import Gpu, Groups, Host, detect, device_groups
 from builder.which.images import (
     Filters,
+    apptainer_lines,
     carrying,
     check_filters,
     check_target,
@@ -101,6 +102,9 @@ def recommend(matrix: Path, root: Path = Path("/"), gfx: list[str] | None = None
                      "the container needs it to open the devices, and numbers differ between host and image")
     elif gpus:
         notes.append("no /dev/kfd group and no render group in /etc/group: the docker run line asks getent on the host")
+    if recommended:
+        notes.append("apptainer exec runs as you, with your own groups: your user needs render and video on the host "
+                     "(`id -nG`); --rocm gives the GPUs (docs/hpc.md)")
     if recommended and not registry:
         notes.append(f"{tags.LOCAL_NAMESPACE}/... is the name `builder build` gives an image on this host; pass "
                      "--registry HOST/NAMESPACE (or set RIF_REGISTRY) for the published images")
@@ -112,7 +116,8 @@ def recommend(matrix: Path, root: Path = Path("/"), gfx: list[str] | None = None
         best_cpu = max(cpu, key=lambda c: (Version(c.torch), c.os == default_os, c.flavor == "runtime"), default=None)
         if best_cpu is not None:
             cpu_image = {**image_json(best_cpu, registry),
-                         "docker_run": f"docker run -it {image_ref(best_cpu, registry)}"}
+                         "docker_run": f"docker run -it {image_ref(best_cpu, registry)}",
+                         **apptainer_lines(image_ref(best_cpu, registry), [], registry, gpu=False)}
     return {
         "matrix": str(matrix),
         "source": host.source,
@@ -193,7 +198,8 @@ def _recommendation(gpus: list[Gpu], supported: list[Gpu], usable: dict[str, lis
     families = families_of(primary)
     return {"target": primary, "family": families[0] if families else None, "gpus": [gpus.index(g) for g in chosen],
             "for": _who(chosen), "image": image_json(best, registry),
-            "docker_run": docker_run(image_ref(best, registry), groups.gids, env), "alternatives": alternatives,
+            "docker_run": docker_run(image_ref(best, registry), groups.gids, env),
+            **apptainer_lines(image_ref(best, registry), env, registry), "alternatives": alternatives,
             "choices": choices_of(everything[primary])}
 
 
@@ -230,5 +236,7 @@ def _unmatched(target: str | None, mine: list[Gpu], gpus: list[Gpu], everything:
         entry["override"] = {
             "value": value, "poses_as": poses, "risk": RISK,
             "image": image_json(images[0], registry) if images else None,
-            "docker_run": docker_run(image_ref(images[0], registry), groups.gids, env) if images else None}
+            "docker_run": docker_run(image_ref(images[0], registry), groups.gids, env) if images else None,
+            **(apptainer_lines(image_ref(images[0], registry), env, registry) if images else
+               {"apptainer_pull": None, "apptainer_exec": None})}
     return entry

@@ -60,6 +60,15 @@ def docker_run(ref: str, gids: tuple[int, ...], env: list[tuple[str, str]]) -> s
     return " ".join(parts)
 
 
+def apptainer_lines(ref: str, env: list[tuple[str, str]], registry: str | None, gpu: bool = True) -> dict[str, str]:
+    """The HPC way (docs/hpc.md): pull a SIF once, then run it as yourself; --rocm gives the GPUs, and your own
+    render/video groups open them (no --group-add). A local image converts from the engine (docker-daemon://)."""
+    sif = ref.rsplit("/", 1)[-1].replace(":", "_") + ".sif"
+    pull = f"apptainer pull {sif} docker://{ref}" if registry else f"apptainer build {sif} docker-daemon://{ref}"
+    parts = ["apptainer exec", *(["--rocm"] if gpu else []), *(f"--env {k}={v}" for k, v in env), sif, "python"]
+    return {"apptainer_pull": pull, "apptainer_exec": " ".join(parts)}
+
+
 def choices_of(cells: list[CellSpec]) -> dict[str, list[str]]:
     """What --rocm, --os and --flavor can pick among these cells."""
     def unique(values: Iterable[str]) -> list[str]:

@@ -56,9 +56,9 @@ class Tree:
         return os.stat_result((0o020000 | mode, *real[1:4], uid, gid, *real[6:]))
 
     def view(self, uid: int = 1000, gids: frozenset[int] = frozenset({1000, 44}),
-             env: dict[str, str] | None = None) -> HostView:
+             env: dict[str, str] | None = None, apptainer: bool = False) -> HostView:
         return HostView(dev=self.root / "dev", kfd_nodes=self.root / "sys/class/kfd/kfd/topology/nodes",
-                        uid=uid, gids=gids, groups=GROUPS, env=env or {}, stat=self.stat)
+                        uid=uid, gids=gids, groups=GROUPS, env=env or {}, stat=self.stat, apptainer=apptainer)
 
 
 def by_name(findings: list[Finding]) -> dict[str, Finding]:

@@ -191,6 +191,10 @@ def test_image_page_says_what_users_ask(published: tuple[FakeRegistry, list[Path
     md = files[f"images/pytorch/{ROCM_TAG}.md"]
     assert f"```bash\ndocker pull {ref}\n" in md and "| Installed size (on disk) | 3.21 GB |" in md
     assert "```dockerfile\nFROM ubuntu:24.04" in md
+    sif = f"pytorch_{ROCM_TAG}.sif"  # the Apptainer lines beside docker run, in both pages
+    assert f"apptainer pull {sif} docker://{ref}\napptainer exec --rocm {sif} python" in page
+    assert f"```bash\napptainer pull {sif} docker://{ref}\napptainer exec --rocm {sif} python\n```" in md
+    assert f"apptainer exec pytorch_{CPU_TAG}.sif python" in cpu  # a CPU image: no --rocm
 
 
 def test_index_has_filters_rows_and_size_chart_beside_amds_sizes(

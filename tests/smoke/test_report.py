@@ -50,7 +50,7 @@ def test_report_lists_every_check_with_a_fix_under_each_problem() -> None:
 def test_json_carries_every_field() -> None:
     data = json.loads(as_json(RESULTS, ROCM_CELL, 1, ["--group-add 110"], simulated=False))
     assert list(data) == ["program", "cell", "platform", "exit_code", "exit_meaning", "gpu_visible", "simulated_gpu",
-                          "summary", "docker_flags", "results"]
+                          "summary", "runtime", "docker_flags", "apptainer_flags", "results"]
     assert data["summary"] == {"pass": 1, "fail": 1, "warn": 1, "skip": 1, "info": 1}
     assert data["results"][1] == {"name": "torch_version", "status": "fail",
                                   "detail": "torch 2.13.0 is installed, the image promises 2.12.0",

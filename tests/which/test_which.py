@@ -156,6 +156,7 @@ def test_apu_plus_dgpu_lists_both_recommends_the_dgpu_and_hides_the_igpu(matrix:
     assert (override["value"], override["poses_as"]) == ("9.0.0", "gfx900")
     assert "fault" in override["risk"] and "hang" in override["risk"]
     assert "-e HIP_VISIBLE_DEVICES=1 -e HSA_OVERRIDE_GFX_VERSION=9.0.0" in override["docker_run"]
+    assert "--env HIP_VISIBLE_DEVICES=1 --env HSA_OVERRIDE_GFX_VERSION=9.0.0" in override["apptainer_exec"]
     assert answer["exit_code"] == 0  # the RX 6800 has an image
 
 
@@ -181,6 +182,8 @@ def test_no_amd_gpu_exits_1_names_the_other_gpus_and_offers_the_cpu_image(matrix
     assert answer["recommended"] is None and answer["notes"][0].startswith("no AMD GPU found")
     assert [(o["vendor"], o["device_id"]) for o in answer["other_gpus"]] == [("Intel", "0x4680"), ("NVIDIA", "0x2684")]
     assert answer["cpu_image"]["docker_run"] == f"docker run -it {LOCAL}cpu_ubuntu24.04_py3.12_torch2.13.0_runtime"
+    assert answer["cpu_image"]["apptainer_exec"] == (  # no GPU: no --rocm
+        "apptainer exec pytorch_cpu_ubuntu24.04_py3.12_torch2.13.0_runtime.sif python")
 
 
 @pytest.mark.parametrize("host", ["mi300x", "rx7900xtx", "strix-halo", "apu-rx6800", "rx6800xt", "strix-point"])
@@ -346,12 +349,13 @@ def test_cli_json_structure(matrix: Path) -> None:
                          "render_gids", "gid_source", "notes", "exit_code"}
     assert set(data["gpus"][0]) == {"index", "kfd_node", "pci", "device_id", "revision", "name", "target", "family",
                                     "igpu", "render_node", "supported"}
-    assert set(data["recommended"]) == {"target", "family", "gpus", "for", "image", "docker_run", "alternatives",
-                                        "choices"}
+    assert set(data["recommended"]) == {"target", "family", "gpus", "for", "image", "docker_run", "apptainer_pull",
+                                        "apptainer_exec", "alternatives", "choices"}
     assert set(data["recommended"]["image"]) == {"tag", "ref", "gfx", "gfx_targets", "rocm", "torch", "python", "os",
                                                  "flavor", "channel"}
     assert set(data["unmatched"][0]) == {"target", "family", "gpus", "for", "why", "message", "override"}
-    assert set(data["unmatched"][0]["override"]) == {"value", "poses_as", "risk", "image", "docker_run"}
+    assert set(data["unmatched"][0]["override"]) == {"value", "poses_as", "risk", "image", "docker_run",
+                                                     "apptainer_pull", "apptainer_exec"}
     assert data["recommended"]["image"]["ref"].startswith("ghcr.io/acme/pytorch:") and data["exit_code"] == 0
 
 
@@ -383,3 +387,17 @@ def test_builder_matrix_names_the_family_of_a_target(tmp_path: Path, value: str,
     result = builder_cli("matrix", "-m", str(file))
     assert result.returncode == 2
     assert f"matrix.yaml:5: matrix.gfx[1]: {message}" in result.stderr
+
+
+def test_the_apptainer_lines_pull_a_sif_and_run_it_with_rocm_as_the_user(matrix: Path) -> None:
+    """HPC sites: `apptainer pull` once from the registry, then `apptainer exec --rocm` (no --group-add: the user's
+    own groups open the devices); a local image converts from the engine instead of a registry."""
+    tag = "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx110X-all_therock_runtime"
+    rec = ask(matrix, "rx7900xtx", registry="ghcr.io/acme")["recommended"]
+    assert rec["apptainer_pull"] == f"apptainer pull pytorch_{tag}.sif docker://ghcr.io/acme/pytorch:{tag}"
+    assert rec["apptainer_exec"] == f"apptainer exec --rocm pytorch_{tag}.sif python"
+    local = ask(matrix, "rx7900xtx")["recommended"]
+    assert local["apptainer_pull"] == f"apptainer build pytorch_{tag}.sif docker-daemon://{LOCAL}{tag}"
+    text = builder_cli("which", "-m", str(matrix), "--root", str(HOSTS / "rx7900xtx"), "--registry", "ghcr.io/acme")
+    assert f"\n  apptainer pull pytorch_{tag}.sif docker://ghcr.io/acme/pytorch:{tag}\n" in text.stdout
+    assert f"\n  apptainer exec --rocm pytorch_{tag}.sif python\n" in text.stdout

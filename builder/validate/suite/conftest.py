@@ -31,3 +31,11 @@ def expect(spec: dict[str, Any]) -> dict[str, Any]:
 def image_labels(request: pytest.FixtureRequest) -> dict[str, str]:
     image = docker.from_env().images.get(request.config.getoption("--rif-image"))
     return dict(image.labels or {})
+
+
+@pytest.fixture(scope="session")
+def image_config(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The image config's Config (Env, Entrypoint, Cmd): what Apptainer takes from a docker:// image."""
+    image = docker.from_env().images.get(request.config.getoption("--rif-image"))
+    config: dict[str, Any] = image.attrs.get("Config") or {}
+    return config

@@ -6,7 +6,9 @@ from typing import Any
 
 from builder.core.tags import LABEL_PREFIX as LABEL
 
-PY = "/opt/venv/bin/python3"
+VENV = "/opt/venv"
+PY = VENV + "/bin/python3"
+ROCM = "/opt/rocm"
 VERSION_OF = PY + " -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' {}"
 
 
@@ -96,3 +98,38 @@ def test_toolchain_matches_flavor(host: Any, expect: dict[str, Any]) -> None:
         assert has_gcc and headers, "devel images carry a compiler and Python headers for extensions"
     else:
         assert not has_gcc, "runtime images stay lean: no compiler"
+
+
+# -- Apptainer-proof: clusters run the image read-only, as any uid, with no /root and the config's environment ----
+
+def _private(value: str) -> bool:
+    """A path under a home folder: Apptainer binds the user's own home there, or an empty one (--containall)."""
+    return any(part == "/root" or part.startswith(("/root/", "/home/")) for part in value.split(":"))
+
+
+def test_environment_comes_from_the_image_config(image_config: dict[str, Any]) -> None:
+    env = dict(item.split("=", 1) for item in image_config.get("Env") or [])
+    assert env.get("VIRTUAL_ENV") == VENV, "Apptainer (docker://) takes VIRTUAL_ENV from the image config"
+    path = env.get("PATH", "").split(":")
+    assert VENV + "/bin" in path, f"the venv is not on the config's PATH: {env.get('PATH')}"
+    private = sorted(f"{key}={value}" for key, value in env.items() if _private(value))
+    assert not private, f"the config's environment needs a home folder, which Apptainer replaces: {private}"
+    command = [*(image_config.get("Entrypoint") or []), *(image_config.get("Cmd") or [])]
+    assert not any(_private(word) for word in command), f"the entrypoint or command lives under a home: {command}"
+
+
+def test_rocm_variables_come_from_the_image_config(host: Any, image_config: dict[str, Any]) -> None:
+    env = dict(item.split("=", 1) for item in image_config.get("Env") or [])
+    if not host.file(ROCM).is_directory:
+        assert "ROCM_HOME" not in env, f"ROCM_HOME={env['ROCM_HOME']} names no ROCm in the image"
+        return
+    assert env.get("ROCM_HOME") == ROCM and env.get("ROCM_PATH") == ROCM, "the image's ROCm is not in its config"
+    assert ROCM + "/bin" in env.get("PATH", "").split(":"), "the image's ROCm tools are not on the config's PATH"
+
+
+def test_nothing_needed_lives_under_a_home_folder(host: Any) -> None:
+    program = host.check_output("readlink -f \"$(command -v torch-smoke)\"")
+    python = host.check_output(f"readlink -f {PY}")
+    paths = host.check_output(PY + " -c 'import sys; print(\":\".join(p for p in sys.path if p))'")
+    private = [p for p in (program, python, *paths.split(":")) if _private(p)]
+    assert not private, f"needed at run time but under /root or /home (Apptainer replaces them): {private}"
