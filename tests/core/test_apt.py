@@ -18,7 +18,7 @@ def test_every_family_module_has_every_name_of_the_interface(name: str) -> None:
     wanted = {n for n in vars(OsFamily) if not n.startswith("_")} | set(OsFamily.__annotations__)
     missing = sorted(n for n in wanted if not hasattr(module, n))
     assert not missing, f"{name}: {missing}"
-    assert module.NAME == name
+    assert name == module.NAME
     for fn in ("cache_mounts", "install_commands", "remove_command", "cleanup_command", "sdk_steps", "install_fix"):
         assert inspect.isfunction(getattr(module, fn)), fn
 

@@ -23,7 +23,7 @@ def test_every_channel_module_has_every_name_of_the_interface(name: str) -> None
     module = channels.of(name)
     wanted = {n for n in vars(WheelChannel) if not n.startswith("_")} | set(WheelChannel.__annotations__)
     assert not sorted(n for n in wanted if not hasattr(module, n))
-    assert module.NAME == name
+    assert name == module.NAME
 
 
 def test_therock_pins_the_release_local_version_and_splits_per_target() -> None:

@@ -60,7 +60,7 @@ GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
 
 def package_of(module: str) -> str:
-    """builder.<package>.x -> <package>; "" for builder itself and its __main__ (the entry point, above every package)."""
+    """builder.<package>.x -> <package>; "" for builder itself and its __main__ (the entry point, above all)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in LAYER else ""
 
@@ -69,7 +69,7 @@ def test_builder_holds_role_packages_only() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in {"__init__.py", "__main__.py"})
     assert not loose, f"modules loose at builder/ top level: {loose}"
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert packages == set(LAYER), "a package was added or removed: give it its layer here and its row in docs/architecture.md"
+    assert packages == set(LAYER), "a package was added or removed: give it its layer here and a row in the docs"
 
 
 @pytest.mark.parametrize("folder", ["builder", "benchmarks"])
@@ -101,9 +101,9 @@ def test_no_import_cycle_between_modules() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-def test_rooms_import_only_rooms_below_them() -> None:
+def test_packages_import_only_packages_of_lower_layers() -> None:
     upward = sorted(f"{a} -> {b}" for a, bs in GRAPH.items() for b in bs
-                    if package_of(a) and package_of(b) and package_of(a) != package_of(b) and LAYER[package_of(b)] >= LAYER[package_of(a)])
+                    if (pa := package_of(a)) and (pb := package_of(b)) and pa != pb and LAYER[pb] >= LAYER[pa])
     assert not upward, "imports against the layers (docs/architecture.md): " + ", ".join(upward)
 
 
@@ -137,6 +137,6 @@ MAX_BRANCHES = 15  # what builder/matrix/compat.py's TheRock rules still hold (d
 
 
 def test_branches_on_a_variant_name_stay_in_the_variant_modules() -> None:
-    found = [f"{p.relative_to(ROOT)}:{n}" for p in PACKAGE.rglob("*.py") if not any(p.is_relative_to(v) for v in VARIANTS)
-             for n, line in enumerate(p.read_text().splitlines(), 1) if BRANCH.search(line)]
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in PACKAGE.rglob("*.py")
+             if not any(p.is_relative_to(v) for v in VARIANTS) for n, line in enumerate(p.read_text().splitlines(), 1) if BRANCH.search(line)]
     assert len(found) <= MAX_BRANCHES, f"{len(found)} branches on an OS family or channel name: {found}"
