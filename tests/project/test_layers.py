@@ -138,5 +138,6 @@ MAX_BRANCHES = 15  # what builder/matrix/compat.py's TheRock rules still hold (d
 
 def test_branches_on_a_variant_name_stay_in_the_variant_modules() -> None:
     found = [f"{p.relative_to(ROOT)}:{n}" for p in PACKAGE.rglob("*.py")
-             if not any(p.is_relative_to(v) for v in VARIANTS) for n, line in enumerate(p.read_text().splitlines(), 1) if BRANCH.search(line)]
+             if not any(p.is_relative_to(v) for v in VARIANTS)
+             for n, line in enumerate(p.read_text().splitlines(), 1) if BRANCH.search(line)]
     assert len(found) <= MAX_BRANCHES, f"{len(found)} branches on an OS family or channel name: {found}"
