@@ -101,8 +101,8 @@ def print_which(data: dict[str, Any], as_json: bool) -> None:
 
 def _print_apptainer(entry: dict[str, Any], lead: str = "  ") -> None:
     """Beside the docker run line: the SIF a cluster pulls once and the line that runs it (docs/hpc.md)."""
-    show.out.print(f"{lead}{safe(entry['apptainer_pull'])}", soft_wrap=True)
-    show.out.print(f"{lead}{safe(entry['apptainer_exec'])}", soft_wrap=True)
+    console.out.print(f"{lead}{safe(entry['apptainer_pull'])}", soft_wrap=True)
+    console.out.print(f"{lead}{safe(entry['apptainer_exec'])}", soft_wrap=True)
 
 
 def _gpu_rows(gpus: list[dict[str, Any]]) -> list[str]:

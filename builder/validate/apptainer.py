@@ -17,7 +17,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
-from builder.build.engine import started
+from builder.buildkit.engine import started
 from builder.registry.address import plain_http_ok
 from builder.registry.credentials import ENV_PASSWORD, ENV_USER
 from builder.validate import sifrunner

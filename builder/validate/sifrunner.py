@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder.build import baseimage
+from builder.buildkit import baseimage
 from builder.core.errors import InputError, Problem
 from builder.core.logfiles import LOG_DIR, logged_run
 from builder.core.scratch import scratch_dir
