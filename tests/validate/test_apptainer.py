@@ -1,0 +1,162 @@
+"""Every image proven under Apptainer: the example's two images converted to SIFs and torch-smoke run in them as a
+non-root user with --containall (from the engine's archive, and from the registry once pulled from it); an image
+whose venv only root can read passes under Docker, fails `builder test --apptainer`, and is never pushed by
+`builder build --push --apptainer`.
+
+The runner is made once per engine (a tag from its recipe's hash, not a name the suite reclaims); each conversion
+takes one to three minutes on 2 cores, so this module converts five images and no more.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from builder.pipeline import steps
+from builder.registry.client import RegistryClient
+from builder.validate import apptainer, sifrunner
+from tests.conftest import ROOT, builder_cli
+
+EXAMPLE = ROOT / "examples" / "local.yaml"
+RUNTIME, DEVEL = "cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian12_py3.11_torch2.13.0_devel"
+DIGEST = "sha256:" + "a" * 64
+
+
+# -- the commands, without an engine ------------------------------------------------------------------------
+
+def test_only_a_registry_the_image_was_pulled_from_is_a_source() -> None:
+    assert apptainer.registry_source([f"rocm-image-factory/pytorch@{DIGEST}"]) is None  # the engine's own name
+    assert apptainer.registry_source([f"pytorch@{DIGEST}", f"docker.io/rocm/pytorch@{DIGEST}"]) is None
+    pulled = f"127.0.0.1:5000/ns/pytorch@{DIGEST}"
+    assert apptainer.registry_source([f"rocm-image-factory/pytorch@{DIGEST}", pulled]) == pulled
+    assert apptainer.registry_source([f"ghcr.io/acme/pytorch@{DIGEST}"]) == f"ghcr.io/acme/pytorch@{DIGEST}"
+
+
+def test_plain_http_only_for_a_loopback_registry_and_the_layout_otherwise() -> None:
+    assert apptainer.build_command(None)[-1] == "oci:///work/layout"
+    loopback = apptainer.build_command(f"127.0.0.1:5000/ns/pytorch@{DIGEST}")
+    assert "--no-https" in loopback and loopback[-1] == f"docker://127.0.0.1:5000/ns/pytorch@{DIGEST}"
+    assert "--no-https" not in apptainer.build_command(f"ghcr.io/acme/pytorch@{DIGEST}")
+
+
+def test_torch_smoke_runs_contained_from_the_sif() -> None:
+    command = apptainer.exec_command(["torch-smoke", "--json"])
+    assert command[command.index("exec") + 1:] == ["--containall", apptainer.SIF, "torch-smoke", "--json"]
+
+
+# -- on the engine and the registry ----------------------------------------------------------------------------
+
+def checks(row: dict[str, Any], suite: str) -> dict[str, dict[str, str]]:
+    return {c["name"]: c for c in row["validation"] if c["suite"] == suite}
+
+
+@pytest.fixture(scope="module")
+def runner(docker_client: docker.DockerClient) -> str:
+    return sifrunner.ensure(docker_client)
+
+
+@pytest.fixture(scope="module")
+def example(docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, registry: str, runner: str,
+            tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, dict[str, Any]], str]:
+    """examples/local.yaml built, validated under Docker and Apptainer, and pushed."""
+    namespace = f"{registry}/apptainer{uuid.uuid4().hex[:8]}"
+    report = tmp_path_factory.mktemp("apptainer") / "report.json"
+    proc = builder_cli("build", "--matrix", str(EXAMPLE), "--wheelhouse", str(wheelhouse), "--push", "--registry",
+                       namespace, "--apptainer", "--report", str(report), "--quiet")
+    return proc, {r["tag"]: r for r in json.loads(report.read_text())["images"]}, namespace
+
+
+@pytest.fixture(scope="module")
+def broken(docker_client: docker.DockerClient, example: tuple[Any, dict[str, dict[str, Any]], str]) -> str:
+    """The runtime image plus one layer: /opt/venv only root can enter (Docker runs it as root; Apptainer as you)."""
+    _, rows, _ = example
+    container = docker_client.containers.run(str(rows[RUNTIME]["local_image"]), ["chmod", "0700", "/opt/venv"],
+                                             detach=True, network_mode="none", entrypoint=[])
+    try:
+        assert container.wait(timeout=120)["StatusCode"] == 0
+        tag = f"broken-apptainer-{uuid.uuid4().hex[:8]}"
+        image = container.commit("rocm-image-factory/pytorch", tag)
+    finally:
+        container.remove(force=True)
+    return str(image.id)
+
+
+@pytest.mark.docker
+@pytest.mark.registry
+def test_both_example_images_pass_torch_smoke_under_apptainer_as_a_user(example: tuple[Any, Any, str]) -> None:
+    proc, rows, namespace = example
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for tag in (RUNTIME, DEVEL):
+        row = rows[tag]
+        assert row["state"] == "published", row
+        under = checks(row, "apptainer")
+        assert under["convert"]["status"] == "pass"
+        assert "the engine's archive" in under["convert"]["detail"]  # validated before it was pushed
+        assert "uid 1000 with --containall" in under["convert"]["detail"]
+        assert not [c for c in under.values() if c["status"] == "fail"], under
+        assert {n: under[n]["status"] for n in ("import", "libs", "cpu_matmul", "numpy")} == dict.fromkeys(
+            ("import", "libs", "cpu_matmul", "numpy"), "pass")
+        assert under["import"]["detail"].startswith("torch 2.13.0+cpu from /opt/venv/")
+        config = checks(row, "testinfra")  # the image config suits Apptainer (PATH, VIRTUAL_ENV, no home)
+        for name in ("environment_comes_from_the_image_config", "rocm_variables_come_from_the_image_config",
+                     "nothing_needed_lives_under_a_home_folder"):
+            assert config[name]["status"] == "pass", config[name]
+    address, ns = namespace.split("/", 1)
+    assert {RUNTIME, DEVEL} <= set(RegistryClient(address).tags(f"{ns}/pytorch"))
+
+
+@pytest.mark.docker
+@pytest.mark.registry
+def test_an_image_pulled_from_its_registry_is_converted_from_there(
+        docker_client: docker.DockerClient, example: tuple[Any, Any, str]) -> None:
+    _, _, namespace = example
+    ref = f"{namespace}/pytorch:{RUNTIME}"
+    docker_client.images.pull(ref)  # a loopback registry: the engine speaks plain HTTP to it
+    proc = builder_cli("test", ref, "--apptainer")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert f"SIF from docker://{namespace}/pytorch@sha256:" in text
+
+
+@pytest.mark.docker
+def test_a_venv_only_root_can_read_fails_builder_test_apptainer_alone(broken: str) -> None:
+    proc = builder_cli("test", broken, "--apptainer")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failed = re.findall(r"^    (\w+)/(\w+): ", proc.stderr, flags=re.MULTILINE)
+    assert failed and {suite for suite, _ in failed} == {"apptainer"}, proc.stderr  # Docker's checks all pass
+
+
+@pytest.mark.docker
+@pytest.mark.registry
+def test_build_push_with_the_opt_in_never_pushes_an_image_that_fails_under_apptainer(
+        broken: str, wheelhouse: Path, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: the bake's runtime image is swapped for the broken one as the lifecycle takes it (a fault
+    injected after the build), so what follows is the real validation and push gate of `build --push`."""
+    from typer.testing import CliRunner
+
+    from builder.cli.app import app
+
+    take_build = steps.take_build
+
+    def broken_build(client: docker.DockerClient, job: Any, built: Any, report: Any) -> bool:
+        went_on = take_build(client, job, built, report)
+        report.image_id = broken
+        return went_on
+
+    monkeypatch.setattr(steps, "take_build", broken_build)
+    record = tmp_path / "record.json"
+    result = CliRunner().invoke(app, ["build", "--matrix", str(EXAMPLE), "--cell", RUNTIME, "--wheelhouse",
+                                      str(wheelhouse), "--push", "--registry", namespace, "--apptainer", "--report",
+                                      str(record), "--quiet"])
+    assert result.exit_code == 1, result.output
+    [row] = json.loads(record.read_text())["images"]
+    assert (row["state"], row["failed_stage"], row["pushed"]) == ("failed", "validate", False)
+    assert not [c for c in row["validation"] if c["status"] == "fail" and c["suite"] != "apptainer"]
+    address, ns = namespace.split("/", 1)
+    assert RegistryClient(address).tags(f"{ns}/pytorch") == []
