@@ -64,12 +64,15 @@ def run_apptainer(client: docker.DockerClient, ref: str) -> list[Check]:
     except (DockerException, RuntimeError) as exc:
         return [Check(SUITE, "runner", "fail", f"no Apptainer runner: {exc}")]
     source = registry_source(list(image.attrs.get("RepoDigests") or []))
-    with started(client, runner, ["sleep", "infinity"], entrypoint=[], privileged=True,
-                 network_mode="host") as box:
-        converted = convert(box, image, source)
-        if converted.status == "fail":
-            return [converted]
-        code, out, err = run_in(box, exec_command(["torch-smoke", "--json"]), user=USER)
+    try:
+        with started(client, runner, ["sleep", "infinity"], entrypoint=[], privileged=True,
+                     network_mode="host") as box:
+            converted = convert(box, image, source)
+            if converted.status == "fail":
+                return [converted]
+            code, out, err = run_in(box, exec_command(["torch-smoke", "--json"]), user=USER)
+    except DockerException as exc:  # the engine refused the runner or a command in it: this image's failure
+        return [Check(SUITE, "run", "fail", f"the Apptainer runner failed: {exc}")]
     return [converted, *(Check(SUITE, c.name, c.status, c.detail, c.fix) for c in parse_smoke(out, err, code))]
 
 
