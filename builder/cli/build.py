@@ -69,9 +69,9 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
     target = runs.target(registry, insecure_hosts) if push and registry else None
     if apptainer and not validate:
         raise usage_error("--apptainer", "is a validation: refused with --no-validate")
-    options = lifecycle.Options(wheel_source(wheelhouse_dir, locks), validate, gpu, apptainer, target, buildkit=kit)
-    runs.run(todo, options,
-             progress, report, registry if target else None)
+    options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=validate, gpu=gpu,
+                                apptainer=apptainer, target=target, buildkit=kit)
+    raise typer.Exit(runs.run(todo, options, progress, report, registry if target else None))
 
 
 @handles_errors
