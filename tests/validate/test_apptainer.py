@@ -114,8 +114,9 @@ def test_both_example_images_pass_torch_smoke_under_apptainer_as_a_user(example:
 @pytest.mark.docker
 @pytest.mark.registry
 def test_an_image_pulled_from_its_registry_is_converted_from_there(
-        docker_client: docker.DockerClient, example: tuple[Any, Any, str]) -> None:
+        docker_client: docker.DockerClient, example: tuple[Any, Any, str], monkeypatch: pytest.MonkeyPatch) -> None:
     _, _, namespace = example
+    monkeypatch.setenv("COLUMNS", "400")  # the table's detail column whole (rich reads it when not on a terminal)
     ref = f"{namespace}/pytorch:{RUNTIME}"
     docker_client.images.pull(ref)  # a loopback registry: the engine speaks plain HTTP to it
     proc = builder_cli("test", ref, "--apptainer")
