@@ -79,8 +79,8 @@ def run_apptainer(client: docker.DockerClient, ref: str) -> list[Check]:
 def convert(box: Any, image: Any, source: str | None) -> Check:
     """The SIF at SIF, read-only for everyone, and the user to run it; the Check says from where, or why not."""
     env = {}
+    run_in(box, ["mkdir", "-p", f"{WORK}/layout"])
     if source is None:
-        run_in(box, ["mkdir", "-p", f"{WORK}/layout"])
         if not box.put_archive(f"{WORK}/layout", image.save(chunk_size=1 << 20)):
             return Check(SUITE, "convert", "fail", "the image's archive could not be copied into the runner")
     elif os.environ.get(ENV_USER) and os.environ.get(ENV_PASSWORD):  # passed in the API call, never in argv
