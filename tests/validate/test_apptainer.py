@@ -9,9 +9,11 @@ takes one to three minutes on 2 cores, so this module converts five images and n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +81,9 @@ NEEDS_WRITABLE_ROOT = "import os, sys; os.access(sys.prefix, os.W_OK) or sys.exi
 
 
 @pytest.fixture(scope="module")
-def broken(docker_client: docker.DockerClient, example: tuple[Any, dict[str, dict[str, Any]], str]) -> str:
-    """The runtime image plus one layer: a .pth file that stops Python where /opt/venv is read-only."""
+def broken(docker_client: docker.DockerClient, example: tuple[Any, dict[str, dict[str, Any]], str]) -> Iterator[str]:
+    """The runtime image plus one layer: a .pth file that stops Python where /opt/venv is read-only. Its name is no
+    suite name (another session's reclaim on a shared engine would remove it mid-module): removed here."""
     _, rows, _ = example
     pth = "/opt/venv/lib/python3.11/site-packages/zz_writable_root.pth"
     container = docker_client.containers.run(str(rows[RUNTIME]["local_image"]),
@@ -89,11 +92,12 @@ def broken(docker_client: docker.DockerClient, example: tuple[Any, dict[str, dic
                                              environment={"PTH": NEEDS_WRITABLE_ROOT})
     try:
         assert container.wait(timeout=120)["StatusCode"] == 0
-        tag = f"broken-apptainer-{uuid.uuid4().hex[:8]}"
-        image = container.commit("rocm-image-factory/pytorch", tag)
+        image = container.commit("rif-test/apptainer-broken", uuid.uuid4().hex[:12])
     finally:
         container.remove(force=True)
-    return str(image.id)
+    yield str(image.id)
+    with contextlib.suppress(docker.errors.APIError):
+        docker_client.images.remove(str(image.id), force=True)
 
 
 @pytest.mark.docker
