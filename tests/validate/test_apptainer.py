@@ -20,7 +20,6 @@ from typing import Any
 import docker
 import pytest
 
-from builder.pipeline import steps
 from builder.registry.client import RegistryClient
 from builder.validate import apptainer, sifrunner
 from tests.conftest import ROOT, builder_cli
@@ -149,20 +148,14 @@ def test_an_image_that_needs_a_writable_root_fails_builder_test_apptainer_alone(
 @pytest.mark.registry
 def test_build_push_with_the_opt_in_never_pushes_an_image_that_fails_under_apptainer(
         broken: str, wheelhouse: Path, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In process: the bake's runtime image is swapped for the broken one as the lifecycle takes it (a fault
-    injected after the build), so what follows is the real validation and push gate of `build --push`."""
+    """In process: the Apptainer step is handed the broken image instead of the one just built (a fault injected where
+    Apptainer reads the image), so the build, its validation under Docker and the push gate are the real ones."""
     from typer.testing import CliRunner
 
     from builder.cli.app import app
 
-    take_build = steps.take_build
-
-    def broken_build(client: docker.DockerClient, job: Any, built: Any, report: Any) -> bool:
-        went_on = take_build(client, job, built, report)
-        report.image_id = broken
-        return went_on
-
-    monkeypatch.setattr(steps, "take_build", broken_build)
+    run_apptainer = apptainer.run_apptainer
+    monkeypatch.setattr(apptainer, "run_apptainer", lambda client, ref: run_apptainer(client, broken))
     record = tmp_path / "record.json"
     result = CliRunner().invoke(app, ["build", "--matrix", str(EXAMPLE), "--cell", RUNTIME, "--wheelhouse",
                                       str(wheelhouse), "--push", "--registry", namespace, "--apptainer", "--report",
