@@ -85,7 +85,7 @@ def broken(docker_client: docker.DockerClient, example: tuple[Any, dict[str, dic
     suite name (another session's reclaim on a shared engine would remove it mid-module): removed here."""
     _, rows, _ = example
     pth = "/opt/venv/lib/python3.11/site-packages/zz_writable_root.pth"
-    container = docker_client.containers.run(str(rows[RUNTIME]["local_image"]),
+    container = docker_client.containers.run(str(rows[RUNTIME]["image_id"]),  # by ID: a name may be reclaimed
                                              ["sh", "-c", f'printf "%s" "$PTH" > {pth}'], detach=True,
                                              network_mode="none", entrypoint=[],
                                              environment={"PTH": NEEDS_WRITABLE_ROOT})
