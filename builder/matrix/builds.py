@@ -33,7 +33,7 @@ def replacements(line: str, family: str) -> list[str]:
 
 
 def family_problem(line: str, family: str) -> str | None:
-    """Why the line's build does not build the family as gfx.yaml means it, citing the copied list; None when it does."""
+    """Why the line's build does not build the family as gfx.yaml means it (citing the copied list); None if it does."""
     build = build_of(line)
     if build is None:
         return None

@@ -66,14 +66,14 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
                    (line == rocm or not r.prerelease)]
         if rocm in serving:
             return None
-        has = ", ".join(f"{line} ({indexes.kind_name(releases[line].index)})" for line in serving)
+        has = ", ".join(f"{line} ({indexes.short_name(releases[line].index)})" for line in serving)
         return (f"TheRock {rocm} builds no torch {torch_minor(cell.torch)}; "
                 + (f"TheRock lines that do: {has}" if has else "no TheRock line does"))
     if rocm is None or rocm in minor.pytorch.rocm:
         return None
     have = minor.pytorch.rocm
-    return (f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on the pytorch.org indexes; "
-            + (f"it has {', '.join(f'rocm{r}' for r in have)}" if have else "it has none"))
+    return (f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on the pytorch.org index; "
+            + (f"it has {', '.join(have)}" if have else "it has none"))
 
 
 def _on_line_index(cell: CellSpec) -> catalog.TheRockRelease | None:
@@ -92,7 +92,8 @@ def therock_released(cell: CellSpec) -> str | None:
     if release is None or not release.prerelease:
         return None
     released = [line for line, r in catalog.compat().therock.items() if not r.prerelease]
-    admit = release.admit or f"its tag, and its wheels (+rocm{release.version}) on {cell.index_url}"
+    admit = release.admit or (f"its release tag, and its wheels (+rocm{release.version}) on {cell.index_url}; "
+                              "until then index_urls.therock can name an index that serves its candidates")
     return (f"TheRock {cell.rocm} is not released yet (no stable wheels on {cell.index_url}): use {released[-1]}; "
             f"what would admit it: {admit}")
 
@@ -240,13 +241,12 @@ RULES: list[tuple[str, Rule]] = [
 
 
 def violations(cell: CellSpec) -> list[tuple[str, str]]:
-    """Every (rule, reason) the cell breaks, each reason ending with the line and index the rules read; [] when it
-    can work."""
+    """Every (rule, reason) the cell breaks; [] when it can work."""
     found = []
     for name, rule in RULES:
         reason = rule(cell)
         if reason:
-            found.append((name, f"{reason} {indexes.decided_on(cell)}"))
+            found.append((name, reason))
     return found
 
 

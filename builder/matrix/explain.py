@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from builder.core import facts as catalog
-from builder.matrix.expand import Expansion
 from builder.matrix import builds, indexes
+from builder.matrix.expand import Expansion
 from builder.matrix.serving import dev_only
 
 
@@ -58,7 +58,7 @@ def line_verdicts(expansion: Expansion) -> list[LineVerdict]:
             v.kept.append(cell.torch)
     for d in expansion.dropped:
         v = line(d.cell.channel, d.cell.platform)
-        key = f"{d.rule}: {d.reason}"
+        key = f"{d.rule}: {d.explained}"
         v.reasons[key] = v.reasons.get(key, 0) + 1
         if not d.rule.startswith("exclude["):
             v.torch_dropped.setdefault(d.cell.torch, key)

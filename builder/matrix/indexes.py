@@ -14,8 +14,15 @@ KIND_NAMES = {"per-family": "per-family index", "multi-arch": "multi-arch index 
               "whl-next": "whl-next index"}
 
 
+SHORT_NAMES = {"per-family": "whl/<family>/", "multi-arch": "whl-multi-arch", "whl-next": "whl-next"}
+
+
 def kind_name(kind: str) -> str:
     return KIND_NAMES[kind]
+
+
+def short_name(kind: str) -> str:
+    return SHORT_NAMES[kind]
 
 
 def decision_source(cell: CellSpec) -> tuple[str, str]:
