@@ -370,7 +370,8 @@ def test_cli_bad_gfx_is_exit_2(matrix: Path) -> None:
 
 @pytest.mark.parametrize(("value", "message"), [
     ("gfx942", "unknown gfx family 'gfx942'; gfx942 is a target of family gfx94X-dcgpu: use gfx: [gfx94X-dcgpu]"),
-    ("gfx1100", "unknown gfx family 'gfx1100'; gfx1100 is a target of family gfx110X-all: use gfx: [gfx110X-all]"),
+    ("gfx1100", "unknown gfx family 'gfx1100'; gfx1100 is a target of families gfx110X-all, gfx110X-dgpu: use gfx: "
+                "[gfx110X-all] (or gfx110X-dgpu)"),
     ("MI300X", "unknown gfx family 'MI300X'; MI300X is a GPU of family gfx94X-dcgpu: use gfx: [gfx94X-dcgpu]"),
     ("GFX94X-DCGPU", "unknown gfx family 'GFX94X-DCGPU'; family names are case-sensitive: use gfx: [gfx94X-dcgpu]"),
     # TheRock's gfx900-dgpu family (therock_amdgpu_targets.cmake @ 584db938) is in gfx.yaml now.
