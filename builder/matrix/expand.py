@@ -60,7 +60,7 @@ def why_all_dropped(dropped: list[Dropped]) -> str:
     """Each distinct reason once, with its count: the error a fully dropped matrix must still explain."""
     counts: dict[tuple[str, str], int] = {}
     for d in dropped:
-        counts[(d.rule, d.reason)] = counts.get((d.rule, d.reason), 0) + 1
+        counts[(d.rule, d.explained)] = counts.get((d.rule, d.explained), 0) + 1
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return "".join(f"; {n} dropped by {rule}: {reason}" for (rule, reason), n in ranked)
 

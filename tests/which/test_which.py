@@ -384,3 +384,14 @@ def test_builder_matrix_names_the_family_of_a_target(tmp_path: Path, value: str,
     result = builder_cli("matrix", "-m", str(file))
     assert result.returncode == 2
     assert f"matrix.yaml:5: matrix.gfx[1]: {message}" in result.stderr
+
+
+def test_which_names_the_gfx103X_dgpu_image_for_an_rx_6800_on_7_13(tmp_path: Path) -> None:
+    """Two families carry gfx1030 on the same line and torch: the one with fewer targets is the smaller image."""
+    file = tmp_path / "m.yaml"
+    file.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.13]\n  torch: ['2.11.0']\n"
+                    "  gfx: [gfx90X-dcgpu, gfx103X-all, gfx103X-dgpu, gfx1151]\n  channel: [therock]\n",
+                    encoding="utf-8")
+    run = builder_cli("which", "-m", str(file), "--gfx", "gfx1030", "--rocm", "7.13")
+    assert run.returncode == 0, run.stderr
+    assert "Use rocm7.13_ubuntu24.04_py3.12_torch2.11.0_gfx103X-dgpu_therock_runtime" in run.stdout
