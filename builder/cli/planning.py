@@ -12,14 +12,12 @@ from pathlib import Path
 
 import typer
 
-from builder.cli import console as show
-from builder.cli import runs
+from builder.cli import console, runs
 from builder.cli.kit import EXIT_FAILED, EXIT_OK
 from builder.core.errors import usage_error
 from builder.core.text import safe
-from builder.publish import jobs, record
-from builder.publish import plan as planner
-from builder.publish import rows as ghrows
+from builder.pipeline import jobs
+from builder.publish import planner, record, rows
 from builder.publish.promote import Target
 
 FORMATS = ("text", "json", "github")
@@ -47,7 +45,7 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
         record.write(record_path, reports, registry, True)
     failed = [d for d in decisions if d.action == "error"]
     for d in failed:
-        show.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
+        console.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
     if fmt == "github":
         if not failed:
             print(github(decisions))
@@ -57,21 +55,21 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
     else:
         runs.print_reports(reports, registry, "" if move_tags else "plan")
         moving = sum(d.action == "move-tags" for d in decisions)
-        show.out.print(f"plan: {counts(decisions)['build']} to build, {moving} to re-tag"
+        console.out.print(f"plan: {counts(decisions)['build']} to build, {moving} to re-tag"
                        f"{' (moved)' if move_tags else ''}, {counts(decisions)['skip']} unchanged")
     raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
 
 
-def counts(decisions: list[planner.Decision]) -> dict[str, int]:
+def counts(decisions: list[planner.Decision[jobs.Job]]) -> dict[str, int]:
     return {a: sum(d.action == a for d in decisions) for a in ("build", "move-tags", "skip", "error")}
 
 
-def github(decisions: list[planner.Decision]) -> str:
+def github(decisions: list[planner.Decision[jobs.Job]]) -> str:
     """The rows (all their images, as `builder matrix --format github` lists them) of the combinations with at
     least one image to build; the publish job skips the others again by content hash."""
-    groups: dict[str, list[planner.Decision]] = {}
+    groups: dict[str, list[planner.Decision[jobs.Job]]] = {}
     for d in decisions:
-        groups.setdefault(jobs.combination(d.job), []).append(d)
+        groups.setdefault(d.job.combination, []).append(d)
     rendered = {name: [d.job.rendered for d in members if d.job.rendered is not None]
                 for name, members in groups.items() if any(d.action == "build" for d in members)}
-    return json.dumps({"include": ghrows.build_rows(rendered)}, separators=(",", ":"))
+    return json.dumps({"include": rows.build_rows(rendered)}, separators=(",", ":"))

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from builder.cli import console as show
+from builder.cli import console
 from builder.cli.kit import (
     EXIT_FAILED,
     PRODUCTION_IMAGES,
@@ -25,9 +25,7 @@ from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import select
 from builder.registry.address import check_insecure
-from builder.render import lockfile, wheelhouse
-from builder.render import resolve as lock
-from builder.render import tree as imagetree
+from builder.render import imagetree, lockfile, resolve, wheelhouse
 from builder.render.dockerfile import render_all
 
 
@@ -57,16 +55,16 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
     if not check:
         imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES), source)
         groups = len({r.group for r in rendered})
-        show.out.print(f"wrote {len(rendered)} images in {groups} Dockerfiles and "
+        console.out.print(f"wrote {len(rendered)} images in {groups} Dockerfiles and "
                        f"{safe(out_dir / imagetree.BAKE_FILE)}")
         return
     problems = imagetree.drift(out_dir, rendered)
     for p in problems:
-        show.err.print(f"[red]drift:[/red] {safe(p)}")
+        console.err.print(f"[red]drift:[/red] {safe(p)}")
     if problems:
-        show.err.print("run `builder render` and commit the result")
+        console.err.print("run `builder render` and commit the result")
         raise typer.Exit(EXIT_FAILED)
-    show.out.print(f"{len(rendered)} images in {safe(out_dir)} match the template and matrix")
+    console.out.print(f"{len(rendered)} images in {safe(out_dir)} match the template and matrix")
 
 
 @handles_errors
@@ -102,13 +100,13 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
 
     def say(group: str, file: str, state: str) -> None:
         if state != "kept":
-            show.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
+            console.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
 
-    done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
+    done = resolve.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
                           update or check_data, base_registry, check_insecure(insecure), say, write=not check_data)
     _report_data_errors(done.errors, data_errors)
     if check_data:
-        show.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")
+        console.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")
         if done.errors:
             raise typer.Exit(EXIT_FAILED)
         return
@@ -117,16 +115,16 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     rendered = render_all(cells, wheel_source(wheelhouse_dir, out_dir))
     imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES,
                     wheel_source(wheelhouse_dir, out_dir))
-    show.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
+    console.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
                    f"images into {safe(out_dir)}")
     if done.errors:
         raise typer.Exit(EXIT_FAILED)
 
 
-def _report_data_errors(errors: list[lock.DataError], markdown: Path | None) -> None:
+def _report_data_errors(errors: list[resolve.DataError], markdown: Path | None) -> None:
     """Each error on stderr, and (for the pull request) as a Markdown list."""
     for e in errors:
-        show.err.print(f"[red]data error:[/red] {safe(e.line())}", soft_wrap=True)
+        console.err.print(f"[red]data error:[/red] {safe(e.line())}", soft_wrap=True)
     if markdown is not None:
         lines = [f"- `{'`, `'.join(e.cells)}`: `{e.step}` from {e.index}: {e.missing}\n" for e in errors]
         markdown.write_text("".join(lines), encoding="utf-8")
@@ -145,6 +143,6 @@ def wheelhouse_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     try:
         wheelhouse.fill(cells, dest, index_url, use_pip_config)
     except subprocess.CalledProcessError as exc:
-        show.error(f"pip download failed ({exc.returncode})")
+        console.error(f"pip download failed ({exc.returncode})")
         raise typer.Exit(EXIT_FAILED) from exc
-    show.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {safe(dest)}")
+    console.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {safe(dest)}")

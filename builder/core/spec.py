@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.tags import readable_tag
 
 Flavor = Literal["runtime", "devel"]
@@ -46,8 +46,8 @@ class CellSpec(BaseModel):
         return self.platform.removeprefix("rocm") if self.platform.startswith("rocm") else None
 
     @property
-    def os_release(self) -> catalog.OsRelease:
-        return catalog.os_releases()[self.os]
+    def os_release(self) -> facts.OsRelease:
+        return facts.os_releases()[self.os]
 
     @property
     def python(self) -> str:
@@ -59,14 +59,14 @@ class CellSpec(BaseModel):
         if self.gfx is None:
             return ()
         if self.gfx == ALL_TARGETS:
-            minor = catalog.compat().torch.get(torch_minor(self.torch))
+            minor = facts.compat().torch.get(torch_minor(self.torch))
             return minor.pytorch.targets(self.rocm) if minor else ()
-        return catalog.gfx_families()[self.gfx].targets
+        return facts.gfx_families()[self.gfx].targets
 
     @property
-    def therock_release(self) -> catalog.TheRockRelease | None:
+    def therock_release(self) -> facts.TheRockRelease | None:
         """The TheRock release a therock cell installs from (None off that channel, or for a line it lacks)."""
-        release = catalog.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
+        release = facts.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
         return release.view(self.gfx, torch_minor(self.torch)) if release else None
 
     @property
@@ -93,7 +93,7 @@ class CellSpec(BaseModel):
         """The AMD ROCm release a pytorch.org devel image's SDK comes from: the patch release its wheels were built
         on (rocm7.2 -> 7.2.1), None where they were built on TheRock's wheels (rocm7.14: no apt release of it)."""
         rocm = self.rocm
-        minor = catalog.compat().torch.get(torch_minor(self.torch))
+        minor = facts.compat().torch.get(torch_minor(self.torch))
         if rocm is None or self.channel != "pytorch":
             return None
         return minor.pytorch.sdk.get(rocm, rocm) if minor else rocm
@@ -107,7 +107,7 @@ class CellSpec(BaseModel):
             return False
         if self.channel == "therock":
             return self.therock_release is not None
-        return (self.channel == "pytorch" and self.os in catalog.compat().amd_apt.suites
+        return (self.channel == "pytorch" and self.os in facts.compat().amd_apt.suites
                 and self.sdk_rocm is not None)
 
     @property

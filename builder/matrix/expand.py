@@ -16,7 +16,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.errors import InputError, Problem
 from builder.core.spec import CellSpec, torch_minor
 from builder.core.tags import readable_tag
@@ -190,7 +190,7 @@ def _gfx_problems(located: LocatedYaml, model: MatrixFile, drafts: list[_Draft])
 def _index_url(model: MatrixFile, channel: str, platform: str, gfx: str | None, torch: str) -> str:
     """The index that serves the cell's line: pytorch.org's per platform; TheRock's per release line (whl-next from
     10.0, whl-multi-arch for 7.13/7.14, the family's own index for 7.9-7.12 and 7.13's per-family release)."""
-    data = catalog.compat()
+    data = facts.compat()
     if channel == "therock":
         if "therock" in model.index_urls:
             return model.index_urls["therock"]
@@ -201,7 +201,7 @@ def _index_url(model: MatrixFile, channel: str, platform: str, gfx: str | None, 
 
 
 def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
-    python = catalog.os_releases()[d.os].python
+    python = facts.os_releases()[d.os].python
     tag = d.tag or readable_tag(d.platform, d.os, python, d.torch.version, d.gfx, d.flavor, d.channel)
     torchvision, torchaudio = compat.line_companions(d.channel, d.platform, d.torch, *d.torch.companions())
     return CellSpec(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.matrix import builds, indexes
 from builder.matrix.expand import Expansion
 from builder.matrix.serving import dev_only
@@ -70,13 +70,13 @@ def family_gaps(expansion: Expansion) -> tuple[str, dict[str, str]]:
     builds no per-family image of. One rule for every family (compat.yaml, "Slim images and test hardware"): whether
     TheRock's CI tests it on a GPU does not withhold an image. A matrix that builds nothing of that line is not asked
     to: no gaps."""
-    lines = [line for line, r in catalog.compat().therock.items() if not r.prerelease]
+    lines = [line for line, r in facts.compat().therock.items() if not r.prerelease]
     line = max(lines, key=Version)
     built = {c.gfx for c in expansion.cells if c.channel == "therock" and c.rocm == line}
     if not built:
         return line, {}
     gaps = {family: "not in this matrix: add it to matrix.gfx for the therock channel"
-            for family in catalog.gfx_families()
+            for family in facts.gfx_families()
             if family not in built and not dev_only(family) and builds.defines(line, family)}
     return line, gaps
 
@@ -86,6 +86,6 @@ def family_gap_lines(expansion: Expansion) -> list[str]:
     line, gaps = family_gaps(expansion)
     if not any(c.channel == "therock" and c.rocm == line for c in expansion.cells):
         return []
-    kind = indexes.kind_name(catalog.compat().therock[line].index)
+    kind = indexes.kind_name(facts.compat().therock[line].index)
     head = f"Families TheRock {line}'s {kind} serves without a per-family image here: {'' if gaps else 'none'}"
     return [head, *(f"  {family}: {why}" for family, why in gaps.items())]

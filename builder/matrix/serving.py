@@ -9,21 +9,21 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.matrix import builds
 
 
 def dev_only(family: str) -> tuple[str, ...]:
     """The family's targets whose TheRock device packages are on the dev and nightly indexes only."""
-    dev = catalog.compat().therock_dev_only_targets
-    return tuple(t for t in catalog.gfx_families()[family].targets if t in dev)
+    dev = facts.compat().therock_dev_only_targets
+    return tuple(t for t in facts.gfx_families()[family].targets if t in dev)
 
 
 def therock_lines(family: str) -> list[str]:
     """The released TheRock lines whose build defines the family and whose stable index has torch wheels for every
     target of it."""
     lines = []
-    for line, release in catalog.compat().therock.items():
+    for line, release in facts.compat().therock.items():
         if release.prerelease or not builds.defines(line, family):
             continue
         extra = release.per_family
@@ -38,9 +38,9 @@ def therock_lines(family: str) -> list[str]:
 
 def pytorch_indexes(family: str) -> dict[str, list[str]]:
     """pytorch.org ROCm index -> the torch minors whose wheels there carry every target of the family."""
-    targets = set(catalog.gfx_families()[family].targets)
+    targets = set(facts.gfx_families()[family].targets)
     found: dict[str, list[str]] = {}
-    for minor, entry in catalog.compat().torch.items():
+    for minor, entry in facts.compat().torch.items():
         for rocm in entry.pytorch.rocm:
             if targets <= set(entry.pytorch.targets(rocm)):
                 found.setdefault(rocm, []).append(minor)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from builder.core.files import replace_file
+from builder.core.safefs import replace_file
 from builder.validate.runner import Check
 
 State = Literal["planned", "not-attempted", "built", "validated", "published", "skipped", "failed",

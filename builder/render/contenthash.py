@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from builder.core.files import read_regular, replace_file
+from builder.core.safefs import read_regular, replace_file
 
 MAX_CACHE_BYTES = 64 << 20  # a line per wheel ever hashed
 

@@ -7,7 +7,7 @@ pin them.
 
 from __future__ import annotations
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import ALL_TARGETS, CellSpec
 
 
@@ -52,7 +52,7 @@ def apt_sdk_steps(cell: CellSpec) -> list[str]:
     unless its fingerprint is the pinned one, and apt trusts the repository only through it (signed-by)."""
     if not cell.has_rocm_sdk or cell.channel != "pytorch" or cell.sdk_rocm is None:
         return []
-    apt = catalog.compat().amd_apt
+    apt = facts.compat().amd_apt
     repo = apt.repo.format(rocm=cell.sdk_rocm)  # the patch release the wheels were built on (7.2 -> 7.2.1)
     return [
         "export GNUPGHOME=/tmp/rif-gnupg",

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import docker
 from docker.errors import DockerException
 
-from builder.build.engine import run_captured
+from builder.buildkit.engine import run_captured
 from builder.core import tags
 from builder.registry import models
 from builder.validate import cyclonedx

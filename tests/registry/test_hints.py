@@ -19,9 +19,9 @@ from typing import Any, cast
 import docker
 import pytest
 
+from builder.pipeline.jobs import Job
+from builder.pipeline.lifecycle import Options, run_image
 from builder.publish import record
-from builder.publish.jobs import Job
-from builder.publish.lifecycle import Options, run_image
 from builder.publish.promote import Target
 from builder.publish.push import _classify
 from builder.registry import hints

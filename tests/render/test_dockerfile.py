@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import CellSpec
 from builder.core.tags import HASH_LABEL
 from builder.matrix.expand import load_matrix
-from builder.render import bakefile
-from builder.render import tree as imagetree
+from builder.render import bakefile, imagetree
 from builder.render.contenthash import stage_chains
 from builder.render.dockerfile import RenderedCell, render_all, render_cell, render_images
 from builder.render.installs import apt_sdk_steps
@@ -264,7 +263,7 @@ def test_the_key_check_accepts_the_pinned_fingerprint_only(tmp_path: Path) -> No
     [cell] = [c for c in load_cells(tmp_path, "matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n"
                                     "  torch: ['2.13.0']\n  gfx: [all]\n  flavor: [devel]\n")]
     steps = apt_sdk_steps(cell)
-    pinned = catalog.compat().amd_apt.key_fingerprint
+    pinned = facts.compat().amd_apt.key_fingerprint
     check = steps[:steps.index(next(s for s in steps if s.startswith("install -d -m 0755")))]
     script = "\n".join(s for s in check if not s.startswith("curl "))  # the key comes from the test, not AMD
     script = script.replace("/tmp/rif-", f"{tmp_path}/rif-")

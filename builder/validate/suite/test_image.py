@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builder.core.tags import LABEL_PREFIX as LABEL
+from builder.core.tags import LABEL_PREFIX
 
 PY = "/opt/venv/bin/python3"
 VERSION_OF = PY + " -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' {}"
@@ -53,9 +53,9 @@ def test_labels_match_the_cell(image_labels: dict[str, str], spec: dict[str, Any
         return
     # Without the matrix, hold the labels to the expectations baked into the image.
     for key in ("tag", "platform", "os", "flavor", "python", "user"):
-        assert image_labels.get(LABEL + key) == expect[key], key
-    assert image_labels.get(LABEL + "gfx-family") == (expect["gfx_family"] or "none")
-    assert image_labels.get(LABEL + "content-hash", "").startswith("sha256:")
+        assert image_labels.get(LABEL_PREFIX + key) == expect[key], key
+    assert image_labels.get(LABEL_PREFIX + "gfx-family") == (expect["gfx_family"] or "none")
+    assert image_labels.get(LABEL_PREFIX + "content-hash", "").startswith("sha256:")
 
 
 def test_no_pip_cache(host: Any) -> None:

@@ -19,8 +19,8 @@ import pytest
 
 from builder.core.tags import HASH_LABEL
 from builder.matrix.expand import expand_matrix
-from builder.publish import plan as planner
-from builder.publish.jobs import Job, by_combination, combination, matrix_jobs, shard_jobs
+from builder.pipeline.jobs import Job, by_combination, matrix_jobs, shard_jobs
+from builder.publish import planner
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
@@ -102,8 +102,8 @@ def test_shards_keep_a_combination_together_and_cover_every_image() -> None:
     todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
     parts = [shard_jobs(todo, f"{k}/3") for k in (1, 2, 3)]
     assert sorted(j.tag for p in parts for j in p) == sorted(j.tag for j in todo)
-    owners = {combination(j): k for k, p in enumerate(parts) for j in p}
-    assert all(owners[combination(j)] == k for k, p in enumerate(parts) for j in p)
+    owners = {j.combination: k for k, p in enumerate(parts) for j in p}
+    assert all(owners[j.combination] == k for k, p in enumerate(parts) for j in p)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -122,8 +122,8 @@ def test_the_command_plans_without_an_engine_in_every_format(server: Start, tmp_
             "--record", str(tmp_path / "record.json")]
     empty = cli(*base, "--format", "github")
     assert empty.returncode == 0, empty.stderr
-    rows = json.loads(empty.stdout)["include"]
-    assert [r["cells"] for r in rows] == [" ".join(j.tag for j in todo)]  # the one combination, all its images
+    found = json.loads(empty.stdout)["include"]
+    assert [r["cells"] for r in found] == [" ".join(j.tag for j in todo)]  # the one combination, all its images
     publish_all(store, todo)
     done = cli(*base, "--format", "github")
     assert done.returncode == 0 and json.loads(done.stdout) == {"include": []}, done.stderr
@@ -143,17 +143,17 @@ def test_usage_errors_name_the_option() -> None:
 
 
 def test_past_github_s_limit_rows_pack_interleaved_combinations_and_keep_every_image() -> None:
-    from builder.publish import rows as ghrows
+    from builder.publish import rows
 
     todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
     groups = {name: [j.rendered for j in members if j.rendered is not None]
               for name, members in by_combination(todo).items()}
-    packed = ghrows.build_rows(groups, limit=5)
+    packed = rows.build_rows(groups, limit=5)
     assert len(packed) == 5 and [r["group"] for r in packed] == [f"batch-{k}-of-5" for k in range(1, 6)]
     assert sorted(g for r in packed for g in r["groups"].split()) == sorted(groups)
     assert sorted(t for r in packed for t in r["cells"].split()) == sorted(j.tag for j in todo)
     assert all(r["images"] == len(r["cells"].split()) for r in packed)
-    assert [r["group"] for r in ghrows.build_rows(groups)] == list(groups), "one row per combination when they fit"
+    assert [r["group"] for r in rows.build_rows(groups)] == list(groups), "one row per combination when they fit"
 
 
 # -- a real registry (docker-registry on a port of its own), filled through the registry API: no engine ---------
@@ -175,7 +175,7 @@ def push_tiny(api: RegistryClient, repo: str, job: Job) -> None:
 
 @pytest.mark.registry
 def test_a_real_registry_plans_nothing_then_the_changed_combination_then_everything(tmp_path: Path) -> None:
-    from builder.publish import rows as ghrows
+    from builder.publish import rows
 
     need_docker_registry()
     reg = Registry(tmp_path).start()
@@ -185,7 +185,7 @@ def test_a_real_registry_plans_nothing_then_the_changed_combination_then_everyth
             push_tiny(api, f"rocm/{job.repository}", job)
         example = (ROOT / "examples" / "local.yaml").read_text()
 
-        def rows(matrix: str, namespace: str = "rocm") -> list[dict[str, object]]:
+        def found(matrix: str, namespace: str = "rocm") -> list[dict[str, object]]:
             path = tmp_path / "matrix.yaml"
             path.write_text(matrix)
             proc = cli("-m", str(path), "--registry", f"{reg.address}/{namespace}", "--plan", "--format", "github",
@@ -194,21 +194,21 @@ def test_a_real_registry_plans_nothing_then_the_changed_combination_then_everyth
             found: list[dict[str, object]] = json.loads(proc.stdout)["include"]
             return found
 
-        assert rows(example) == []
+        assert found(example) == []
         # A new combination (debian-13 beside debian-12): its row alone; the published ones are left alone.
         added = example.replace("os: [debian-12]", "os: [debian-12, debian-13]")
         path = tmp_path / "added.yaml"
         path.write_text(added)
-        fresh = [r for r in ghrows.rows(expand_matrix(path).cells) if "debian13" in str(r["cells"])]
-        assert len(fresh) == 1 and rows(added) == fresh
+        fresh = [r for r in rows.rows(expand_matrix(path).cells) if "debian13" in str(r["cells"])]
+        assert len(fresh) == 1 and found(added) == fresh
         # An altered image (the devel image's user): its combination's row alone.
         altered = example + ("exclude:\n  - {flavor: devel}\ninclude:\n  - {os: debian-12, platform: cpu, torch: "
                              "{version: '2.13.0', torchvision: null, torchaudio: null}, flavor: devel, user: dev}\n")
         path.write_text(altered)
-        changed = [r for r in ghrows.rows(expand_matrix(path).cells) if "_devel" in str(r["cells"])]
-        assert len(changed) == 1 and rows(altered) == changed
+        changed = [r for r in rows.rows(expand_matrix(path).cells) if "_devel" in str(r["cells"])]
+        assert len(changed) == 1 and found(altered) == changed
         # An empty namespace: every combination.
-        assert rows(example, f"empty{uuid.uuid4().hex[:8]}") == ghrows.rows(
+        assert found(example, f"empty{uuid.uuid4().hex[:8]}") == rows.rows(
             expand_matrix(ROOT / "examples" / "local.yaml").cells)
     finally:
         reg.close()

@@ -1,10 +1,10 @@
 """Stage 3: a build tree -> images in the engine, by `docker buildx bake`, BuildKit's log streamed live.
 
-Images go through an OCI layout (builder.build.export): layers whose file times the template set to 0 and a config dated
-SOURCE_DATE_EPOCH, so the same inputs give the same manifest digest on any engine, then loaded into the engine,
-whose containerd image store keeps that digest as the image's ID. One bake builds every selected image, so stages
-shared by several images (the OS base, torch, a runtime under its devel) are built once. BuildKit cancels every
-target when one fails; so after a failed bake the targets that failed are set aside (read from the log) and the
+Images go through an OCI layout (builder.buildkit.export): layers whose file times the template set to 0 and a
+config dated SOURCE_DATE_EPOCH, so the same inputs give the same manifest digest on any engine, then loaded into
+the engine, whose containerd image store keeps that digest as the image's ID. One bake builds every selected image,
+so stages shared by several images (the OS base, torch, a runtime under its devel) are built once. BuildKit cancels
+every target when one fails; so after a failed bake the targets that failed are set aside (read from the log) and the
 rest are baked again, from cache: a failed image never blocks or taints another.
 
 A step that reads the build context (a lock file or wheelhouse bind mount, a COPY) is a different BuildKit
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.build.buildkit import CURRENT, BuildKit
-from builder.build.engine import EngineUnavailable
-from builder.build.export import Export, ExportError
-from builder.core.files import replace_file
+from builder.buildkit.builders import CURRENT, BuildKit
+from builder.buildkit.engine import EngineUnavailable
+from builder.buildkit.export import Export, ExportError
+from builder.core.safefs import replace_file
 from builder.core.scratch import scratch_dir
 
 LOG_TAIL_LINES = 40

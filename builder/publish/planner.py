@@ -18,25 +18,42 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from builder.core.tags import HASH_LABEL
-from builder.publish.jobs import Job, combination
 from builder.publish.promote import Target, compressed_size
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 
+
+class Job(Protocol):
+    """What the plan reads of an image to build (builder.pipeline.jobs.Job): its names, content and record."""
+
+    @property
+    def tag(self) -> str: ...
+    @property
+    def repository(self) -> str: ...
+    @property
+    def tags(self) -> list[str]: ...
+    @property
+    def content_hash(self) -> str: ...
+    @property
+    def combination(self) -> str: ...
+    def report(self) -> ImageReport: ...
+
+
+J = TypeVar("J", bound=Job)
 Action = Literal["build", "move-tags", "skip", "error"]
 WORKERS = 32  # concurrent look-ups: enough to hide a registry's latency, few enough to spare it
 DEADLINE_S = 900.0  # the whole plan's look-ups, all together
 
 
 @dataclass
-class Decision:
+class Decision(Generic[J]):
     """One image's action and why, with what the registry said (the manifest its tags move to)."""
 
-    job: Job
+    job: J
     action: Action
     reason: str
     manifest: Manifest | None = None  # the published manifest of this content (move-tags, skip)
@@ -45,20 +62,20 @@ class Decision:
 
     def as_json(self) -> dict[str, Any]:
         report = self.job.report()
-        return {"tag": self.job.tag, "repository": self.job.repository, "combination": combination(self.job),
+        return {"tag": self.job.tag, "repository": self.job.repository, "combination": self.job.combination,
                 "immutable_tag": report.immutable_tag,
                 "content_hash": self.job.content_hash, "action": self.action, "reason": self.reason,
                 "digest": self.manifest.digest if self.manifest else None, "tags": list(self.job.tags),
                 "moves": self.moves, "moved": self.moved}
 
 
-def plan(target: Target, todo: list[Job], workers: int = WORKERS,
-         on_done: Callable[[Decision], None] = lambda d: None) -> list[Decision]:
+def plan(target: Target, todo: list[J], workers: int = WORKERS,
+         on_done: Callable[[Decision[J]], None] = lambda d: None) -> list[Decision[J]]:
     """Every job's Decision, in the jobs' order; the look-ups run concurrently (at most `workers` at once)."""
     if target.api.ends is None:
         target.api.until(DEADLINE_S)
 
-    def one(job: Job) -> Decision:
+    def one(job: J) -> Decision[J]:
         found = decide(target, job)
         on_done(found)
         return found
@@ -73,7 +90,7 @@ def plan(target: Target, todo: list[Job], workers: int = WORKERS,
     return [done[i] for i in range(len(todo))]
 
 
-def decide(target: Target, job: Job) -> Decision:
+def decide(target: Target, job: J) -> Decision[J]:
     """build, move-tags or skip (or error: the registry could not say), and why."""
     try:
         return _decide(target, job)
@@ -81,7 +98,7 @@ def decide(target: Target, job: Job) -> Decision:
         return Decision(job, "error", str(exc))
 
 
-def _decide(target: Target, job: Job) -> Decision:
+def _decide(target: Target, job: J) -> Decision[J]:
     api, repo = target.api, target.repository(job.repository)
     immutable = job.report().immutable_tag
     first = job.tags[0] if job.tags else immutable
@@ -114,12 +131,12 @@ def _hash_of(target: Target, repo: str, manifest: Manifest) -> str | None:
     return target.api.config(repo, manifest).labels.get(HASH_LABEL)
 
 
-def move_tags(target: Target, decisions: list[Decision], workers: int = WORKERS) -> None:
+def move_tags(target: Target, decisions: list[Decision[J]], workers: int = WORKERS) -> None:
     """Move the tags of every `move-tags` decision to its published manifest, registry-side by digest (no
     engine, no layer moves); a failed move turns that decision into an error."""
     todo = [d for d in decisions if d.action == "move-tags" and d.manifest is not None]
 
-    def one(decision: Decision) -> None:
+    def one(decision: Decision[J]) -> None:
         assert decision.manifest is not None
         report = decision.job.report()
         try:
@@ -133,7 +150,7 @@ def move_tags(target: Target, decisions: list[Decision], workers: int = WORKERS)
             list(pool.map(one, todo))
 
 
-def reports(decisions: list[Decision], moved: bool = False) -> list[ImageReport]:
+def reports(decisions: list[Decision[J]], moved: bool = False) -> list[ImageReport]:
     """The decisions as run records (states would-build / would-skip; skipped once the tags were moved)."""
     out = []
     for d in decisions:

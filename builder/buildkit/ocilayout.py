@@ -22,7 +22,7 @@ import docker
 from docker.errors import DockerException
 from docker.utils import parse_repository_tag
 
-from builder.build.engine import EngineUnavailable
+from builder.buildkit.engine import EngineUnavailable
 
 INDEX = "index.json"
 LAYOUT_FILE = "oci-layout"

@@ -1,4 +1,4 @@
-"""builder.build.baseimage: the host's apt mirror, read from deb822 and one-line sources."""
+"""builder.buildkit.baseimage: the host's apt mirror, read from deb822 and one-line sources."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import baseimage
+from builder.buildkit import baseimage
 from builder.core.errors import InputError
 
 DEB822 = """Types: deb

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from builder.build.prune import LocalName, stale
+from builder.buildkit.prune import LocalName, stale
 from builder.core import tags
 from tests.conftest import builder_cli, labelled_image
 

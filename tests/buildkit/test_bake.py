@@ -13,7 +13,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.build.bake import host_network
+from builder.buildkit.bake import host_network
 from builder.render.dockerfile import bake_target
 from tests.conftest import DATA, ROOT, builder_cli, saved_image, write_matrix
 from tests.fakes.synthwheels import WheelIndex, therock_like

@@ -18,8 +18,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from builder.build.engine import EngineUnavailable
-from builder.build.preflight import LOCAL, Store
+from builder.buildkit.engine import EngineUnavailable
+from builder.buildkit.preflight import LOCAL, Store
 
 NETWORKS = ("default", "host")  # BuildKit's own network for RUN steps, or the build host's
 INSPECT_TIMEOUT_S = 60

@@ -3,7 +3,7 @@
 `builder build`, `builder push` and `builder publish` all run every image through `run_image`; they differ
 only in their Options (publish adds the skip-by-content-hash decision); their Jobs come from `jobs`. The
 build stage bakes every image that needs building (shared stages are built once), from the render the jobs
-came with; then each image goes through its own steps (builder.publish.steps: validation, SBOM) and push. A
+came with; then each image goes through its own steps (builder.pipeline.steps: validation, SBOM) and push. A
 failure in one image is recorded in its ImageReport and the next image goes on; an image is pushed only after
 its own validation passed, and its moving tags move only after its immutable tag holds exactly that image.
 """
@@ -18,19 +18,20 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder.build.bake import BuildResult, OnLine, bake, require_buildx, waves
-from builder.build.buildkit import CURRENT, BuilderUnusable, BuildKit, require_builder
-from builder.build.export import Cache, Export
+from builder.buildkit.bake import BuildResult, OnLine, bake, require_buildx, waves
+from builder.buildkit.builders import CURRENT, BuilderUnusable, BuildKit, require_builder
+from builder.buildkit.export import Cache, Export
 from builder.core import tags
 from builder.core.scratch import scratch_dir
-from builder.publish import record, stagewave, steps
-from builder.publish.jobs import Job, preflight
+from builder.pipeline import stagewave, steps
+from builder.pipeline.jobs import Job, require_inputs
+from builder.pipeline.steps import content_ref
+from builder.publish import record
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport, Stage
-from builder.publish.steps import content_ref
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
-from builder.render import tree as imagetree
+from builder.render import imagetree
 from builder.render.dockerfile import RenderedCell, render_images
 from builder.render.sources import WheelSource
 
@@ -52,7 +53,7 @@ class Options:
 
     @property
     def rehearsal(self) -> bool:
-        """Nothing may be written to the registry (--no-push; --plan never gets here: builder.publish.plan)."""
+        """Nothing may be written to the registry (--no-push; --plan never gets here: builder.publish.planner)."""
         return self.no_push
 
 
@@ -116,7 +117,7 @@ def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options
 
 
 def _builder(kit: BuildKit) -> BuildKit:
-    """kit's builder there and able, or one line naming what it lacks (builder.build.buildkit)."""
+    """kit's builder there and able, or one line naming what it lacks (builder.buildkit.builders)."""
     try:
         return require_builder(kit)
     except BuilderUnusable:
@@ -127,7 +128,7 @@ def _builder(kit: BuildKit) -> BuildKit:
 def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export, kit: BuildKit,
                no_cache: bool = False) -> dict[str, BuildResult]:
     kit = _builder(kit)
-    preflight(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
+    require_inputs(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
     rendered = _together(jobs, source)
     if export.cache is not None:  # the shared stages a first wave (publish --shared-stages) left in the registry
         export = replace(export, cache=stagewave.with_stages(export.cache, rendered))
@@ -165,7 +166,7 @@ def shared_stages(jobs: list[Job], options: Options, on_line: OnLine) -> list[st
     (exported only when it may be written), for the per-combination jobs that follow to import."""
     assert options.cache is not None, "the shared stages go to the registry cache"
     kit = _builder(options.buildkit)
-    preflight(jobs, options.source, kit)
+    require_inputs(jobs, options.source, kit)
     cache = replace(options.cache, write=options.cache.write and not options.rehearsal)
     return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line, kit)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.build.buildkit import (
+from builder.buildkit.builders import (
     CURRENT,
     BuilderUnusable,
     BuildKit,

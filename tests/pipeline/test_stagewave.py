@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from builder.build.export import Cache
+from builder.buildkit.export import Cache
 from builder.matrix.expand import load_matrix
-from builder.publish import stagewave
+from builder.pipeline import stagewave
 from builder.render import sharedstages
 from builder.render.dockerfile import RenderedCell, render_images
 from builder.render.sources import WheelSource

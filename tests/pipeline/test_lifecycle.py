@@ -12,12 +12,11 @@ from typing import cast
 import docker
 import pytest
 
-from builder.build.bake import BuildResult, BuildxUnavailable
+from builder.buildkit.bake import BuildResult, BuildxUnavailable
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images
-from builder.publish import jobs
-from builder.publish import lifecycle as pipeline
+from builder.pipeline import jobs, lifecycle
 from builder.registry.client import RegistryClient
 from builder.render import dockerfile
 from builder.render.dockerfile import RenderedCell
@@ -76,7 +75,7 @@ def test_every_command_goes_through_run_image(monkeypatch: pytest.MonkeyPatch, n
         failed.fail("validate", "validation")
         return failed
 
-    monkeypatch.setattr(pipeline, "run_image", spy)
+    monkeypatch.setattr(lifecycle, "run_image", spy)
     runner = CliRunner()
     for name, args in [*argv.items(), ("test", ["test", f"rocm-image-factory/pytorch:{BROKEN}"])]:
         calls.clear()
@@ -100,11 +99,11 @@ def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
         baked.append(list(targets))
         return {t: BuildResult(t, True, f"sha256:{t}") for t in targets}
 
-    monkeypatch.setattr("builder.publish.lifecycle.require_buildx", lambda: "github.com/docker/buildx v0.13.1")
-    monkeypatch.setattr("builder.publish.lifecycle.require_builder", lambda kit: kit)  # tests/build/test_buildkit.py
-    monkeypatch.setattr("builder.publish.lifecycle.bake", bake)
-    # The preflight asks the engine for the bases (tests/build/test_preflight.py): here every input is there.
-    monkeypatch.setattr("builder.publish.lifecycle.preflight", lambda jobs, source, kit: None)
+    monkeypatch.setattr("builder.pipeline.lifecycle.require_buildx", lambda: "github.com/docker/buildx v0.13.1")
+    monkeypatch.setattr("builder.pipeline.lifecycle.require_builder", lambda kit: kit)  # see test_builders.py
+    monkeypatch.setattr("builder.pipeline.lifecycle.bake", bake)
+    # The preflight asks the engine for the bases (tests/buildkit/test_preflight.py): here every input is there.
+    monkeypatch.setattr("builder.pipeline.lifecycle.require_inputs", lambda jobs, source, kit: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the run's build tree
     return baked
 
@@ -124,15 +123,15 @@ def counting(monkeypatch: pytest.MonkeyPatch, *where: str) -> list[list[str]]:
 
 def test_a_run_renders_its_images_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       no_engine: list[list[str]]) -> None:
-    calls = counting(monkeypatch, "builder.publish.jobs", "builder.publish.lifecycle")
+    calls = counting(monkeypatch, "builder.pipeline.jobs", "builder.pipeline.lifecycle")
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
     assert len(todo) == 4 and len(calls) == 1
-    prepared = pipeline.prepare(NO_ENGINE, todo, pipeline.Options(validate=False))
+    prepared = lifecycle.prepare(NO_ENGINE, todo, lifecycle.Options(validate=False))
     assert len(calls) == 1, f"the images were rendered again: {calls}"
     assert {t for wave in no_engine for t in wave} == {j.rendered.target for j in todo if j.rendered}
     assert all(prepared.built[j.tag].ok for j in todo)
     # Some of the images (the others published, say): baked from the same render, still not rendered again.
-    pipeline.prepare(NO_ENGINE, todo[1:3], pipeline.Options(validate=False))
+    lifecycle.prepare(NO_ENGINE, todo[1:3], lifecycle.Options(validate=False))
     assert len(calls) == 1, f"the images were rendered again: {calls}"
 
 
@@ -141,8 +140,8 @@ def test_jobs_rendered_apart_are_rendered_together_for_the_bake(tmp_path: Path, 
     """One Dockerfile per combination holds all of its images: renders made one image at a time cannot share it."""
     plans = plan_images(expand_matrix(write_matrix(tmp_path, TWO_FAMILIES)).cells)
     apart = [jobs.Job.of(p, INDEX) for p in plans]
-    calls = counting(monkeypatch, "builder.publish.lifecycle")
-    prepared = pipeline.prepare(NO_ENGINE, apart, pipeline.Options(validate=False))
+    calls = counting(monkeypatch, "builder.pipeline.lifecycle")
+    prepared = lifecycle.prepare(NO_ENGINE, apart, lifecycle.Options(validate=False))
     assert calls == [[j.tag for j in apart]]
     assert all(prepared.built[j.tag].ok for j in apart)
 
@@ -157,4 +156,4 @@ def test_without_buildx_a_build_stops_before_any_bake_saying_how_to_get_it(tmp_p
     monkeypatch.setenv("PATH", f"{script.parent}:{os.environ['PATH']}")
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
     with pytest.raises(BuildxUnavailable, match=re.escape("scripts/setup.sh")):
-        pipeline.prepare(NO_ENGINE, todo, pipeline.Options(validate=False))
+        lifecycle.prepare(NO_ENGINE, todo, lifecycle.Options(validate=False))

@@ -14,17 +14,15 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from builder.build.bake import BuildResult, OnLine, bake, waves
-from builder.build.buildkit import CURRENT, BuildKit
-from builder.build.export import Cache
-from builder.core.files import replace_file
+from builder.buildkit.bake import BuildResult, OnLine, bake, waves
+from builder.buildkit.builders import CURRENT, BuildKit
+from builder.buildkit.export import Cache
+from builder.core.safefs import replace_file
 from builder.core.scratch import scratch_dir
-from builder.registry import credentials as creds
-from builder.registry import retry
+from builder.registry import credentials, retry
 from builder.registry.client import RegistryClient
 from builder.registry.errors import RegistryError
-from builder.render import sharedstages
-from builder.render import tree as imagetree
+from builder.render import imagetree, sharedstages
 from builder.render.dockerfile import RenderedCell
 from builder.render.sharedstages import SharedStage
 from builder.render.sources import WheelSource
@@ -78,7 +76,8 @@ def present(cache: Cache, keys: list[str], policy: retry.Policy = retry.DEFAULT)
         return set()
     host, _, repository = cache.ref.partition("/")
     insecure = frozenset({host}) if cache.insecure else frozenset()
-    client = RegistryClient(host, creds.lookup(cache.ref), policy=policy, insecure=insecure).until(LOOKUP_DEADLINE_S)
+    client = RegistryClient(host, credentials.lookup(cache.ref), policy=policy, insecure=insecure)
+    client.until(LOOKUP_DEADLINE_S)
 
     def held(key: str) -> bool:
         try:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.build.buildkit import BuildKit, store
-from builder.build.preflight import LOCAL, Need, bases, check, wheel_problems
+from builder.buildkit.builders import BuildKit, store
+from builder.buildkit.preflight import LOCAL, Need, bases, check, wheel_problems
 from builder.core.errors import InputError
 
 DEBIAN13 = "cpu_debian13_py3.13_torch2.13.0_runtime"

@@ -11,10 +11,9 @@ from typing import Any
 import docker
 from docker.errors import ImageNotFound
 
-from builder.build import buildkit
-from builder.build import preflight as checks
-from builder.build.buildkit import CURRENT, BuildKit
-from builder.build.engine import connect, run_captured
+from builder.buildkit import builders, preflight
+from builder.buildkit.builders import CURRENT, BuildKit
+from builder.buildkit.engine import connect, run_captured
 from builder.core import tags
 from builder.core.errors import usage_error
 from builder.matrix.expand import expand_matrix
@@ -48,14 +47,19 @@ class Job:
         return cls(cell.tag, cell.image, plan.tags, rendered.content_hash, cell.expectations(), rendered.labels,
                    rendered, tags.local_ref(cell.image, cell.tag))
 
-    def need(self) -> checks.Need | None:
+    def need(self) -> preflight.Need | None:
         """What its bake takes from outside (base image, wheels); None when there is nothing to build."""
         if self.rendered is None:
             return None
         cell = self.rendered.cell
         name = next((t for t in self.tags if t != tags.LATEST), self.tag)
-        return checks.Need(name, cell.os, cell.os_release.family == "apt", self.rendered.dockerfile, cell.python,
+        return preflight.Need(name, cell.os, cell.os_release.family == "apt", self.rendered.dockerfile, cell.python,
                            tuple(requirements(cell)))
+
+    @property
+    def combination(self) -> str:
+        """The job's bake group (its combination): the unit that shards and workflow rows keep together."""
+        return group_of(self.rendered) if self.rendered is not None else self.tag
 
     def report(self) -> ImageReport:
         return ImageReport(self.tag, self.repository, list(self.tags), tags.immutable_tag(self.tag, self.content_hash),
@@ -102,27 +106,22 @@ def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source
     return [replace(Job.of(p, source, r), matrix=matrix) for p, r in zip(plans, rendered, strict=True)]
 
 
-def preflight(jobs: list[Job], source: WheelSource, kit: BuildKit = CURRENT) -> None:
+def require_inputs(jobs: list[Job], source: WheelSource, kit: BuildKit = CURRENT) -> None:
     """Before a bake of jobs on kit's builder: every base in its image store (the engine's, for a docker-driver
     builder) or served by its registry, every wheel in the wheelhouse; else InputError (exit 2) naming each
-    missing one and the command that makes it (builder.build.preflight)."""
+    missing one and the command that makes it (builder.buildkit.preflight)."""
     needs = [need for job in jobs if (need := job.need()) is not None]
     matrix = next((job.matrix for job in jobs if job.matrix is not None), None)
     fetch = f"--matrix {matrix}" if matrix is not None else "--matrix MATRIX"
     if needs:
-        checks.require(needs, source.wheelhouse, fetch,
-                       buildkit.has_image(kit) or checks.engine_has(connect()), images.serves(), buildkit.store(kit))
-
-
-def combination(job: Job) -> str:
-    """The job's bake group (its combination): the unit that shards and workflow rows keep together."""
-    return group_of(job.rendered) if job.rendered is not None else job.tag
+        preflight.require(needs, source.wheelhouse, fetch,
+                       builders.has_image(kit) or preflight.engine_has(connect()), images.serves(), builders.store(kit))
 
 
 def by_combination(todo: list[Job]) -> dict[str, list[Job]]:
     groups: dict[str, list[Job]] = {}
     for job in todo:
-        groups.setdefault(combination(job), []).append(job)
+        groups.setdefault(job.combination, []).append(job)
     return groups
 
 
@@ -132,4 +131,4 @@ def shard_jobs(todo: list[Job], spec: str | None) -> list[Job]:
     if spec is None:
         return todo
     kept = set(shard(list(by_combination(todo)), spec))
-    return [j for j in todo if combination(j) in kept]
+    return [j for j in todo if j.combination in kept]

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.build import ocilayout
-from builder.build.engine import EngineUnavailable, connect
+from builder.buildkit import ocilayout
+from builder.buildkit.engine import EngineUnavailable, connect
 
 
 class ExportError(RuntimeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.build.bake import Stage, waves
+from builder.buildkit.bake import Stage, waves
 from builder.render.contenthash import runs_on_context
 from builder.render.dockerfile import RenderedCell, render_images
 from builder.render.sources import WheelSource

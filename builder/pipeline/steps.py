@@ -1,7 +1,7 @@
 """One image's own steps after the bake: take its image, validate it, inventory it (SBOM) and attach the SBOM.
 
 Each step records its outcome in the image's ImageReport and answers whether the image may go on; a failure
-fails this image only (builder.publish.lifecycle decides what runs next). `stage` tells the display which step
+fails this image only (builder.pipeline.lifecycle decides what runs next). `stage` tells the display which step
 the image is in.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Callable
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder.build.bake import BuildResult
-from builder.build.engine import installed_bytes, run_captured
+from builder.buildkit.bake import BuildResult
+from builder.buildkit.engine import installed_bytes, run_captured
 from builder.core import tags
-from builder.publish.jobs import Job
+from builder.pipeline.jobs import Job
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.errors import InputError, Problem
 from builder.core.logfiles import LOG_DIR, logged_run
 from builder.core.scratch import scratch_dir
@@ -68,7 +68,7 @@ def _one_line(text: str) -> list[tuple[str, list[str]]]:
 
 def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
     """Debootstrap a minimal root filesystem for os_name and import it; returns the image reference."""
-    releases = catalog.os_releases()
+    releases = facts.os_releases()
     if os_name not in releases:
         close = difflib.get_close_matches(os_name, list(releases), n=1, cutoff=0.6)
         guess = f"did you mean {close[0]!r}? " if close else ""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.render import tree as imagetree
+from builder.render import imagetree
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from tests.conftest import ROOT, builder_cli, load_cells

@@ -8,7 +8,7 @@ from typing import Any
 import docker
 import pytest
 
-from builder.build.engine import MANIFESTS_API, installed_bytes, run_captured
+from builder.buildkit.engine import MANIFESTS_API, installed_bytes, run_captured
 
 ID = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import bake
-from builder.build.buildkit import BuildKit
-from builder.build.export import Export
+from builder.buildkit import bake
+from builder.buildkit.builders import BuildKit
+from builder.buildkit.export import Export
 
 
 def test_every_target_exports_to_one_layout_on_the_network_asked_for(tmp_path: Path) -> None:

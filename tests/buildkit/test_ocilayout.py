@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import ocilayout
+from builder.buildkit import ocilayout
 
 
 def blob(layout: Path, data: bytes) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from builder.core import files as safefs
+from builder.core import safefs
 from builder.render import bakefile
 from builder.render.dockerfile import RenderedCell, tree_files
 from builder.render.lockfile import BASE_FILE, LOCK_DIR, pins_of
@@ -79,7 +79,7 @@ def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSo
                 raise TreeError(f"{path.parent} leads out of {tree} (a symbolic link?): nothing written there")
             path.parent.mkdir(parents=True, exist_ok=True)
             mode = 0o755 if rel.endswith(".pyz") else 0o644
-            if _current(path, len(data)) != data:  # a link is replaced, never written through (builder.core.files)
+            if _current(path, len(data)) != data:  # a link is replaced, never written through (builder.core.safefs)
                 safefs.write_inside(tree, rel, data, mode)
             else:
                 path.chmod(mode)  # the same regular file (never a link): BuildKit sees nothing new

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.build.export import Cache, Export
+from builder.buildkit.export import Cache, Export
 
 
 def test_the_registry_cache_is_per_target_every_stage_and_read_only_on_a_rehearsal(tmp_path: Path) -> None:
