@@ -1,4 +1,4 @@
-"""builder/matrix/builds.py: a TheRock line serves a family only where its own build defines it (therock_builds.yaml)."""
+"""builder/matrix/builds.py: a TheRock line serves a family only where its own build defines it."""
 
 from __future__ import annotations
 

@@ -242,8 +242,8 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
                                "served by TheRock 7.13, 7.14, 10.0")]),
     ("therock-7.12-has-no-gfx101X-torch", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx101X-dgpu", "therock"),
      [("therock-family-build", "TheRock 7.12's family matrix expects its torch build of gfx101X-dgpu to fail "
-                               "(expect_pytorch_failure, amdgpu_family_matrix.py @ therock-7.12): no gfx101X-dgpu image "
-                               "of that line"),
+                               "(expect_pytorch_failure, amdgpu_family_matrix.py @ therock-7.12): no gfx101X-dgpu "
+                               "image of that line"),
       ("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
                                f"extras) and none for gfx101X-dgpu: its families are {FAMILIES_7_12}; gfx101X-dgpu is "
                                "served by TheRock 7.13, 7.14, 10.0")]),
@@ -270,8 +270,8 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
                                 "use torch 2.12.0 for the therock channel")]),
     ("therock-7.10-had-no-gfx908-family", Case("ubuntu-24.04", "rocm7.10", "2.8.0", "gfx908-dcgpu", "therock"),
      [("therock-family-build", "TheRock 7.10's build does not define gfx908-dcgpu (ROCm/TheRock "
-                               "cmake/therock_amdgpu_targets.cmake @ therock-7.10 (599890ba)): no gfx908-dcgpu image of "
-                               "that line"),
+                               "cmake/therock_amdgpu_targets.cmake @ therock-7.10 (599890ba)): no gfx908-dcgpu image "
+                               "of that line"),
       ("therock-family-index", "TheRock 7.10 published per-family wheels (one index per family, no [device-*] "
                                f"extras) and none for gfx908-dcgpu: its families are {FAMILIES_7_10}; gfx908-dcgpu is "
                                "served by TheRock 7.12, 7.13, 7.14, 10.0; pytorch.org rocm7.2 (torch 2.11-2.14), "
@@ -311,7 +311,8 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
     ("therock-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx90X-dcgpu", "therock"),
      [("therock-family-build", "TheRock 7.14's build does not define gfx90X-dcgpu (ROCm/TheRock "
                                "cmake/therock_amdgpu_targets.cmake @ therock-7.14 (418cd5f6)); its families for those "
-                               "targets are gfx908-dcgpu, gfx90a-dcgpu, gfx906-dgpu: no gfx90X-dcgpu image of that line"),
+                               "targets are gfx908-dcgpu, gfx90a-dcgpu, gfx906-dgpu: no gfx90X-dcgpu image of that "
+                               "line"),
       ("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
                                  f"only, not {THEROCK}: choose gfx908-dcgpu or gfx90a-dcgpu (TheRock#2869 split "
                                  "gfx90X-dcgpu; both install from it)")]),
@@ -406,10 +407,10 @@ def test_a_prerelease_line_is_dropped_from_its_stable_index(tmp_path: Path, monk
     lines = {**data.therock, "10.0": data.therock["10.0"].model_copy(update={"prerelease": True})}
     monkeypatch.setattr(facts, "compat", lambda: data.model_copy(update={"therock": lines}))
     outcome = expand(tmp_path, Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"))
-    assert outcome.dropped == [("therock-released", f"TheRock 10.0 is not released yet (no stable wheels on {WHL_NEXT}): "
-                                f"use 7.14; what would admit it: its release tag, and its wheels (+rocm10.0.0) on "
-                                f"{WHL_NEXT}; until then index_urls.therock can name an index that serves its "
-                                "candidates")]
+    assert outcome.dropped == [("therock-released", "TheRock 10.0 is not released yet (no stable wheels on "
+                                f"{WHL_NEXT}): use 7.14; what would admit it: its release tag, and its wheels "
+                                f"(+rocm10.0.0) on {WHL_NEXT}; until then index_urls.therock can name an index that "
+                                "serves its candidates")]
 
 
 # --- where the rules and rocm-facts.md disagreed (fixed), and one that still does (expected failure) ---------
@@ -750,8 +751,8 @@ def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary()
     # families without a test runner in TheRock's CI (gfx125X-dcgpu, gfx1152, gfx101X-dgpu) included
     assert "Families TheRock 10.0's whl-next index serves without a per-family image here: none" in run.stdout
     assert "therock rocm7.14: kept: 14 cells, torch 2.12.0;" in lines
-    assert "therock rocm7.12: dropped\n      channel-wheels: TheRock 7.12 builds no torch 2.12; TheRock lines that do: " \
-           "7.14 (whl-multi-arch), 10.0 (whl-next) [decided on TheRock 7.12, per-family index " \
+    assert "therock rocm7.12: dropped\n      channel-wheels: TheRock 7.12 builds no torch 2.12; TheRock lines that " \
+           "do: 7.14 (whl-multi-arch), 10.0 (whl-next) [decided on TheRock 7.12, per-family index " \
            "https://repo.amd.com/rocm/whl/<family>/]" in lines
     assert "240 cells: rocm7.1_" in dropped
     assert dropped.strip().splitlines()[-1].startswith("cells dropped per rule (a cell may break several): ")
