@@ -751,6 +751,9 @@ def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary()
     # families without a test runner in TheRock's CI (gfx125X-dcgpu, gfx1152, gfx101X-dgpu) included
     assert "Families TheRock 10.0's whl-next index serves without a per-family image here: none" in run.stdout
     assert "therock rocm7.14: kept: 14 cells, torch 2.12.0;" in lines
+    # 10.1 has no release branch: out of production, with what would admit it
+    assert "therock rocm10.1: dropped\n      therock-released: TheRock 10.1 is not released yet" in lines
+    assert "what would admit it: a release/therock-10.1 branch or therock-10.1 tag of ROCm/TheRock" in lines
     assert "therock rocm7.12: dropped\n      channel-wheels: TheRock 7.12 builds no torch 2.12; TheRock lines that " \
            "do: 7.14 (whl-multi-arch), 10.0 (whl-next) [decided on TheRock 7.12, per-family index " \
            "https://repo.amd.com/rocm/whl/<family>/]" in lines
