@@ -210,11 +210,11 @@ class TheRockBuild(BaseModel):
     family_matrix: dict[str, FamilyCi]
     release_workflow: ReleaseWorkflow | None = None
 
-    def members(self, family: str) -> tuple[str, ...] | None:
+    def members(self, name: str) -> tuple[str, ...] | None:
         """The targets the build gives a family (a target is a family of itself); None where it defines none."""
-        if family in self.families:
-            return self.families[family]
-        return (family,) if family in self.targets else None
+        if name in self.families:
+            return self.families[name]
+        return (name,) if name in self.targets else None
 
     def source(self) -> str:
         return f"ROCm/TheRock cmake/therock_amdgpu_targets.cmake @ {self.ref} ({self.commit[:8]})"

@@ -101,9 +101,9 @@ def therock_released(cell: CellSpec) -> str | None:
 def therock_family_build(cell: CellSpec) -> str | None:
     """A TheRock line serves a family only where its own build defines it with gfx.yaml's targets (a release workflow's
     choice list may name a family no build of the line defined: 7.13's gfx90X-dcgpu)."""
-    if cell.channel != "therock" or cell.gfx in (None, ALL_TARGETS) or cell.rocm is None:
+    if cell.therock_release is None or cell.gfx in (None, ALL_TARGETS):
         return None
-    problem = builds.family_problem(cell.rocm, cell.gfx)
+    problem = builds.family_problem(cell.rocm or "", cell.gfx)
     return f"{problem}: no {cell.gfx} image of that line" if problem else None
 
 

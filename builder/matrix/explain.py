@@ -75,9 +75,8 @@ def family_gaps(expansion: Expansion) -> tuple[str, dict[str, str]]:
     built = {c.gfx for c in expansion.cells if c.channel == "therock" and c.rocm == line}
     if not built:
         return line, {}
-    gaps = {family: "not in this matrix: add it to matrix.gfx for the therock channel"
-            for family in facts.gfx_families()
-            if family not in built and not dev_only(family) and builds.defines(line, family)}
+    gaps = {name: "not in this matrix: add it to matrix.gfx for the therock channel"
+            for name in facts.gfx_families() if name not in built and not dev_only(name) and builds.defines(line, name)}
     return line, gaps
 
 

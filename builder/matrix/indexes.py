@@ -7,7 +7,7 @@ A reason that names an index must name the one the decision used: 10.0 is on whl
 
 from __future__ import annotations
 
-from builder.core import facts
+from builder.core import channels, facts
 from builder.core.spec import CellSpec
 
 KIND_NAMES = {"per-family": "per-family index", "multi-arch": "multi-arch index (whl-multi-arch)",
@@ -28,10 +28,8 @@ def short_name(kind: str) -> str:
 def decision_source(cell: CellSpec) -> tuple[str, str]:
     """(line, index): `TheRock 7.13` and `per-family index https://repo.amd.com/rocm/whl/gfx1151/`, or
     `pytorch.org rocm7.2` and its URL. An index a matrix set itself (index_urls) is named as such."""
-    if cell.channel != "therock":
-        return f"{'pytorch.org' if cell.channel == 'pytorch' else cell.channel} {cell.platform}", cell.index_url
+    line = channels.of(cell.channel).LINE.format(platform=cell.platform, rocm=cell.rocm or cell.platform)
     release = cell.therock_release
-    line = f"TheRock {cell.rocm or cell.platform}"
     if release is None:
         return line, cell.index_url
     if cell.index_url != facts.compat().therock_index(release, cell.gfx):

@@ -159,12 +159,13 @@ def test_apu_plus_dgpu_lists_both_recommends_the_dgpu_and_hides_the_igpu(matrix:
     assert answer["exit_code"] == 0  # the RX 6800 has an image
 
 
-# The production matrix: a slim per-family image for RDNA2 and Strix Point (TheRock 10.0 publishes device packages
-# for both to its stable index), not the all-targets image nor an HSA_OVERRIDE_GFX_VERSION line.
+# The production matrix: a slim per-family image for RDNA2 (its discrete half, gfx103X-dgpu: fewest targets) and Strix
+# Point (TheRock 10.0 publishes device packages for both to its stable index), not the all-targets image nor an
+# HSA_OVERRIDE_GFX_VERSION line.
 @pytest.mark.parametrize(("host", "target", "family", "gid"), [
-    ("rx6800xt", "gfx1030", "gfx103X-all", "105"),
+    ("rx6800xt", "gfx1030", "gfx103X-dgpu", "105"),
     ("strix-point", "gfx1150", "gfx1150", "991"),
-    ("apu-rx6800", "gfx1030", "gfx103X-all", "106"),
+    ("apu-rx6800", "gfx1030", "gfx103X-dgpu", "106"),
 ])
 def test_production_matrix_gives_rdna2_and_strix_point_their_family_image(host: str, target: str, family: str,
                                                                           gid: str) -> None:
