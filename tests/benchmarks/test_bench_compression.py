@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other by bare name
 from bench_compression import order, permutation_p

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other by bare name
 import freshengine

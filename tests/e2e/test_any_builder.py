@@ -26,9 +26,9 @@ import pytest
 from builder.matrix.expand import load_matrix
 from builder.render.dockerfile import render_images
 from builder.render.sources import WheelSource
-from tests.conftest import ROOT, write_matrix
 from tests.fakes import synthwheels
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix
+from tests.fakes.checkout import ROOT
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
 
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other by bare name
 from freshengine import empty_engine

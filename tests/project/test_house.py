@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 PACKAGE = ROOT / "builder"
 # A room may import only itself and rooms of a lower rank (the README's table, top to bottom).

@@ -20,8 +20,8 @@ from builder.render.contenthash import stage_chains
 from builder.render.dockerfile import RenderedCell, render_all, render_cell, render_images
 from builder.render.installs import apt_sdk_steps
 from builder.render.sources import WheelSource
-from tests.conftest import DATA, ROOT, builder_cli, load_cells
-from tests.fakes.matrices import ONE_CPU
+from tests.fakes.checkout import DATA, ROOT, builder_cli
+from tests.fakes.matrices import ONE_CPU, load_cells
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("RIF_UPDATE_GOLDEN") == "1"
