@@ -157,6 +157,21 @@ def test_misspelt_marker_is_an_error(pytester: pytest.Pytester, monkeypatch: pyt
     assert result.ret == pytest.ExitCode.INTERRUPTED
 
 
+
+SUITE_FIXTURES = ["docker_client", "base_image", "wheelhouse", "registry", "namespace", "containers", "server",
+                  "warm_images", "reclaim_module", "reclaim_test"]
+
+
+def test_the_conftest_loads_every_fixture_of_the_suite(pytester: pytest.Pytester,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each concern is a plugin under tests/fakes/: one that tests/conftest.py forgets to load takes its
+    fixtures with it (the hooks above would still fire, so they do not show it)."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("COLUMNS", "200")
+    result = pytester.runpytest_subprocess("-p", "tests.conftest", "-p", "no:cacheprovider", "--fixtures",
+                                           timeout=120)
+    result.stdout.fnmatch_lines_random([f"{name} *-- *tests/fakes/*.py:*" for name in SUITE_FIXTURES])
+
 # --- tracked containers, on the real engine ------------------------------------------------------------------
 
 @pytest.mark.docker
