@@ -16,7 +16,7 @@ from builder.publish.promote import EMPTY_DIGEST, OCI_MANIFEST, Target
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.validate import sbom
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 from tests.fakes.faultproxy import FaultProxy
 
 DEB = [sbom.Package("deb", "libc6", "2.36-9+deb12u1", "amd64"), sbom.Package("deb", "tzdata", "2024a-0+deb12u1", "all"),
@@ -133,7 +133,7 @@ def fake_image(api: RegistryClient, repo: str, tag: str) -> Manifest:
 
 
 def attach(target: Target, repo_name: str, manifest: Manifest, packages: list[sbom.Package]) -> ImageReport:
-    report = ImageReport("t", repo_name, ["t"], "t-0", "sha256:0")
+    report = ImageReport(tag="t", repository=repo_name, tags=["t"], immutable_tag="t-0", content_hash="sha256:0")
     document = sbom.Sbom(sbom.document(sorted(packages), "sha256:" + "2" * 64, repo_name, OS), sorted(packages))
     target.attach_sbom(report, manifest, document)
     return report
