@@ -11,7 +11,7 @@ from builder.core import facts
 from builder.core.spec import ALL_TARGETS, CellSpec
 from builder.matrix import builds
 from builder.matrix.expand import expand_matrix
-from tests.conftest import ROOT, builder_cli
+from tests.fakes.checkout import ROOT, builder_cli
 
 RELEASED = [line for line, r in facts.compat().therock.items() if not r.prerelease]
 

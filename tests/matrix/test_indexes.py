@@ -10,7 +10,7 @@ import pytest
 from builder.core import facts
 from builder.core.spec import torch_minor
 from builder.matrix.expand import Dropped, expand_matrix
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 KINDS = {"per-family": "per-family index", "multi-arch": "multi-arch index (whl-multi-arch)",
          "whl-next": "whl-next index"}
