@@ -279,7 +279,7 @@ def test_all_expansion_problems_are_reported_together(tmp_path: Path) -> None:
         """)
     assert sorted((p.line, p.key, p.message) for p in problems_of(file)) == [
         (2, "matrix.os[1]", "duplicate value 'debian-12'"),
-        (3, "matrix.platform", "rocm platforms need at least one family in matrix.gfx"),
+        (3, "matrix.platform", "rocm platforms need at least one gfx family (matrix.gfx)"),
         (6, "exclude[0]", "matches no cell of the matrix"),
         (8, "include[0].gfx", "a rocm7.2 cell needs a gfx family"),
         (9, "include[1].gfx", "a cpu cell has no gfx family"),
