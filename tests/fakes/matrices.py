@@ -19,3 +19,8 @@ def cpu_matrix(*torch: str, image: str | None = None) -> str:
 
 
 ONE_CPU = cpu_matrix()  # the one-cell CPU matrix
+
+
+# three TheRock families of one combination (TheRock 7.14, torch 2.12), runtime and devel: six images
+FAMILIES = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n  channel: [therock]\n"
+            "  gfx: [gfx94X-dcgpu, gfx1151, gfx110X-all]\n  flavor: [runtime, devel]\n")
