@@ -19,7 +19,7 @@ import pytest
 
 from builder.core.tags import HASH_LABEL
 from builder.matrix.expand import expand_matrix
-from builder.pipeline.jobs import Job, matrix_jobs, shard_jobs
+from builder.pipeline.jobs import Job, matrix_jobs
 from builder.publish import planner
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
@@ -96,14 +96,6 @@ def test_new_content_is_built_and_an_immutable_tag_with_another_hash_is_an_error
     assert (decisions[0].action, decisions[0].reason) == (
         "build", f"new content: no image under {runtime.report().immutable_tag}")
     assert decisions[1].action == "error" and "never overwritten" in decisions[1].reason
-
-
-def test_shards_keep_a_combination_together_and_cover_every_image() -> None:
-    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
-    parts = [shard_jobs(todo, f"{k}/3") for k in (1, 2, 3)]
-    assert sorted(j.tag for p in parts for j in p) == sorted(j.tag for j in todo)
-    owners = {j.combination: k for k, p in enumerate(parts) for j in p}
-    assert all(owners[j.combination] == k for k, p in enumerate(parts) for j in p)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
