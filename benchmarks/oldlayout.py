@@ -100,7 +100,7 @@ def requirements(cell: CellSpec, numpy: str = "numpy") -> list[str]:
 
 def image_packages(cell: CellSpec) -> list[str]:
     """The old final stage's packages: python for the venv, and for devel the toolchain too (before the COPY)."""
-    return runtime_packages() + (devel_packages() if cell.flavor == "devel" else [])
+    return runtime_packages(cell) + (devel_packages(cell) if cell.flavor == "devel" else [])
 
 
 def render(cell: CellSpec, source: OldSource, numpy: str = "numpy") -> str:

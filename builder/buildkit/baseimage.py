@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from builder.core import facts
+from builder.core import facts, osfamilies
 from builder.core.errors import InputError, Problem
 from builder.core.logfiles import LOG_DIR, logged_run
 from builder.core.scratch import scratch_dir
@@ -75,7 +75,7 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
         raise InputError([Problem(Path("(command line)"), None, "os",
                                   f"unknown os {os_name!r}; {guess}known: {', '.join(sorted(releases))}")])
     release = releases[os_name]
-    if release.family != "apt":
+    if osfamilies.of(release.family).BASE_TOOL != "debootstrap":
         raise InputError([Problem(Path("(command line)"), None, "os",
                                   f"{os_name} is a {release.family} distro; debootstrap builds apt distros only")])
     mirror = mirror or host_mirror(release.distro)

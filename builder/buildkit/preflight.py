@@ -34,7 +34,7 @@ class Need:
 
     tag: str  # the image (a cell tag of it: what `--cell` selects)
     os: str  # e.g. debian-13: what `builder base` makes
-    apt: bool  # an apt distro: `builder base` can make its base
+    base_tool: str | None  # what `builder base` makes its base with (debootstrap), None: it cannot
     dockerfile: str  # the rendered Dockerfile: its FROM lines name the bases
     python: str  # e.g. 3.13
     requirements: tuple[str, ...]  # pip requirement strings, e.g. torch==2.13.0
@@ -136,8 +136,8 @@ def check(needs: list[Need], wheelhouse: Path | None, fetch: str, local: Local, 
 
 def _make_base(need: Need, ref: str, store: Store) -> str:
     """What puts a missing base where the builder finds it."""
-    make = (f"run `builder base {need.os}` (debootstrap from the host's apt mirror; no registry needed)" if need.apt
-            else f"pull or import {ref} into the engine (`builder base` makes apt distros only)")
+    make = (f"run `builder base {need.os}` ({need.base_tool} from the host's mirror; no registry needed)"
+            if need.base_tool else f"pull or import {ref} into the engine (`builder base` cannot make {need.os}'s)")
     return make if store.move is None else f"{make}, then {store.move.format(ref=ref)}"
 
 

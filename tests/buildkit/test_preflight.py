@@ -20,8 +20,8 @@ EXAMPLE_WHEELS = ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
 
 
 def need(python: str = "3.13", os: str = "debian-13", dockerfile: str = DOCKERFILE_13, tag: str = DEBIAN13,
-         requirements: tuple[str, ...] = ("torch==2.13.0", "numpy"), apt: bool = True) -> Need:
-    return Need(tag, os, apt, dockerfile, python, requirements)
+         requirements: tuple[str, ...] = ("torch==2.13.0", "numpy"), base_tool: str | None = "debootstrap") -> Need:
+    return Need(tag, os, base_tool, dockerfile, python, requirements)
 
 
 @pytest.fixture()
@@ -100,7 +100,7 @@ def test_a_cell_without_its_base_names_the_builder_base_line_and_pulls_nothing()
     assert [str(p) for p in problems] == [
         f"{tag}: base image: debian:13 is not in the local engine and not pullable (registry-1.docker.io: "
         "[Errno -3] Temporary failure in name resolution): run `builder base debian-13` (debootstrap from the "
-        "host's apt mirror; no registry needed)" for tag in (DEBIAN13, "cpu_debian13_py3.13_torch2.13.0_devel")]
+        "host's mirror; no registry needed)" for tag in (DEBIAN13, "cpu_debian13_py3.13_torch2.13.0_devel")]
 
 
 @pytest.mark.parametrize(("kit", "where", "then"), [
@@ -124,7 +124,7 @@ def test_a_base_a_registry_serves_or_the_engine_holds_passes() -> None:
 
 
 def test_a_dnf_distros_base_is_not_offered_to_builder_base() -> None:
-    [problem] = check([need("3.9", "rocky-9", "FROM rockylinux:9 AS base\n", apt=False)], None, "--matrix m",
+    [problem] = check([need("3.9", "rocky-9", "FROM rockylinux:9 AS base\n", base_tool=None)], None, "--matrix m",
                       nothing_local, unreachable)
     assert "pull or import rockylinux:9 into the engine" in str(problem) and "builder base" in str(problem)
 

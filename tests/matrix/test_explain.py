@@ -132,7 +132,7 @@ def test_a_pytorch_org_devel_sdk_is_the_patch_release_its_wheels_were_built_on(t
             if compat.violations(cell):
                 continue  # a line this OS cannot run (ROCm 5.x on noble): no image to give an SDK
             want = entry.pytorch.sdk.get(rocm, rocm)
-            steps = " ".join(installs.apt_sdk_steps(cell))
+            steps = " ".join(installs.os_sdk_steps(cell))
             if want is None:
                 assert not cell.has_rocm_sdk and steps == "", (minor, rocm)
             else:

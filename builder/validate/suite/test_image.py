@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from builder.core import osfamilies
 from builder.core.tags import LABEL_PREFIX
 
 PY = "/opt/venv/bin/python3"
@@ -68,9 +71,12 @@ def test_no_wheel_files(host: Any) -> None:
     assert found == "", f"wheel file left in the image: {found}"
 
 
-def test_no_apt_lists(host: Any) -> None:
-    lists = host.run("find /var/lib/apt/lists -type f ! -name lock -print -quit").stdout.strip()
-    assert lists == "", f"apt lists left in the image: {lists}"
+@pytest.mark.parametrize("family", sorted(osfamilies.FAMILIES))
+def test_no_package_lists(host: Any, family: str) -> None:
+    """No OS family's package index stays in a layer (a folder the image lacks holds none)."""
+    where = osfamilies.of(family).LISTS_DIR
+    lists = host.run(f"find {where} -type f ! -name lock -print -quit 2>/dev/null").stdout.strip()
+    assert lists == "", f"{family} package lists left in the image: {lists}"
 
 
 def test_gpu_groups_exist(host: Any) -> None:
