@@ -149,6 +149,9 @@ def test_branches_on_a_variant_name_stay_in_the_variant_modules() -> None:
 TESTED_AS = {
     # The zipapp's bundle(): tests/smoke/test_smoke.py is torch_smoke/smoke.py's (torch_smoke is tested in tests/smoke).
     "builder.smoke": "tests/smoke/test_bundle.py",
+    # Two modules named base.py (the interfaces of wheel channels and of OS families): each tested with its registry.
+    "builder.core.channels.base": "tests/core/test_channels.py",
+    "builder.core.osfamilies.base": "tests/core/test_osfamilies.py",
 }
 # Modules with no logic: constants, re-exports or one call, and no function with a branch (checked below).
 NO_LOGIC = {
