@@ -42,7 +42,7 @@ LAYER = tar([member("./etc", tarfile.DIRTYPE, mode=0o755), member("./etc/os-rele
 
 
 @pytest.mark.parametrize("pack", [lambda b: b, lambda b: gzip.compress(b, mtime=0),
-                                  lambda b: zstandard.ZstdCompressor().compress(b)])
+                                  lambda b: zstandard.ZstdCompressor().compress(b)], ids=["tar", "gzip", "zstd"])
 def test_every_path_with_its_kind_owner_time_and_content_digest(pack: object) -> None:
     found = layers.entries(io.BytesIO(pack(LAYER)))  # type: ignore[operator]
     assert found["etc/os-release"] == layers.Entry("file", 0o644, "0:0", 5, 6, "",
@@ -52,7 +52,8 @@ def test_every_path_with_its_kind_owner_time_and_content_digest(pack: object) ->
     assert found["opt/link"].link == "/etc/os-release" and found["etc"].sha256 == ""
 
 
-@pytest.mark.parametrize("blob", [b"not a tar at all" * 100, gzip.compress(b"x" * 10_000), b"\x1f\x8b\x08broken"])
+@pytest.mark.parametrize("blob", [b"not a tar at all" * 100, gzip.compress(b"x" * 10_000, mtime=0),
+                                  b"\x1f\x8b\x08broken"], ids=["text", "gzip-of-text", "broken-gzip"])
 def test_what_is_no_tar_is_a_layer_error(blob: bytes) -> None:
     with pytest.raises(layers.LayerError, match="a layer that is not a readable tar archive"):
         layers.entries(io.BytesIO(blob))

@@ -50,6 +50,6 @@ def test_requirements_name_each_package_once_the_device_pins_first(tmp_path: Pat
 def test_only_a_devel_image_gets_an_sdk(tmp_path: Path) -> None:
     for cell in some_cells(tmp_path):
         if not cell.has_rocm_sdk:
-            assert installs.sdk_requirements(cell) == [] and installs.apt_sdk_steps(cell) == []
+            assert installs.sdk_requirements(cell) == [] and installs.os_sdk_steps(cell) == []
     assert any(installs.sdk_requirements(c) for c in some_cells(tmp_path) if c.flavor == "devel")
 
