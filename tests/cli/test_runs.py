@@ -22,7 +22,8 @@ def shown(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
 
 
 def report(tag: str, state: str = "published", **fields: object) -> ImageReport:
-    return ImageReport(tag, "pytorch", [tag], f"{tag}-h", "sha256:" + "1" * 64, state=state, **fields)  # type: ignore[arg-type]
+    return ImageReport(tag=tag, repository="pytorch", tags=[tag], immutable_tag=f"{tag}-h",  # type: ignore[arg-type]
+                       content_hash="sha256:" + "1" * 64, state=state, **fields)
 
 
 @pytest.mark.parametrize(("statuses", "said"), [

@@ -45,7 +45,8 @@ def sizes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def report() -> ImageReport:
-    return ImageReport("t1", "pytorch", ["t1"], tags.immutable_tag("t1", HASH), HASH)
+    return ImageReport(tag="t1", repository="pytorch", tags=["t1"], immutable_tag=tags.immutable_tag("t1", HASH),
+                       content_hash=HASH)
 
 
 def test_a_baked_image_is_taken_with_its_size_and_log() -> None:

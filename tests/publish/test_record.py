@@ -10,7 +10,8 @@ from builder.validate.runner import Check
 
 
 def report(**fields: object) -> ImageReport:
-    return ImageReport("t1", "pytorch", ["t1", "latest"], "t1-abc", "sha256:" + "1" * 64, **fields)  # type: ignore[arg-type]
+    return ImageReport(tag="t1", repository="pytorch", tags=["t1", "latest"], immutable_tag="t1-abc",  # type: ignore[arg-type]
+                       content_hash="sha256:" + "1" * 64, **fields)
 
 
 def test_fail_records_the_stage_and_why() -> None:
