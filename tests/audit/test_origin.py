@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.audit import origin
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 EXAMPLE_RUNTIME = "cpu_debian12_py3.11_torch2.13.0_runtime"  # a cell of examples/local.yaml only
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import DATA, builder_cli
+from tests.fakes.checkout import DATA, builder_cli
 
 
 def test_push_without_validation_is_refused() -> None:

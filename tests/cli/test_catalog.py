@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from builder.cli.app import app
 from builder.site.model import Catalog
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 
 
 def test_cli_refuses_bad_input_before_reading_anything(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from builder.cli.kit import buildkit
 from builder.core.errors import InputError, usage_error
 from builder.registry.errors import RegistryError
 from builder.render.sources import WheelSource
-from tests.conftest import DATA, builder_cli
+from tests.fakes.checkout import DATA, builder_cli
 
 
 def test_the_builder_options_are_checked_before_anything_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from builder.core.errors import InputError
 from builder.pipeline.jobs import Job, by_combination, matrix_jobs
 from builder.publish.planner import Decision
 from builder.render.sources import WheelSource
-from tests.conftest import DATA, ROOT
+from tests.fakes.checkout import DATA, ROOT
 
 
 def test_usage_errors_name_the_option() -> None:

@@ -9,7 +9,7 @@ from builder.buildkit.export import Cache
 from builder.cli import publish
 from builder.cli.app import app
 from builder.core.errors import InputError
-from tests.conftest import DATA
+from tests.fakes.checkout import DATA
 
 MATRIX = ["--matrix", str(DATA / "e2e.yaml")]
 

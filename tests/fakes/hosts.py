@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import DATA
+from tests.fakes.checkout import DATA
 
 HOSTS = DATA / "sysfs"
 

@@ -15,7 +15,7 @@ from builder.matrix.expand import load_matrix
 from builder.matrix.selection import plan_images
 from builder.pipeline.jobs import Job, by_combination, job_for_image, matrix_jobs, shard_jobs
 from builder.render.sources import WheelSource
-from tests.conftest import DATA, ROOT
+from tests.fakes.checkout import DATA, ROOT
 
 
 def test_shards_keep_a_combination_together_and_cover_every_image() -> None:

@@ -19,7 +19,7 @@ from builder.pipeline.jobs import by_combination, matrix_jobs
 from builder.publish import rows
 from builder.render.dockerfile import bake_target, group_key
 from builder.render.sources import WheelSource
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 MATRIX_KEY = re.compile(r"\$\{\{\s*matrix\.([A-Za-z_][A-Za-z0-9_-]*)")

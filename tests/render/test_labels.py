@@ -7,8 +7,7 @@ from pathlib import Path
 
 from builder.core.tags import HASH_LABEL, LABEL_PREFIX
 from builder.render import labels
-from tests.conftest import load_cells
-from tests.fakes.matrices import FAMILIES, ONE_CPU
+from tests.fakes.matrices import FAMILIES, ONE_CPU, load_cells
 
 
 def test_a_cpu_image_says_none_for_what_it_lacks_and_carries_its_content_hash(tmp_path: Path) -> None:

@@ -8,8 +8,7 @@ import pytest
 
 from builder.core.spec import CellSpec
 from builder.render import stages
-from tests.conftest import load_cells
-from tests.fakes.matrices import ONE_CPU
+from tests.fakes.matrices import ONE_CPU, load_cells
 
 
 def cells(tmp_path: Path, text: str) -> list[CellSpec]:
