@@ -11,17 +11,15 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from builder.core import facts
+from builder.core import channels, facts
 from builder.core.spec import ALL_TARGETS, CellSpec, torch_minor
+from builder.matrix import builds, indexes
 from builder.matrix.serving import dev_only, therock_lines, who_serves
 
 if TYPE_CHECKING:
     from builder.matrix.schema import TorchRelease
 
 Rule = Callable[[CellSpec], "str | None"]
-
-INDEX_NAMES = {"per-family": "per-family index", "multi-arch": "multi-arch index (whl-multi-arch)",
-               "whl-next": "whl-next index"}
 
 
 def _minor(cell: CellSpec) -> facts.TorchMinor | None:
@@ -47,7 +45,7 @@ def python_wheels(cell: CellSpec) -> str | None:
     # TheRock builds no Python that torch itself does not support (therock-7.13's workflow: no 3.14 for torch 2.8)
     have = tuple(p for p in release.python if p in minor.python) if release else minor.python
     if cell.python not in have:
-        where = f" on TheRock {cell.rocm}'s index" if cell.channel == "therock" else ""
+        where = f" on TheRock {cell.rocm}'s index" if cell.wheels.OWN_RELEASES else ""
         return (f"torch {torch_minor(cell.torch)} has no wheels{where} for Python {cell.python} ({cell.os}'s "
                 f"Python); it has {', '.join(have)}")
     return None
@@ -55,26 +53,27 @@ def python_wheels(cell: CellSpec) -> str | None:
 
 def channel_has_wheels(cell: CellSpec) -> str | None:
     minor, rocm = _minor(cell), cell.rocm
-    if minor is None or cell.channel == "local":
+    if minor is None or not cell.wheels.CHECKED:
         return None
-    if cell.channel == "therock":
+    if cell.wheels.OWN_RELEASES:
         if rocm is None:
             return "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel"
         releases = facts.compat().therock
         if rocm not in releases:
             return (f"TheRock has no ROCm {rocm} release: its own line is {', '.join(releases)} "
                     "(pytorch.org's rocm7.1/rocm7.2 are another channel's)")
-        have = tuple(line for line, r in releases.items() if r.serves_torch(torch_minor(cell.torch)))
-        where = f"TheRock's {INDEX_NAMES[releases[rocm].index]}"
-    else:
-        if rocm is None:
+        serving = [line for line, r in releases.items() if r.serves_torch(torch_minor(cell.torch)) and
+                   (line == rocm or not r.prerelease)]
+        if rocm in serving:
             return None
-        have = minor.pytorch.rocm
-        where = "the pytorch.org index"
-    if rocm not in have:
-        has = f"it has {', '.join(have)}" if have else "it has none"
-        return f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on {where}; {has}"
-    return None
+        has = ", ".join(f"{line} ({indexes.short_name(releases[line].index)})" for line in serving)
+        return (f"TheRock {rocm} builds no torch {torch_minor(cell.torch)}; "
+                + (f"TheRock lines that do: {has}" if has else "no TheRock line does"))
+    if rocm is None or rocm in minor.pytorch.rocm:
+        return None
+    have = minor.pytorch.rocm
+    return (f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on the pytorch.org index; "
+            + (f"it has {', '.join(have)}" if have else "it has none"))
 
 
 def _on_line_index(cell: CellSpec) -> facts.TheRockRelease | None:
@@ -93,8 +92,19 @@ def therock_released(cell: CellSpec) -> str | None:
     if release is None or not release.prerelease:
         return None
     released = [line for line, r in facts.compat().therock.items() if not r.prerelease]
-    return (f"TheRock {cell.rocm} is not released yet (release candidates only, +rocm{release.version}rcN, not on "
-            f"{cell.index_url}): use {released[-1]}, or set index_urls.therock to an index that serves it")
+    admit = release.admit or (f"its release tag, and its wheels (+rocm{release.version}) on {cell.index_url}; "
+                              "until then index_urls.therock can name an index that serves its candidates")
+    return (f"TheRock {cell.rocm} is not released yet (no stable wheels on {cell.index_url}): use {released[-1]}; "
+            f"what would admit it: {admit}")
+
+
+def therock_family_build(cell: CellSpec) -> str | None:
+    """A TheRock line serves a family only where its own build defines it with gfx.yaml's targets (a release workflow's
+    choice list may name a family no build of the line defined: 7.13's gfx90X-dcgpu)."""
+    if cell.therock_release is None or cell.gfx in (None, ALL_TARGETS):
+        return None
+    problem = builds.family_problem(cell.rocm or "", cell.gfx)
+    return f"{problem}: no {cell.gfx} image of that line" if problem else None
 
 
 def therock_family_index(cell: CellSpec) -> str | None:
@@ -144,17 +154,17 @@ def therock_torch_version(cell: CellSpec) -> str | None:
 
 def therock_stable_targets(cell: CellSpec) -> str | None:
     dev_only = facts.compat().therock_dev_only_targets
-    if cell.channel != "therock" or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
+    if not cell.wheels.OWN_RELEASES or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
         return None
     release = _on_line_index(cell)
     missing = [t for t in cell.gfx_targets if t in dev_only]
     if not missing or release is None or release.index == "per-family":
         return None
-    family = cell.gfx or ""
-    if family == "gfx90X-dcgpu":  # the split family: its other halves do install from the stable index
+    gfx = cell.gfx or ""
+    if gfx == "gfx90X-dcgpu":  # the split family: its other halves do install from the stable index
         fix = "choose gfx908-dcgpu or gfx90a-dcgpu (TheRock#2869 split gfx90X-dcgpu; both install from it)"
     else:
-        fix = f"no release of TheRock {cell.rocm} serves {family}; it is served by {who_serves(family)}"
+        fix = f"no release of TheRock {cell.rocm} serves {gfx}; it is served by {who_serves(gfx)}"
     return (f"TheRock publishes the device packages of {', '.join(missing)} to its dev and nightly indexes only, "
             f"not {cell.index_url}: {fix}")
 
@@ -168,16 +178,14 @@ def os_supports_rocm(cell: CellSpec) -> str | None:
 
 
 def gfx_channel(cell: CellSpec) -> str | None:
-    if cell.gfx == ALL_TARGETS and cell.channel == "therock":
-        return ("TheRock's all-targets wheels (device-all) make an 18.6 GB layer (ROCm-docker#166): "
-                "use the pytorch channel for an all-targets image")
-    return None
+    why = cell.wheels.NO_ALL_TARGETS_IMAGE
+    return why if cell.gfx == ALL_TARGETS and why else None
 
 
 def gfx_in_wheels(cell: CellSpec) -> str | None:
     """pytorch.org wheels carry a fixed target list; a family with a target outside it gets no kernels."""
     minor = _minor(cell)
-    if minor is None or cell.channel != "pytorch" or cell.gfx in (None, ALL_TARGETS):
+    if minor is None or not cell.wheels.FIXED_TARGETS or cell.gfx in (None, ALL_TARGETS):
         return None
     wheel_targets = minor.pytorch.targets(cell.rocm)
     missing = [t for t in cell.gfx_targets if t not in wheel_targets]
@@ -217,6 +225,7 @@ RULES: list[tuple[str, Rule]] = [
     ("python-wheels", python_wheels),
     ("channel-wheels", channel_has_wheels),
     ("therock-released", therock_released),
+    ("therock-family-build", therock_family_build),
     ("therock-family-index", therock_family_index),
     ("therock-torch-targets", therock_torch_targets),
     ("therock-torch-version", therock_torch_version),
@@ -243,7 +252,8 @@ def line_companions(channel: str, platform: str, torch: TorchRelease, vision: st
                     audio: str | None) -> tuple[str | None, str | None]:
     """A TheRock line may version a companion its own way (10.0: torchaudio 2.11.0.2 beside torch 2.13.0): its
     exact version replaces the paired default unless the matrix set that companion itself."""
-    release = facts.compat().therock.get(platform.removeprefix("rocm")) if channel == "therock" else None
+    own = channels.of(channel).OWN_RELEASES
+    release = facts.compat().therock.get(platform.removeprefix("rocm")) if own else None
     exact = release.companions.get(torch_minor(torch.version), {}) if release else {}
     explicit = torch.model_fields_set
     return (vision if "torchvision" in explicit else exact.get("torchvision", vision),

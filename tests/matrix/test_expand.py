@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.matrix.expand import Expansion
-from tests.conftest import (
+from tests.fakes.matrices import (
     BASE,
     CPU_TAG,
     PRODUCT,
@@ -21,7 +21,6 @@ from tests.conftest import (
     problems_of,
     write_matrix,
 )
-from tests.fakes.matrices import cpu_matrix
 
 
 def rules_of(expansion: Expansion) -> list[tuple[str, str]]:
@@ -279,7 +278,7 @@ def test_all_expansion_problems_are_reported_together(tmp_path: Path) -> None:
         """)
     assert sorted((p.line, p.key, p.message) for p in problems_of(file)) == [
         (2, "matrix.os[1]", "duplicate value 'debian-12'"),
-        (3, "matrix.platform", "rocm platforms need at least one family in matrix.gfx"),
+        (3, "matrix.platform", "rocm platforms need at least one gfx family (matrix.gfx)"),
         (6, "exclude[0]", "matches no cell of the matrix"),
         (8, "include[0].gfx", "a rocm7.2 cell needs a gfx family"),
         (9, "include[1].gfx", "a cpu cell has no gfx family"),
@@ -289,12 +288,6 @@ def test_all_expansion_problems_are_reported_together(tmp_path: Path) -> None:
 def test_include_with_explicit_null_gfx_on_cpu(tmp_path: Path) -> None:
     cells = load_cells(tmp_path, inc("os: debian-12, platform: cpu, torch: '2.12.0', gfx: null"))
     assert cells[-1].gfx is None
-
-
-def test_same_torch_release_spelled_twice_is_a_duplicate(tmp_path: Path) -> None:
-    file = write_matrix(tmp_path, cpu_matrix("2.10", "2.10.0"))
-    [problem] = problems_of(file)
-    assert (problem.line, problem.key) == (4, "matrix.torch[1]") and "duplicate value '2.10.0'" in problem.message
 
 
 def test_matrix_that_excludes_every_cell_is_an_error(tmp_path: Path) -> None:
@@ -317,8 +310,9 @@ def test_matrix_whose_cells_are_all_dropped_or_excluded_is_an_error(tmp_path: Pa
     [problem] = problems_of(file)
     assert (problem.line, problem.key, problem.message) == (
         1, "matrix", "the matrix expands to no cells that can be built; 2 dropped by channel-wheels: torch 2.9 has "
-                     "no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4; 1 dropped by exclude[0]: "
-                     "excluded by the matrix (line 7)")
+                     "no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4 [decided on pytorch.org "
+                     "rocm7.2, https://download.pytorch.org/whl/rocm7.2]; 1 dropped by exclude[0]: excluded by the "
+                     "matrix (line 7)")
 
 
 def test_duplicate_tags_are_reported_at_the_line_of_the_later_cell(tmp_path: Path) -> None:

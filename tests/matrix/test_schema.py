@@ -7,14 +7,7 @@ from pathlib import Path
 import pytest
 
 from builder.matrix import schema
-from tests.conftest import (
-    BASE,
-    CPU_TAG,
-    inc,
-    load_cells,
-    problems_of,
-    write_matrix,
-)
+from tests.fakes.matrices import BASE, CPU_TAG, inc, load_cells, problems_of, write_matrix
 
 KNOWN_OS = "known: debian-12, debian-13, rocky-9, ubuntu-22.04, ubuntu-24.04"
 KNOWN_GFX = ("known: all, gfx101X-dgpu, gfx103X-all, gfx110X-all, gfx1150, gfx1151, gfx1152, gfx1153, "
@@ -136,7 +129,7 @@ ERRORS: list[tuple[str, str, list[tuple[int | None, str, str]]]] = [
     ("exclude-gfx-on-cpu-only", BASE + "exclude:\n  - {platform: cpu, gfx: gfx1151}\n",
      [(6, "exclude[0]", "matches no cell of the matrix")]),
     ("rocm-without-gfx-axis", "matrix:\n  os: [debian-12]\n  platform: [cpu, rocm7.2]\n  torch: ['2.1']\n",
-     [(3, "matrix.platform", "rocm platforms need at least one family in matrix.gfx")]),
+     [(3, "matrix.platform", "rocm platforms need at least one gfx family (matrix.gfx)")]),
     ("include-cpu-with-gfx", BASE + "include:\n  - os: debian-12\n    platform: cpu\n    torch: '2.1'\n"
      "    gfx: gfx1151\n", [(9, "include[0].gfx", "a cpu cell has no gfx family")]),
     ("include-rocm-without-gfx", BASE + "include:\n  - os: debian-12\n    platform: rocm7.1\n"

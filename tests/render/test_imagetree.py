@@ -10,8 +10,8 @@ import pytest
 from builder.render import imagetree
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
-from tests.conftest import ROOT, builder_cli, load_cells
-from tests.fakes.matrices import ONE_CPU
+from tests.fakes.checkout import ROOT, builder_cli
+from tests.fakes.matrices import ONE_CPU, load_cells
 
 ONE = ONE_CPU
 TWO = ONE + "  flavor: [runtime, devel]\n"
@@ -30,7 +30,7 @@ def test_rendering_the_production_matrix_into_a_checkout_leaves_git_and_notes_un
     assert (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n" and (out / ".git" / "objects").is_dir()
     assert (out / "notes" / "todo.md").read_text() == "mine"
     files = json.loads((out / imagetree.MANIFEST).read_text())["files"]
-    assert sum(f.startswith("cells/") for f in files) == 202 and sum(f.endswith("/Dockerfile") for f in files) == 37
+    assert sum(f.startswith("cells/") for f in files) == 214 and sum(f.endswith("/Dockerfile") for f in files) == 37
 
 
 def test_only_files_written_before_are_pruned_and_folders_only_when_emptied(tmp_path: Path) -> None:

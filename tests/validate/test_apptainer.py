@@ -22,7 +22,7 @@ import pytest
 
 from builder.registry.client import RegistryClient
 from builder.validate import apptainer, sifrunner
-from tests.conftest import ROOT, builder_cli
+from tests.fakes.checkout import ROOT, builder_cli
 
 EXAMPLE = ROOT / "examples" / "local.yaml"
 RUNTIME, DEVEL = "cpu_debian12_py3.11_torch2.13.0_runtime", "cpu_debian12_py3.11_torch2.13.0_devel"

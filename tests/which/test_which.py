@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -14,30 +13,12 @@ from typing import Any
 import pytest
 
 from builder import which
-from builder.core import facts
 from builder.core.errors import InputError
 from builder.matrix.expand import load_matrix
-from tests.conftest import DATA, ROOT, builder_cli, write_matrix
+from tests.fakes.checkout import ROOT, builder_cli
+from tests.fakes.hosts import HOSTS, LOCAL, MATRIX, RUN, SECCOMP
+from tests.fakes.matrices import write_matrix
 
-HOSTS = DATA / "sysfs"
-
-# Per-family TheRock images for three families (TheRock 7.14, which builds torch 2.12 of these two) plus
-# pytorch.org's all-targets image (its two ROCm lines, 7.2 and 7.1), two torch releases, two OSes, both flavors;
-# cpu for the newest torch. The compatibility rules drop therock on 7.2/7.1 and pytorch.org on 7.14.
-MATRIX = """\
-image: pytorch
-matrix:
-  os: [ubuntu-24.04, ubuntu-22.04]
-  platform: [rocm7.2, rocm7.1, rocm7.14, cpu]
-  torch: ["2.13.0", "2.12.0"]
-  gfx: [all, gfx94X-dcgpu, gfx110X-all, gfx1151]
-  channel: [pytorch, therock]
-  flavor: [runtime, devel]
-exclude:
-  - {channel: pytorch, gfx: [gfx94X-dcgpu, gfx110X-all, gfx1151]}
-  - {platform: cpu, channel: therock}
-  - {platform: cpu, torch: "2.12.0"}
-"""
 ALL_ONLY = """\
 matrix:
   os: [ubuntu-24.04]
@@ -45,9 +26,6 @@ matrix:
   torch: ["2.13.0"]
   gfx: [all]
 """
-RUN = "docker run -it --device=/dev/kfd --device=/dev/dri --group-add video"
-SECCOMP = "--security-opt seccomp=unconfined"
-LOCAL = "rocm-image-factory/pytorch:"
 
 
 @pytest.fixture
@@ -64,35 +42,6 @@ def gpus_of(answer: dict[str, Any]) -> list[tuple[str | None, str | None, str, b
     return [(g["target"], g["family"], g["name"], g["igpu"]) for g in answer["gpus"]]
 
 
-# --- the encoding and the PCI table ----------------------------------------------------------------------
-
-@pytest.mark.parametrize(("value", "target"), [
-    (110000, "gfx1100"), (90402, "gfx942"), (90012, "gfx90c"), (90010, "gfx90a"), (110501, "gfx1151"),
-    (120001, "gfx1201"), (100300, "gfx1030"), (110003, "gfx1103"), (90006, "gfx906"), (0, None),
-])
-def test_gfx_target_version_is_major_then_hex_minor_and_stepping(value: int, target: str | None) -> None:
-    assert which.gfx_from_version(value) == target
-
-
-@pytest.mark.parametrize(("value", "target"), [("10.3.0", "gfx1030"), ("11.0.0", "gfx1100"), ("9.0.0", "gfx900"),
-                                               ("9.0.12", "gfx90c"), ("11", None), ("a.b.c", None)])
-def test_override_names_the_target_the_gpu_poses_as(value: str, target: str | None) -> None:
-    assert which.gfx_from_override(value) == target
-
-
-def test_pci_table_targets_are_known_and_overrides_land_on_targets_images_carry() -> None:
-    table = which.pci_table()
-    family_targets = {t for fam in facts.gfx_families().values() for t in fam.targets}
-    wheel_targets = {t for minor in facts.compat().torch.values() for t in minor.pytorch.gfx}
-    for device, entry in table.devices.items():
-        assert entry.target in family_targets | set(table.igpu_targets) | wheel_targets, device
-        assert (entry.kind == "igpu") == (entry.target in table.igpu_targets), device
-    for target, value in table.overrides.items():
-        poses = which.gfx_from_override(value)
-        assert poses in wheel_targets and poses != target, target
-    assert table.lookup(0x74A1) is not None and table.lookup(0x74A1).target == "gfx942"  # type: ignore[union-attr]
-    assert table.lookup(0x744C).revisions["c8"] == "AMD Radeon RX 7900 XTX"  # type: ignore[union-attr]
-    assert table.lookup(0x1586).target == "gfx1151" and table.lookup(0x1638).target == "gfx90c"  # type: ignore[union-attr]
 
 
 # --- the recorded hosts ----------------------------------------------------------------------------------
@@ -160,12 +109,13 @@ def test_apu_plus_dgpu_lists_both_recommends_the_dgpu_and_hides_the_igpu(matrix:
     assert answer["exit_code"] == 0  # the RX 6800 has an image
 
 
-# The production matrix: a slim per-family image for RDNA2 and Strix Point (TheRock 10.0 publishes device packages
-# for both to its stable index), not the all-targets image nor an HSA_OVERRIDE_GFX_VERSION line.
+# The production matrix: a slim per-family image for RDNA2 (its discrete half, gfx103X-dgpu: fewest targets) and Strix
+# Point (TheRock 10.0 publishes device packages for both to its stable index), not the all-targets image nor an
+# HSA_OVERRIDE_GFX_VERSION line.
 @pytest.mark.parametrize(("host", "target", "family", "gid"), [
-    ("rx6800xt", "gfx1030", "gfx103X-all", "105"),
+    ("rx6800xt", "gfx1030", "gfx103X-dgpu", "105"),
     ("strix-point", "gfx1150", "gfx1150", "991"),
-    ("apu-rx6800", "gfx1030", "gfx103X-all", "106"),
+    ("apu-rx6800", "gfx1030", "gfx103X-dgpu", "106"),
 ])
 def test_production_matrix_gives_rdna2_and_strix_point_their_family_image(host: str, target: str, family: str,
                                                                           gid: str) -> None:
@@ -330,51 +280,12 @@ def test_bad_options_are_input_errors(matrix: Path, options: dict[str, Any], key
     assert problem.key == key and text in problem.message
 
 
-# --- the command -----------------------------------------------------------------------------------------
-
-def test_cli_text_for_mi300x(matrix: Path) -> None:
-    result = builder_cli("which", "-m", str(matrix), "--root", str(HOSTS / "mi300x"), "--registry", "ghcr.io/acme")
-    assert result.returncode == 0, result.stderr
-    assert re.search(r"HIP 0-7 +8 x AMD Instinct MI300X  gfx942  family gfx94X-dcgpu  dGPU", result.stdout)
-    assert (f"{RUN} --group-add 109 {SECCOMP} ghcr.io/acme/pytorch:"
-            "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx94X-dcgpu_therock_runtime\n") in result.stdout
-
-
-def test_cli_json_structure(matrix: Path) -> None:
-    result = builder_cli("which", "-m", str(matrix), "--sysfs", str(HOSTS / "apu-rx6800"), "--json",
-                         "--registry", "ghcr.io/acme")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    assert set(data) == {"matrix", "source", "gpus", "other_gpus", "recommended", "unmatched", "cpu_image",
-                         "render_gids", "gid_source", "notes", "exit_code"}
-    assert set(data["gpus"][0]) == {"index", "kfd_node", "pci", "device_id", "revision", "name", "target", "family",
-                                    "igpu", "render_node", "supported"}
-    assert set(data["recommended"]) == {"target", "family", "gpus", "for", "image", "docker_run", "apptainer_pull",
-                                        "apptainer_exec", "alternatives", "choices"}
-    assert set(data["recommended"]["image"]) == {"tag", "ref", "gfx", "gfx_targets", "rocm", "torch", "python", "os",
-                                                 "flavor", "channel"}
-    assert set(data["unmatched"][0]) == {"target", "family", "gpus", "for", "why", "message", "override"}
-    assert set(data["unmatched"][0]["override"]) == {"value", "poses_as", "risk", "image", "docker_run",
-                                                     "apptainer_pull", "apptainer_exec"}
-    assert data["recommended"]["image"]["ref"].startswith("ghcr.io/acme/pytorch:") and data["exit_code"] == 0
-
-
-def test_cli_without_an_amd_gpu_exits_1_with_a_message_not_a_traceback(matrix: Path) -> None:
-    result = builder_cli("which", "-m", str(matrix), "--root", str(HOSTS / "no-amd-gpu"))
-    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
-    assert result.stdout.startswith("no AMD GPU found") and "NVIDIA 0x2684" in result.stdout
-
-
-def test_cli_bad_gfx_is_exit_2(matrix: Path) -> None:
-    result = builder_cli("which", "-m", str(matrix), "--gfx", "gfx94X-dcgpu")
-    assert result.returncode == 2 and "is a family, not a target" in result.stderr
-
-
 # --- an unknown gfx family in a matrix names the family that holds it ------------------------------------
 
 @pytest.mark.parametrize(("value", "message"), [
     ("gfx942", "unknown gfx family 'gfx942'; gfx942 is a target of family gfx94X-dcgpu: use gfx: [gfx94X-dcgpu]"),
-    ("gfx1100", "unknown gfx family 'gfx1100'; gfx1100 is a target of family gfx110X-all: use gfx: [gfx110X-all]"),
+    ("gfx1100", "unknown gfx family 'gfx1100'; gfx1100 is a target of families gfx110X-all, gfx110X-dgpu: use gfx: "
+                "[gfx110X-all] (or gfx110X-dgpu)"),
     ("MI300X", "unknown gfx family 'MI300X'; MI300X is a GPU of family gfx94X-dcgpu: use gfx: [gfx94X-dcgpu]"),
     ("GFX94X-DCGPU", "unknown gfx family 'GFX94X-DCGPU'; family names are case-sensitive: use gfx: [gfx94X-dcgpu]"),
     # TheRock's gfx900-dgpu family (therock_amdgpu_targets.cmake @ 584db938) is in gfx.yaml now.
@@ -401,3 +312,14 @@ def test_the_apptainer_lines_pull_a_sif_and_run_it_with_rocm_as_the_user(matrix:
     text = builder_cli("which", "-m", str(matrix), "--root", str(HOSTS / "rx7900xtx"), "--registry", "ghcr.io/acme")
     assert f"\n  apptainer pull pytorch_{tag}.sif docker://ghcr.io/acme/pytorch:{tag}\n" in text.stdout
     assert f"\n  apptainer exec --rocm pytorch_{tag}.sif python\n" in text.stdout
+
+
+def test_which_names_the_gfx103X_dgpu_image_for_an_rx_6800_on_7_13(tmp_path: Path) -> None:
+    """Two families carry gfx1030 on the same line and torch: the one with fewer targets is the smaller image."""
+    file = tmp_path / "m.yaml"
+    file.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.13]\n  torch: ['2.11.0']\n"
+                    "  gfx: [gfx90X-dcgpu, gfx103X-all, gfx103X-dgpu, gfx1151]\n  channel: [therock]\n",
+                    encoding="utf-8")
+    run = builder_cli("which", "-m", str(file), "--gfx", "gfx1030", "--rocm", "7.13")
+    assert run.returncode == 0, run.stderr
+    assert "Use rocm7.13_ubuntu24.04_py3.12_torch2.11.0_gfx103X-dgpu_therock_runtime" in run.stdout
