@@ -64,13 +64,20 @@ def runner(docker_client: docker.DockerClient) -> str:
 
 @pytest.fixture(scope="module")
 def example(docker_client: docker.DockerClient, base_image: str, wheelhouse: Path, registry: str, runner: str,
-            tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, dict[str, Any]], str]:
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, dict[str, Any]], str]]:
     """examples/local.yaml built, validated under Docker and Apptainer, and pushed."""
     namespace = f"{registry}/apptainer{uuid.uuid4().hex[:8]}"
     report = tmp_path_factory.mktemp("apptainer") / "report.json"
     proc = builder_cli("build", "--matrix", str(EXAMPLE), "--wheelhouse", str(wheelhouse), "--push", "--registry",
                        namespace, "--apptainer", "--report", str(report), "--quiet")
-    return proc, {r["tag"]: r for r in json.loads(report.read_text())["images"]}, namespace
+    rows = {r["tag"]: r for r in json.loads(report.read_text())["images"]}
+    # Held under a name no session reclaims (another session's reclaim on a shared engine removes suite names).
+    held = f"rif-test/apptainer-example:{uuid.uuid4().hex[:12]}"
+    with contextlib.suppress(docker.errors.APIError):
+        docker_client.images.get(str(rows[RUNTIME]["image_id"])).tag(held)
+    yield proc, rows, namespace
+    with contextlib.suppress(docker.errors.APIError):
+        docker_client.images.remove(held)
 
 
 # Python refuses to start where /opt/venv is not writable: Docker runs the image writable, Apptainer read-only. (A venv
