@@ -48,6 +48,9 @@ from tests.fakes.matrices import ONE_CPU
 # starts build their RUN steps on the host's network, as setup.sh's RIF_BUILD_NETWORK=host says, also from a shell
 # that did not source it. The product's default stays BuildKit's own network.
 os.environ.setdefault("RIF_BUILD_NETWORK", "host")
+# No snapshot service is reachable from the tests: `builder lock` pins OS packages only where a test points it at
+# its own loopback archive (tests/fakes/aptarchive.py).
+os.environ.setdefault("RIF_APT_SNAPSHOT", "off")
 
 pytest_plugins = ["pytester", "tests.fakes.scripted_registry",  # the scripted registry: `server`
                   "tests.fakes.loopback"]  # every bind and connect on loopback
