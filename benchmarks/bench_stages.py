@@ -79,7 +79,7 @@ def bake_jobs(todo: list[jobs.Job], source: WheelSource, cache: Cache | None, ho
     lines: Lines = []
     target = {j.tag: j.rendered.target for j in todo if j.rendered is not None}
     events = lifecycle.Events(line=lambda tag, line: lines.append((target.get(tag), line)))
-    options = lifecycle.Options(source, validate=False, cache=cache, buildkit=HOST)  # fresh engines: no bridge
+    options = lifecycle.Options(source=source, validate=False, cache=cache, buildkit=HOST)  # fresh engines: no bridge
     prepared = lifecycle.prepare(docker.DockerClient(base_url=host, timeout=3600), todo, options, events)
     failed = [t for t, r in prepared.built.items() if not r.ok]
     if failed or len(prepared.built) != len(todo):
@@ -92,7 +92,7 @@ def bake_jobs(todo: list[jobs.Job], source: WheelSource, cache: Cache | None, ho
 def wave(todo: list[jobs.Job], source: WheelSource, cache: Cache) -> tuple[Lines, dict[str, str]]:
     """The shared-stages wave: its log, and its targets' Dockerfiles."""
     lines: Lines = []
-    outcomes = lifecycle.shared_stages(todo, lifecycle.Options(source, cache=cache, buildkit=HOST),
+    outcomes = lifecycle.shared_stages(todo, lifecycle.Options(source=source, cache=cache, buildkit=HOST),
                                        lambda target, line: lines.append((target, line)))
     if not all(o.result.ok for o in outcomes):
         raise SystemExit("the shared-stages wave failed:\n" + "\n".join(text for _, text in lines[-30:]))

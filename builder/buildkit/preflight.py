@@ -28,7 +28,7 @@ _FROM = re.compile(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?\s*$",
 _PLATFORM = re.compile(r"^(manylinux\d*(_\d+_\d+)?_x86_64|linux_x86_64|any)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Need:
     """What one image's bake takes from outside: its base image, and the wheels it installs."""
 

@@ -66,8 +66,9 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     todo = jobs.matrix_jobs(matrix, cell, None, wheel_source(wheelhouse_dir, locks))
     target = runs.target(registry, insecure_hosts) if push and registry else None
-    runs.run(todo, lifecycle.Options(wheel_source(wheelhouse_dir, locks), validate, gpu, target, buildkit=kit),
-             progress, report, registry if target else None)
+    options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=validate, gpu=gpu, target=target,
+                                buildkit=kit)
+    raise typer.Exit(runs.run(todo, options, progress, report, registry if target else None))
 
 
 @handles_errors

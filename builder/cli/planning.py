@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
-
 from builder.cli import console, runs
 from builder.cli.kit import EXIT_FAILED, EXIT_OK
 from builder.core.errors import usage_error
@@ -34,9 +32,9 @@ def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
 
 
 def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,
-             registry: str) -> None:
+             registry: str) -> int:
     """Plan (and with move_tags, move the tags that need no build), print it, write the record; exit 1 when the
-    registry could not say for some image."""
+    registry could not say for some image (the exit code)."""
     decisions = planner.plan(target, todo)
     if move_tags:
         planner.move_tags(target, decisions)
@@ -57,7 +55,7 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
         moving = sum(d.action == "move-tags" for d in decisions)
         console.out.print(f"plan: {counts(decisions)['build']} to build, {moving} to re-tag"
                        f"{' (moved)' if move_tags else ''}, {counts(decisions)['skip']} unchanged")
-    raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def counts(decisions: list[planner.Decision[jobs.Job]]) -> dict[str, int]:

@@ -83,14 +83,16 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
     todo = jobs.shard_jobs(jobs.matrix_jobs(matrix, cell, match, wheel_source(wheelhouse_dir, locks)), shard_spec)
     if shared_stages and plan:
         raise usage_error("--shared-stages", "builds stages and --plan builds nothing: pass one of them")
-    if plan:  # the registry alone answers: no engine
-        planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path, registry)
-    options = lifecycle.Options(wheel_source(wheelhouse_dir, locks), True, gpu, runs.target(registry, insecure_hosts),
-                               skip_published=True, no_push=no_push, compression=_compression(compression),
-                               cache=_cache(cache_registry, insecure_hosts), buildkit=kit)
-    if shared_stages:
-        stages.run_stages(todo, options)
-    runs.run(todo, options, progress, record_path, registry)
+    if plan:  # its own path: the registry alone answers, no engine
+        raise typer.Exit(planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path,
+                                           registry))
+    options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=True, gpu=gpu,
+                                target=runs.target(registry, insecure_hosts), skip_published=True, no_push=no_push,
+                                compression=_compression(compression), cache=_cache(cache_registry, insecure_hosts),
+                                buildkit=kit)
+    if shared_stages:  # its own path: stages into the registry cache, no image
+        raise typer.Exit(stages.run_stages(todo, options))
+    raise typer.Exit(runs.run(todo, options, progress, record_path, registry))
 
 
 @handles_errors
@@ -105,8 +107,8 @@ def push(images: Annotated[list[str], typer.Argument(help="Local images built by
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE")
     client = connect()
     todo = [jobs.job_for_image(client, image) for image in images]
-    runs.run(todo, lifecycle.Options(gpu=gpu, target=runs.target(registry, insecure_hosts)), progress, report,
-             registry)
+    options = lifecycle.Options(gpu=gpu, target=runs.target(registry, insecure_hosts))
+    raise typer.Exit(runs.run(todo, options, progress, report, registry))
 
 
 def _compression(name: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
 from rich.table import Table
 
 from builder.buildkit.engine import connect
@@ -29,8 +28,9 @@ def target(registry: str, insecure: frozenset[str]) -> Target:
 
 
 def run(todo: list[jobs.Job], options: lifecycle.Options, progress: Progress, report_path: Path | None,
-        registry: str | None) -> None:
-    """Run the jobs, print the summary, and write the record whatever happens (interruptions included)."""
+        registry: str | None) -> int:
+    """Run the jobs, print the summary, and write the record whatever happens (interruptions included); the exit
+    code."""
     client = connect()
     view = RunView([j.tag for j in todo], progress.value, console=console.out)
     with terminates(), view.running():
@@ -42,7 +42,7 @@ def run(todo: list[jobs.Job], options: lifecycle.Options, progress: Progress, re
         print_reports(reports, registry, rehearsal, view.log_dir)
         if report_path is not None:
             console.out.print(f"run record: {safe(report_path)}")
-    raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
+    return EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK
 
 
 def print_reports(reports: list[ImageReport], registry: str | None, rehearsal: str = "",

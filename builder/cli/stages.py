@@ -7,8 +7,6 @@ the per-combination jobs then import them instead of each building the same OS b
 
 from __future__ import annotations
 
-import typer
-
 from builder.cli import console
 from builder.cli.kit import EXIT_FAILED, EXIT_OK
 from builder.core.errors import usage_error
@@ -20,8 +18,9 @@ from builder.pipeline import jobs, lifecycle
 LOG_NAME = "shared-stages"
 
 
-def run_stages(todo: list[jobs.Job], options: lifecycle.Options) -> None:
-    """Build the shared stages, print one line each, exit 1 when one failed (the jobs then build it themselves)."""
+def run_stages(todo: list[jobs.Job], options: lifecycle.Options) -> int:
+    """Build the shared stages and print one line each; the exit code is 1 when one failed (the jobs then build it
+    themselves)."""
     if options.cache is None:
         raise usage_error("--shared-stages", "builds into the registry cache: add --cache-registry HOST/NS")
     LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -31,7 +30,7 @@ def run_stages(todo: list[jobs.Job], options: lifecycle.Options) -> None:
     if not outcomes:
         console.out.print(f"no stage is shared by two of the {len(jobs.by_combination(todo))} combinations: "
                        "nothing to build")
-        raise typer.Exit(EXIT_OK)
+        return EXIT_OK
     for o in outcomes:
         state = "[green]built[/green]" if o.result.ok else "[red]failed[/red]"
         console.out.print(f"{state} {o.stage.key} ({o.stage.stage} of {len(o.stage.groups)} combinations, "
@@ -42,4 +41,4 @@ def run_stages(todo: list[jobs.Job], options: lifecycle.Options) -> None:
     if failed:
         console.err.print(f"{len(failed)} shared stage(s) failed; the jobs that need them build them: log {safe(path)}",
                        soft_wrap=True)
-    raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
+    return EXIT_FAILED if failed else EXIT_OK

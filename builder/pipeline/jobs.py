@@ -26,7 +26,7 @@ from builder.render.installs import requirements
 from builder.render.sources import WheelSource
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Job:
     """One image to take through the lifecycle: from a rendered cell, or an image already in the engine."""
 
@@ -44,8 +44,9 @@ class Job:
     def of(cls, plan: ImagePlan, source: WheelSource, rendered: RenderedCell | None = None) -> Job:
         rendered = rendered or render_cell(plan.content, source)
         cell = rendered.cell
-        return cls(cell.tag, cell.image, plan.tags, rendered.content_hash, cell.expectations(), rendered.labels,
-                   rendered, tags.local_ref(cell.image, cell.tag))
+        return cls(tag=cell.tag, repository=cell.image, tags=plan.tags, content_hash=rendered.content_hash,
+                   expect=cell.expectations(), labels=rendered.labels, rendered=rendered,
+                   local_image=tags.local_ref(cell.image, cell.tag))
 
     def need(self) -> preflight.Need | None:
         """What its bake takes from outside (base image, wheels); None when there is nothing to build."""
@@ -54,8 +55,8 @@ class Job:
         cell = self.rendered.cell
         name = next((t for t in self.tags if t != tags.LATEST), self.tag)
         base_tool = osfamilies.of(cell.os_release.family).BASE_TOOL
-        return preflight.Need(name, cell.os, base_tool, self.rendered.dockerfile, cell.python,
-                           tuple(requirements(cell)))
+        return preflight.Need(tag=name, os=cell.os, base_tool=base_tool, dockerfile=self.rendered.dockerfile,
+                              python=cell.python, requirements=tuple(requirements(cell)))
 
     @property
     def combination(self) -> str:
@@ -63,8 +64,9 @@ class Job:
         return group_of(self.rendered) if self.rendered is not None else self.tag
 
     def report(self) -> ImageReport:
-        return ImageReport(self.tag, self.repository, list(self.tags), tags.immutable_tag(self.tag, self.content_hash),
-                           self.content_hash, local_image=self.local_image)
+        return ImageReport(tag=self.tag, repository=self.repository, tags=list(self.tags),
+                           immutable_tag=tags.immutable_tag(self.tag, self.content_hash),
+                           content_hash=self.content_hash, local_image=self.local_image)
 
 
 def job_for_image(client: docker.DockerClient, ref: str, plans: list[ImagePlan] | None = None,
@@ -95,7 +97,8 @@ def job_for_image(client: docker.DockerClient, ref: str, plans: list[ImagePlan] 
     if not isinstance(expect, dict):
         raise usage_error("IMAGE", f"{ref} has no readable {tags.RIF_DIR}/{tags.CELL_FILE}: {stderr.strip()[:200]}")
     repository = labels.get(tags.IMAGE_LABEL) or "pytorch"
-    return Job(tag, repository, [tag], content_hash, expect, None, None, image.id)
+    return Job(tag=tag, repository=repository, tags=[tag], content_hash=content_hash, expect=expect, labels=None,
+               local_image=image.id)
 
 
 def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source: WheelSource) -> list[Job]:

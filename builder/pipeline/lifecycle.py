@@ -38,7 +38,7 @@ from builder.render.sources import WheelSource
 __all__ = ["Cache", "Events", "Options", "Prepared", "rebuild", "run", "run_and_record", "run_image"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Options:
     source: WheelSource = field(default_factory=WheelSource)
     validate: bool = True

@@ -20,7 +20,7 @@ State = Literal["planned", "not-attempted", "built", "validated", "published", "
 Stage = Literal["build", "validate", "sbom", "push", "registry"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ImageReport:
     """What happened to one image: the cells it serves, each stage's outcome, where it was published."""
 

@@ -21,7 +21,7 @@ EXAMPLE_WHEELS = ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
 
 def need(python: str = "3.13", os: str = "debian-13", dockerfile: str = DOCKERFILE_13, tag: str = DEBIAN13,
          requirements: tuple[str, ...] = ("torch==2.13.0", "numpy"), base_tool: str | None = "debootstrap") -> Need:
-    return Need(tag, os, base_tool, dockerfile, python, requirements)
+    return Need(tag=tag, os=os, base_tool=base_tool, dockerfile=dockerfile, python=python, requirements=requirements)
 
 
 @pytest.fixture()

@@ -59,7 +59,7 @@ def test_the_shared_stages_are_built_once_into_the_cache_and_every_job_imports_t
     # A job of one combination imports the stages from there (its own cache is still empty).
     lines: list[str] = []
     one = [j for j in todo if j.tag.startswith("rocm7.2")]
-    options = lifecycle.Options(source, validate=False, cache=Cache(f"{namespace}/buildcache", insecure=True),
+    options = lifecycle.Options(source=source, validate=False, cache=Cache(f"{namespace}/buildcache", insecure=True),
                                 buildkit=HOST)  # the tests' engine has no bridge
     events = lifecycle.Events(line=lambda tag, text: lines.append(text))
     prepared = lifecycle.prepare(docker_client, one, options, events)

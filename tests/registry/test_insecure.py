@@ -202,7 +202,8 @@ def test_every_pushing_command_asks_a_registry_named_insecure_over_http(
     monkeypatch.setattr(runs, "connect", lambda: None)
     monkeypatch.setattr(publish, "connect", lambda: None)
     monkeypatch.setattr(jobs, "job_for_image",
-                        lambda client, ref, *rest: jobs.Job("cpu_t", "pytorch", ["cpu_t"], "a" * 64, {}, None))
+                        lambda client, ref, *rest: jobs.Job(tag="cpu_t", repository="pytorch", tags=["cpu_t"],
+                                                            content_hash="a" * 64, expect={}, labels=None))
     reg = server(lambda seen: oci_error(403, "DENIED", "read-only here"))
     address = f"reg.test:{port_of(reg)}"
     result = CliRunner().invoke(app, [*command, str(tmp_path / "record.json"), "--registry", f"{address}/ns",

@@ -133,7 +133,7 @@ def fake_image(api: RegistryClient, repo: str, tag: str) -> Manifest:
 
 
 def attach(target: Target, repo_name: str, manifest: Manifest, packages: list[sbom.Package]) -> ImageReport:
-    report = ImageReport("t", repo_name, ["t"], "t-0", "sha256:0")
+    report = ImageReport(tag="t", repository=repo_name, tags=["t"], immutable_tag="t-0", content_hash="sha256:0")
     document = sbom.Sbom(sbom.document(sorted(packages), "sha256:" + "2" * 64, repo_name, OS), sorted(packages))
     target.attach_sbom(report, manifest, document)
     return report

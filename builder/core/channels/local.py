@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from builder.core import facts
+from builder.core.channels import pytorch
 from builder.core.channels.base import Cell
 
 NAME = "local"
@@ -40,4 +41,4 @@ def os_sdk_release(cell: Cell) -> str | None:
 
 def index_url(platform: str, gfx: str | None, torch: str, overrides: Mapping[str, str]) -> str:
     """The wheels come from the wheelhouse; the URL recorded is the one pytorch.org's channel would read."""
-    return overrides.get(platform, facts.compat().indexes["pytorch"].format(platform=platform))
+    return pytorch.index_url(platform, gfx, torch, overrides)
