@@ -90,6 +90,9 @@ def lock_group(members: list[CellSpec], lock_dir: Path, snapshot: Snapshot, upda
         if step.over:
             present |= {p.name for p in index.closure(step.over, present)}
         packages = tuple(index.closure(step.wants, present))
+        if current is not None and current.wants == step.wants and set(current.packages) == set(packages):
+            texts[step.file] = current.text()  # the archive moved, this closure did not: the lock stays as it is
+            continue
         texts[step.file] = ospins.OsLock(cell.os, step.wants, time, sources, packages, snapshot.trusted).text()
     return texts
 
