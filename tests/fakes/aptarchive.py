@@ -36,13 +36,15 @@ def _control(deb: Deb, size: int, sha: str) -> str:
 
 
 def build_deb(deb: Deb, pool: Path) -> Path:
-    """A real, installable .deb that puts one file under /usr/share/<name>/."""
-    src = pool / f".src-{deb.name}-{deb.version}"
+    """A real, installable .deb that puts one file under /usr/share/<name>/ (made once: a snapshot's files stay)."""
+    out = pool / f"{deb.name}_{deb.version}_all.deb"
+    if out.exists():
+        return out
+    src = pool.parent / f".src-{deb.name}-{deb.version}"
     (src / "DEBIAN").mkdir(parents=True)
     (src / "DEBIAN" / "control").write_text(_control(deb, 0, ""))
     (src / "usr" / "share" / deb.name).mkdir(parents=True)
     (src / "usr" / "share" / deb.name / "version").write_text(deb.version + "\n")
-    out = pool / f"{deb.name}_{deb.version}_all.deb"
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(src), str(out)], check=True,
                    capture_output=True)
     return out
