@@ -12,7 +12,7 @@ from builder.cli.app import app
 from builder.core import ospins
 from builder.core.errors import InputError
 from builder.core.spec import CellSpec
-from builder.render import lockfile, oslock
+from builder.render import lockfile, oslock, resolve
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
@@ -130,3 +130,28 @@ def test_an_unlocked_render_warns_that_its_os_layer_is_unpinned(tmp_path: Path) 
     run = CliRunner().invoke(app, ["render", "--matrix", str(matrix), "--out", str(tmp_path / "tree")])
     assert run.exit_code == 0, run.output
     assert "OS layer of 2 combinations is unpinned" in run.output
+
+
+def test_builder_lock_writes_the_os_locks_and_an_unreachable_archive_is_a_data_error(tmp_path: Path,
+                                                                                       served: str) -> None:
+    cells, tree, wheels = load_cells(tmp_path, MATRIX)[:1], tmp_path / "tree", tmp_path / "wheels"
+    wheels.mkdir()  # no wheel: those steps are data errors, the OS locks are written all the same
+    [group] = groups(cells)
+    base = lock_steps(cells)[0]
+    (tree / group / "lock").mkdir(parents=True)
+    (tree / group / "lock" / base.file).write_text(lockfile.base_text(base, "debian:12@sha256:" + "0" * 64))
+    report = resolve.lock_tree(cells, tree, wheels, snapshot=oslock.Snapshot(served, T1, trusted=True))
+    assert {p.name for p in report.written} == {"os-base.txt"}
+    assert ospins.read(report.written[0]).snapshot == T1
+    nowhere = "http://127.0.0.1:9"  # nothing listens there
+    again = resolve.lock_tree(cells, tree, wheels, snapshot=oslock.Snapshot(nowhere, T2, trusted=True))
+    [error] = [e for e in again.errors if e.step == "os-*.txt"]
+    assert error.cells == (cells[0].tag,) and error.index == nowhere
+
+
+def test_a_bad_snapshot_time_is_a_usage_error(tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, MATRIX)
+    run = CliRunner().invoke(app, ["lock", "--matrix", str(matrix), "--out", str(tmp_path / "tree"),
+                                   "--apt-snapshot", "http://127.0.0.1:9", "--apt-snapshot-time", "2026-11-01"])
+    assert run.exit_code == 2, run.output
+    assert "--apt-snapshot-time" in run.output and "20261101T000000Z" in run.output
