@@ -44,9 +44,12 @@ def pinned_install_commands(lock: ospins.OsLock) -> list[str]:
         f"rm -rf {_SNAPSHOT_DIR} && mkdir -p {_SNAPSHOT_DIR}",
         f"printf '%s\\n' {lines} > {_SNAPSHOT_DIR}/snapshot.list",
         f"{_SNAPSHOT_APT} update",
-        f"printf '%s\\n' {pins} | sort > {_SNAPSHOT_DIR}/pinned",
-        f"xargs -a {_SNAPSHOT_DIR}/pinned {_SNAPSHOT_APT} -s install --no-install-recommends "
-        f"| {_PLANNED} | sort | comm -23 - {_SNAPSHOT_DIR}/pinned > {_SNAPSHOT_DIR}/unpinned",
+        f"printf '%s\\n' {pins} > {_SNAPSHOT_DIR}/pinned",
+        f"xargs -a {_SNAPSHOT_DIR}/pinned {_SNAPSHOT_APT} -s install --no-install-recommends > {_SNAPSHOT_DIR}/plan",
+        f"{_PLANNED} {_SNAPSHOT_DIR}/plan > {_SNAPSHOT_DIR}/planned",  # no pipe: a failing simulation fails the step
+        f"sort -o {_SNAPSHOT_DIR}/pinned {_SNAPSHOT_DIR}/pinned",
+        f"sort -o {_SNAPSHOT_DIR}/planned {_SNAPSHOT_DIR}/planned",
+        f"comm -23 {_SNAPSHOT_DIR}/planned {_SNAPSHOT_DIR}/pinned > {_SNAPSHOT_DIR}/unpinned",
         f"if [ -s {_SNAPSHOT_DIR}/unpinned ]; then echo 'apt would install packages the lock does not pin "
         f"(snapshot {lock.snapshot}):' >&2; cat {_SNAPSHOT_DIR}/unpinned >&2; exit 1; fi",
         f"{_SNAPSHOT_APT} install -y --no-install-recommends {pins}",
