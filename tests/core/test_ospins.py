@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from builder.core import ospins
 from builder.core.errors import InputError
@@ -58,3 +60,21 @@ def test_a_link_or_an_oversized_file_is_not_read(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"big\.txt: file"):
         ospins.read(tmp_path / "big.txt")
     assert ospins.read(tmp_path / "real.txt").snapshot == LOCK.snapshot
+
+
+LINES = st.sampled_from(["os: debian-12", "for: python3", "snapshot: 20261101T000000Z", "trusted: no",
+                         "source: http://127.0.0.1:1/20261101T000000Z/ bookworm main", "pin: a:all=1 -",
+                         "pin: a:amd64=1:2.0~rc1+b1 " + "f" * 64, "pin: b:all=1", "# note", ""]) | st.text(max_size=30)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(lines=st.lists(LINES, max_size=12))
+def test_any_text_is_a_lock_or_an_error_naming_the_file(lines: list[str]) -> None:
+    try:
+        lock = ospins.parse("\n".join([ospins.MAGIC, *lines]) + "\n", Path("os-base.txt"))
+    except InputError as exc:
+        assert exc.problems and all(p.file == Path("os-base.txt") for p in exc.problems)
+        return
+    again = ospins.parse(lock.text(), Path("again.txt"))  # what it writes it reads back
+    assert (again.wants, again.snapshot, again.sources, set(again.packages)) == (
+        lock.wants, lock.snapshot, lock.sources, set(lock.packages))
