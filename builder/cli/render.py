@@ -97,8 +97,9 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
                  "--apt-snapshot-time", metavar="YYYYMMDDTHHMMSSZ", envvar=oslock.TIME_ENV, help=(
                      "The snapshot to pin OS packages at (default: the lock's own; with --update, now)."))] = None,
              ) -> None:
-    """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256, every
-    OS package of its apt steps by version from a dated archive snapshot.
+    """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256.
+
+    Every OS package of its apt steps is pinned by version from a dated archive snapshot (lock/os-*.txt).
 
     A step no index or registry resolves is a data error of the images that need it: each is reported (cells,
     index, what was missing), every other lock is refreshed anyway, those images are left out of the render, and
