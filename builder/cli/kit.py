@@ -27,8 +27,8 @@ from rich.text import Text
 from builder.build.buildkit import NETWORKS, BuildKit
 from builder.build.engine import EngineUnavailable
 from builder.cli import console as show
+from builder.core import files
 from builder.core.errors import InputError, usage_error
-from builder.core.files import replace_file
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
 from builder.render import tree as imagetree
@@ -123,7 +123,7 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             show.err.print("run `builder lock --matrix MATRIX --out DIR` (or `--update`) and commit the locks")
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError, NameClash,
-                LockError) as exc:
+                LockError, files.OutputError) as exc:
             show.error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except RegistryError as exc:  # the registry refused or is down before any image was touched
@@ -146,7 +146,7 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _crash_log() -> Path:
     path = Path(tempfile.gettempdir()) / f"rif-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    return replace_file(path, traceback.format_exc().encode(), 0o600)  # /tmp is shared: planted names replaced
+    return files.replace_file(path, traceback.format_exc().encode(), 0o600)  # /tmp is shared: planted names replaced
 
 
 @contextmanager

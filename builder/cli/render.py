@@ -10,6 +10,7 @@ import typer
 
 from builder.cli import console as show
 from builder.cli.kit import (
+    EXIT_BAD_INPUT,
     EXIT_FAILED,
     PRODUCTION_IMAGES,
     PRODUCTION_MATRIX,
@@ -20,6 +21,7 @@ from builder.cli.kit import (
     handles_errors,
     wheel_source,
 )
+from builder.core import files
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.matrix.expand import load_matrix
@@ -98,6 +100,8 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
     if out_dir == PRODUCTION_IMAGES and not production:
         raise usage_error("--out", f"only the production matrix is locked into {PRODUCTION_IMAGES}/ (pass --out DIR)")
+    if data_errors is not None:
+        files.check_named(data_errors, "the data errors (--data-errors)")
     cells = load_matrix(matrix)
 
     def say(group: str, file: str, state: str) -> None:
@@ -106,9 +110,10 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
 
     done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
                           update or check_data, base_registry, check_insecure(insecure), say, write=not check_data)
-    _report_data_errors(done.errors, data_errors)
+    unwritten = _report_data_errors(done.errors, data_errors)
     if check_data:
         show.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")
+        _refuse(unwritten)
         if done.errors:
             raise typer.Exit(EXIT_FAILED)
         return
@@ -119,17 +124,29 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
                     wheel_source(wheelhouse_dir, out_dir))
     show.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
                    f"images into {safe(out_dir)}")
+    _refuse(unwritten)
     if done.errors:
         raise typer.Exit(EXIT_FAILED)
 
 
-def _report_data_errors(errors: list[lock.DataError], markdown: Path | None) -> None:
-    """Each error on stderr, and (for the pull request) as a Markdown list."""
+def _report_data_errors(errors: list[lock.DataError], markdown: Path | None) -> files.OutputError | None:
+    """Each error on stderr, and (for the pull request) as a Markdown list; a list that cannot be written (a full
+    disk) comes back, said once the locks and the tree are written."""
     for e in errors:
         show.err.print(f"[red]data error:[/red] {safe(e.line())}", soft_wrap=True)
     if markdown is not None:
         lines = [f"- `{'`, `'.join(e.cells)}`: `{e.step}` from {e.index}: {e.missing}\n" for e in errors]
-        markdown.write_text("".join(lines), encoding="utf-8")
+        try:
+            files.write_named(markdown, "".join(lines).encode(), "the data errors (--data-errors)")
+        except files.OutputError as exc:
+            return exc
+    return None
+
+
+def _refuse(unwritten: files.OutputError | None) -> None:
+    if unwritten is not None:
+        show.error(str(unwritten))
+        raise typer.Exit(EXIT_BAD_INPUT)
 
 
 @handles_errors

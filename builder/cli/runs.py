@@ -10,8 +10,9 @@ from rich.table import Table
 
 from builder.build.engine import connect
 from builder.cli import console as show
-from builder.cli.kit import EXIT_FAILED, EXIT_OK, Progress, terminates
+from builder.cli.kit import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Progress, terminates
 from builder.cli.progress import RunView
+from builder.core import files
 from builder.core.text import safe
 from builder.publish import jobs
 from builder.publish import lifecycle as pipeline
@@ -31,18 +32,24 @@ def target(registry: str, insecure: frozenset[str]) -> Target:
 
 def run(todo: list[jobs.Job], options: pipeline.Options, progress: Progress, report_path: Path | None,
         registry: str | None) -> None:
-    """Run the jobs, print the summary, and write the record whatever happens (interruptions included)."""
+    """Run the jobs, print the summary, and write the record whatever happens (interruptions included); a record
+    that cannot be written is refused before the run, or (a full disk) said after the summary, exit 2."""
+    if report_path is not None:
+        files.check_named(report_path, "the run record")
     client = connect()
     view = RunView([j.tag for j in todo], progress.value, console=show.out)
     with terminates(), view.running():
-        reports = pipeline.run_and_record(client, todo, options, view.events(), report_path, registry)
+        reports, unwritten = pipeline.run_and_record(client, todo, options, view.events(), report_path, registry)
     if progress == Progress.json:
         print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
     else:
         rehearsal = "no push" if options.no_push else ""
         print_reports(reports, registry, rehearsal, view.log_dir)
-        if report_path is not None:
+        if report_path is not None and unwritten is None:
             show.out.print(f"run record: {safe(report_path)}")
+    if unwritten is not None:
+        show.error(str(unwritten))
+        raise typer.Exit(EXIT_BAD_INPUT)
     raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
 
 

@@ -22,6 +22,7 @@ from builder.build.bake import BuildResult, OnLine, bake, require_buildx, waves
 from builder.build.buildkit import CURRENT, BuilderUnusable, BuildKit, require_builder
 from builder.build.export import Cache, Export
 from builder.core import tags
+from builder.core.files import OutputError
 from builder.core.scratch import scratch_dir
 from builder.publish import record, stagewave, steps
 from builder.publish.jobs import Job, preflight
@@ -179,10 +180,13 @@ def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, event
 
 
 def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events,
-                   record_path: Path | None, registry: str | None) -> list[ImageReport]:
-    """run(), and the run record written whatever happens: images never reached are `not-attempted`."""
+                   record_path: Path | None,
+                   registry: str | None) -> tuple[list[ImageReport], OutputError | None]:
+    """run(), and the run record written whatever happens: images never reached are `not-attempted`; a record
+    that could not be written comes back beside the reports, so the run's summary is still printed."""
     reports: list[ImageReport] = []
     finished = False
+    unwritten = None
     try:
         run(client, jobs, options, events, reports)
         finished = True
@@ -193,8 +197,11 @@ def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Option
                 reports.append(job.report())
                 reports[-1].state = "not-attempted"
         if record_path is not None:
-            record.write(record_path, reports, registry, finished)
-    return reports
+            try:
+                record.write(record_path, reports, registry, finished)
+            except OutputError as exc:
+                unwritten = exc
+    return reports, unwritten
 
 
 def run_image(client: docker.DockerClient, job: Job, options: Options, prepared: Prepared | None = None,
