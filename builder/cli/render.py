@@ -26,7 +26,7 @@ from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import select
-from builder.registry.address import check_insecure
+from builder.registry.address import check_insecure, check_registry
 from builder.render import lockfile, wheelhouse
 from builder.render import resolve as lock
 from builder.render import tree as imagetree
@@ -102,6 +102,8 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
         raise usage_error("--out", f"only the production matrix is locked into {PRODUCTION_IMAGES}/ (pass --out DIR)")
     if data_errors is not None:
         files.check_named(data_errors, "the data errors (--data-errors)")
+    if base_registry is not None:
+        base_registry = check_registry(base_registry, "--base-registry")
     cells = load_matrix(matrix)
 
     def say(group: str, file: str, state: str) -> None:

@@ -1,16 +1,18 @@
 """Random option values, every option of every command: a clean exit (0, 1 or 2), never the crash handler.
 
 No engine and no registry: the engine socket does not exist, every TCP connect is refused and every name is
-unknown, every program a command would start is missing, so each command ends on its own words before any
+unknown, every program a command starts fails at once, so each command ends on its own words before any
 real work. Each example is bounded by a hang guard (SIGALRM).
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,13 +64,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     def unknown(host: Any, *args: Any, **kwargs: Any) -> Any:
         raise socket.gaierror(socket.EAI_NONAME, "unknown name (test)")
 
-    def missing(*args: Any, **kwargs: Any) -> Any:
-        raise FileNotFoundError(errno.ENOENT, "no such program (test)", str(args[0] if args else ""))
+    start = subprocess.Popen._execute_child  # type: ignore[attr-defined]
 
+    def failing(self: subprocess.Popen[Any], args: Any, executable: Any, *rest: Any) -> Any:
+        return start(self, ["false"], None, *rest)  # pip, docker, debootstrap: each fails at once, says nothing
+
+    patch.setattr(time, "sleep", lambda seconds: None)  # a registry's retries back off in no time
     patch.setattr(socket.socket, "connect", refused)
     patch.setattr(socket.socket, "connect_ex", refused)
     patch.setattr(socket, "getaddrinfo", unknown)
-    patch.setattr(subprocess.Popen, "_execute_child", missing)
+    patch.setattr(subprocess.Popen, "_execute_child", failing)
     yield here
     patch.undo()
 
@@ -101,7 +106,7 @@ TEXT = st.one_of(st.text(max_size=60), st.text(alphabet="0123456789/²³¹٣-+. 
                                                                                 "/dev/zero", ".", "..", "-"]))
 
 
-@settings(max_examples=150, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=int(os.environ.get("RIF_OPTION_EXAMPLES", "120")), deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(pick=st.sampled_from(PARAMS), value=TEXT)
 def test_random_option_values_end_cleanly(world: Path, pick: tuple[str, Any], value: str) -> None:
