@@ -65,7 +65,7 @@ def read_text(path: Path, limit: int, root: Path | None = None) -> str:
     root (default: the folder it was found in). Every refusal is an UnsafePath naming the file."""
     try:
         data = read_regular(resolve_inside(path, root), limit)
-    except UnsafePath:
+    except (UnsafePath, FileNotFoundError):
         raise
     except OSError as exc:
         raise UnsafePath(exc.errno or errno.EIO, f"cannot read: {exc.strerror or exc}", str(path)) from None

@@ -69,9 +69,9 @@ def written_before(tree: Path) -> set[str]:
 
 def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSource | None = None) -> list[Path]:
     """Write the tree and its manifest; with prune, remove what the factory wrote before and no longer renders."""
-    if tree.exists() and not tree.is_dir():
-        raise TreeError(f"{tree} is not a directory")
     try:
+        if tree.exists() and not tree.is_dir():  # in the try: a name too long for the file system is an OSError
+            raise TreeError(f"{tree} is not a directory")
         files = contents(tree, rendered)
         for rel, data in files.items():
             path = tree / rel
