@@ -27,7 +27,7 @@ from rich.text import Text
 from builder.build.buildkit import NETWORKS, BuildKit
 from builder.build.engine import EngineUnavailable
 from builder.cli import console as show
-from builder.core import files
+from builder.core import files, wheels
 from builder.core.errors import InputError, usage_error
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
@@ -116,6 +116,10 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except InputError as exc:
             for problem in exc.problems:
                 show.error(str(problem))
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
+        except wheels.WheelhouseError as exc:
+            for line in exc.problems:
+                show.error(line)
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except LockProblem as exc:
             for stale in exc.problems:

@@ -183,8 +183,13 @@ def check_named(path: Path, what: str) -> None:
 
 def copy_file(source: Path, path: Path, mode: int = 0o644) -> Path:
     """path holds a copy of source (a wheel where a hard link cannot be made), by replace_file's rules, with
-    source's times (as shutil.copy2: an incremental build-context sync sees the same file)."""
-    with source.open("rb") as src, _fresh(path, mode, keep_name=False) as f:
+    source's times (as shutil.copy2: an incremental build-context sync sees the same file). source is opened
+    as read_regular opens: never through a final link, never a FIFO or device."""
+    fd = os.open(source, _READ | os.O_NOFOLLOW)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePath(errno.EINVAL, "not a regular file", str(source))
+    with os.fdopen(fd, "rb") as src, _fresh(path, mode, keep_name=False) as f:
         shutil.copyfileobj(src, f, 1 << 20)
         f.flush()  # before the times: a later write would move them
         info = os.fstat(src.fileno())
