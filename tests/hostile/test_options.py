@@ -120,3 +120,17 @@ def test_every_command_is_covered() -> None:
     """The property above draws from every command: a new command or option is fed random text too."""
     assert {c for c, _ in PARAMS} == set(COMMAND.commands) - {c for c, sub in COMMAND.commands.items()
                                                               if all(getattr(p, "is_flag", False) for p in sub.params)}
+
+
+BAD_SHARDS = ["²/³", "١/٢", "1/" + "9" * 5000, "9" * 5000 + "/1", "1/2\n", " 1/2", "1 /2", "0/1", "2/1", "1/0",
+              "1/100001", "1/10001", "+1/2", "1/2/3", "1", "", "1/2 "]
+
+
+@pytest.mark.parametrize("spec", BAD_SHARDS)
+@pytest.mark.parametrize("command", [["matrix", "--format", "github"],
+                                     ["publish", "--plan", "--registry", "127.0.0.1:5000/rif"]])
+def test_a_shard_that_is_not_k_of_n_in_ascii_digits_is_refused_by_name(world: Path, command: list[str],
+                                                                         spec: str) -> None:
+    code, output = _invoke([*command, "--shard", spec])
+    assert code == 2, output
+    assert "--shard" in output and "unexpected" not in output
