@@ -29,9 +29,9 @@ import docker
 import yaml
 from floor import BASE, base_packages, floor_parts, image_size
 
-from builder.build.bake import HOST, bake, host_network
+from builder.buildkit.bake import HOST, bake, host_network
 from builder.matrix.expand import load_matrix
-from builder.render import tree as imagetree
+from builder.render import imagetree
 from builder.render.dockerfile import RenderedCell, render_all
 from builder.render.sources import WheelSource
 

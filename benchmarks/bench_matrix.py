@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images
 from builder.render.dockerfile import render_cell
@@ -30,7 +30,7 @@ matrix:
 
 
 def synthetic(tmp: Path) -> Path:
-    families = ["all", *list(catalog.gfx_families())[:10]]  # 11 values: 4*4*7*11*2*2 rocm + 112 cpu = 5,040
+    families = ["all", *list(facts.gfx_families())[:10]]  # 11 values: 4*4*7*11*2*2 rocm + 112 cpu = 5,040
     path = tmp / "synthetic.yaml"
     path.write_text(SYNTHETIC.format(gfx=", ".join(families)))
     return path

@@ -5,7 +5,7 @@ Replays the decisions of .github/workflows/publish.yml (+ publish-cells.yml) aga
 (benchmarks/nightfill.py: every image of matrix.yaml as `builder publish` leaves it, pushed with the factory's
 registry client, small synthetic layers). The plan is the plan job's: the jobs of the matrix rendered as
 `builder publish --plan` renders them (locked, `--locks images`, exactly when the tree has images/*/lock/base.txt),
-looked up by builder.publish.plan, rows as `--format github` prints them; the jobs started follow the workflow's
+looked up by builder.publish.planner, rows as `--format github` prints them; the jobs started follow the workflow's
 `if:` rules (benchmarks/nightjobs.py). Scenarios, each on a copy of the tree:
   (a) nothing changed; (b) one base image's digest changed (every combination pinning it);
   (c) one torch wheel's sha256 changed (every lock pinning that file); (d) the matrix 10x (ten image names), unchanged.
@@ -32,8 +32,8 @@ from benchmarks.nightfill import fill  # noqa: E402
 from benchmarks.nightjobs import workflow_jobs, workflow_locks  # noqa: E402
 from benchmarks.nighttree import Change, change_base, change_torch_wheel, copies, copy_tree  # noqa: E402
 from builder.cli.planning import github  # noqa: E402
-from builder.publish import plan as planner  # noqa: E402
-from builder.publish.jobs import Job, combination, matrix_jobs  # noqa: E402
+from builder.pipeline.jobs import Job, matrix_jobs  # noqa: E402
+from builder.publish import planner  # noqa: E402
 from builder.publish.promote import Target  # noqa: E402
 from builder.registry.client import RegistryClient  # noqa: E402
 from builder.render.sources import WheelSource  # noqa: E402
@@ -86,7 +86,7 @@ def night(name: str, registry: LocalRegistry, tree: Path, matrices: list[Path], 
         raise SystemExit(f"{name}: the plan failed for {len(failed)} images, e.g. {failed[0].reason}")
     rows = json.loads(github(decisions))["include"]
     moves = sum(1 for r in planner.reports(decisions) if r.state == "would-skip" and r.moved)
-    folder = {combination(d.job): d.job.rendered.group for d in decisions if d.job.rendered is not None}
+    folder = {d.job.combination: d.job.rendered.group for d in decisions if d.job.rendered is not None}
     return Night(name, len(todo), sorted({folder[g] for row in rows for g in str(row["groups"]).split()}),
                  workflow_jobs(len(rows), moves), requests, render_s, lookup_s,
                  change.groups if change else None)

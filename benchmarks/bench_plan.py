@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from builder.publish import plan as planner  # noqa: E402
-from builder.publish.jobs import Job, by_combination, matrix_jobs  # noqa: E402
+from builder.pipeline.jobs import Job, by_combination, matrix_jobs  # noqa: E402
+from builder.publish import planner  # noqa: E402
 from builder.publish.promote import Target  # noqa: E402
 from builder.registry.client import RegistryClient  # noqa: E402
 from builder.render.sources import WheelSource  # noqa: E402

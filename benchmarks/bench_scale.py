@@ -55,7 +55,7 @@ from scalesupply import forget_wheels, make_supply, write_matrix
 from scaletable import no_old, print_notes, print_table, rows
 from scaletiming import timing
 
-from builder.core import facts as catalog
+from builder.core import facts
 
 # ---------------------------------------------------------------- main
 
@@ -75,7 +75,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def targets_of(families: list[str]) -> list[str]:
-    known = catalog.gfx_families()
+    known = facts.gfx_families()
     for family in families:
         if family not in known or len(known[family].targets) != 1:
             raise SystemExit(f"{family}: not a single-target family of builder/data/gfx.yaml")

@@ -38,10 +38,9 @@ import stagecount  # noqa: E402
 from freshengine import empty_engine  # noqa: E402
 from localregistry import LocalRegistry  # noqa: E402
 
-from builder.build.bake import HOST  # noqa: E402
-from builder.build.export import Cache  # noqa: E402
-from builder.publish import jobs as publishjobs  # noqa: E402
-from builder.publish import lifecycle  # noqa: E402
+from builder.buildkit.bake import HOST  # noqa: E402
+from builder.buildkit.export import Cache  # noqa: E402
+from builder.pipeline import jobs, lifecycle  # noqa: E402
 from builder.render import sharedstages  # noqa: E402
 from builder.render.sources import WheelSource  # noqa: E402
 from tests.fakes.synthwheels import therock_like  # noqa: E402
@@ -75,44 +74,44 @@ def cold(host: str) -> None:
 Lines = list[tuple[str | None, str]]  # (the bake target a line was routed to, the line)
 
 
-def bake_jobs(jobs: list[publishjobs.Job], source: WheelSource, cache: Cache | None, host: str) -> Lines:
+def bake_jobs(todo: list[jobs.Job], source: WheelSource, cache: Cache | None, host: str) -> Lines:
     """One job's bake (lifecycle.prepare, as `builder publish` runs it, nothing validated or pushed): its log."""
     lines: Lines = []
-    target = {j.tag: j.rendered.target for j in jobs if j.rendered is not None}
+    target = {j.tag: j.rendered.target for j in todo if j.rendered is not None}
     events = lifecycle.Events(line=lambda tag, line: lines.append((target.get(tag), line)))
-    options = lifecycle.Options(source, validate=False, cache=cache, buildkit=HOST)  # fresh engines: no bridge
-    prepared = lifecycle.prepare(docker.DockerClient(base_url=host, timeout=3600), jobs, options, events)
+    options = lifecycle.Options(source=source, validate=False, cache=cache, buildkit=HOST)  # fresh engines: no bridge
+    prepared = lifecycle.prepare(docker.DockerClient(base_url=host, timeout=3600), todo, options, events)
     failed = [t for t, r in prepared.built.items() if not r.ok]
-    if failed or len(prepared.built) != len(jobs):
+    if failed or len(prepared.built) != len(todo):
         error = next((r.error for r in prepared.built.values() if not r.ok), "")
         tail = "\n".join(text for _, text in lines[-30:])
         raise SystemExit(f"bake failed for {failed or 'some image'}: {error}\n{tail}")
     return lines
 
 
-def wave(jobs: list[publishjobs.Job], source: WheelSource, cache: Cache) -> tuple[Lines, dict[str, str]]:
+def wave(todo: list[jobs.Job], source: WheelSource, cache: Cache) -> tuple[Lines, dict[str, str]]:
     """The shared-stages wave: its log, and its targets' Dockerfiles."""
     lines: Lines = []
-    outcomes = lifecycle.shared_stages(jobs, lifecycle.Options(source, cache=cache, buildkit=HOST),
+    outcomes = lifecycle.shared_stages(todo, lifecycle.Options(source=source, cache=cache, buildkit=HOST),
                                        lambda target, line: lines.append((target, line)))
     if not all(o.result.ok for o in outcomes):
         raise SystemExit("the shared-stages wave failed:\n" + "\n".join(text for _, text in lines[-30:]))
-    files = {j.rendered.group: j.rendered.dockerfile for j in jobs if j.rendered is not None}
+    files = {j.rendered.group: j.rendered.dockerfile for j in todo if j.rendered is not None}
     return lines, {o.stage.key: files[o.stage.group] for o in outcomes}
 
 
-def measure(way: str, jobs: list[publishjobs.Job], source: WheelSource, host: str, registry: str) -> tuple[int, int,
+def measure(way: str, todo: list[jobs.Job], source: WheelSource, host: str, registry: str) -> tuple[int, int,
                                                                                                           float]:
     """(bakes, stages executed summed over them, seconds) of one way of publishing the tree cold."""
-    rendered = [j.rendered for j in jobs if j.rendered is not None]
+    rendered = [j.rendered for j in todo if j.rendered is not None]
     dockerfiles = {r.target: r.dockerfile for r in rendered}
     cache = Cache(f"{registry}/{way.split()[0]}/buildcache", insecure=True)
     start, bakes, executed = time.monotonic(), 0, 0
     if way.startswith("wave"):
         cold(host)
-        lines, wave_files = wave(jobs, source, cache)
+        lines, wave_files = wave(todo, source, cache)
         bakes, executed = 1, len(stagecount.executed(lines, wave_files))
-    groups = [jobs] if way.startswith("one") else list(publishjobs.by_combination(jobs).values())
+    groups = [todo] if way.startswith("one") else list(jobs.by_combination(todo).values())
     for group in groups:
         cold(host)
         lines = bake_jobs(group, source, None if way.startswith("one") else cache, host)
@@ -132,12 +131,12 @@ def main() -> None:
         therock_like(tmp / "wheels", ["gfx942", "gfx1151"], payload=args.payload_mb << 20, salt=tmp.name.encode())
         (tmp / "matrix.yaml").write_text(MATRIX)
         source = WheelSource(wheelhouse=tmp / "wheels")
-        jobs = publishjobs.matrix_jobs(tmp / "matrix.yaml", None, None, source)
-        rendered = [j.rendered for j in jobs if j.rendered is not None]
+        todo = jobs.matrix_jobs(tmp / "matrix.yaml", None, None, source)
+        rendered = [j.rendered for j in todo if j.rendered is not None]
         distinct = len(stagecount.distinct({r.target: r.dockerfile for r in rendered},
                                            {r.target: r.stage for r in rendered}))
         shared = sharedstages.shared(rendered)
-        print(f"tree: {len(publishjobs.by_combination(jobs))} combinations, {len(jobs)} images, {distinct} distinct "
+        print(f"tree: {len(jobs.by_combination(todo))} combinations, {len(todo)} images, {distinct} distinct "
               f"stages, {len(shared)} shared by two or more combinations")
         registry = LocalRegistry(tmp / "registry")
         registry.start()
@@ -148,7 +147,7 @@ def main() -> None:
                 os.environ["DOCKER_HOST"] = host
                 print(f"{'way':<34}{'bakes':>6}{'stages run':>12}{'distinct':>10}{'ratio':>8}{'seconds':>9}")
                 for way in ("jobs alone", "wave of shared stages, then jobs", "one machine (builder build)"):
-                    bakes, executed, seconds = measure(way, jobs, source, host, registry.address)
+                    bakes, executed, seconds = measure(way, todo, source, host, registry.address)
                     print(f"{way:<34}{bakes:>6}{executed:>12}{distinct:>10}{executed / distinct:>8.2f}{seconds:>9.1f}",
                           flush=True)
         finally:

@@ -1,4 +1,4 @@
-"""What baking in waves costs and buys (builder/build/bake.py `waves`), measured in one run on the real engine.
+"""What baking in waves costs and buys (builder/buildkit/bake.py `waves`), measured in one run on the real engine.
 
 A step that reads the build context (a wheelhouse or lock bind mount) is a separate BuildKit vertex per bake
 target; targets that share it are merged by cache key, and that merge can lose a race, leaving two images that
@@ -27,9 +27,9 @@ import docker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.build.bake import HOST, bake, waves  # noqa: E402
+from builder.buildkit.bake import HOST, bake, waves  # noqa: E402
 from builder.matrix.expand import load_matrix  # noqa: E402
-from builder.render import tree as imagetree  # noqa: E402
+from builder.render import imagetree  # noqa: E402
 from builder.render.dockerfile import RenderedCell, render_images  # noqa: E402
 from builder.render.sources import WheelSource  # noqa: E402
 from tests.fakes.synthwheels import TORCH, therock_like  # noqa: E402

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import docker
 
-from builder.build.engine import installed_bytes, run_captured
+from builder.buildkit.engine import installed_bytes, run_captured
 
 BASE = "debian:12"
 

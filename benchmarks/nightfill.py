@@ -17,7 +17,7 @@ import json
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 
-from builder.publish.jobs import Job, combination
+from builder.pipeline.jobs import Job
 from builder.publish.promote import OCI_MANIFEST, Target
 from builder.render import labels
 
@@ -41,7 +41,7 @@ def image_blobs(job: Job) -> tuple[list[tuple[bytes, str]], bytes]:
     """The image's layers (bytes, diff ID) and its config: the rendered labels, the layers' diff IDs."""
     assert job.rendered is not None and job.labels is not None
     rendered = job.rendered
-    layers = [layer({f"opt/rif/stages/{combination(job)}.Dockerfile": rendered.dockerfile.encode()}),
+    layers = [layer({f"opt/rif/stages/{job.combination}.Dockerfile": rendered.dockerfile.encode()}),
               layer({labels.cell_path(rendered.cell): labels.cell_json(rendered.cell)})]
     config = json.dumps({
         "architecture": "amd64", "os": "linux",

@@ -4,7 +4,7 @@ OLD_TEMPLATE is `git show 4a75d66^:templates/Dockerfile.j2` word for word: a `ve
 everything with --no-cache-dir, and each image's final stage installs its system packages (devel: the
 toolchain too, so before the environment) and then `COPY --from=venv /opt/venv`. Every image is its own
 Dockerfile and its own build on the classic builder (the docker SDK's build API, rm=True, forcerm=True), as
-builder/build.py did: runtime and devel share the venv stage through the classic cache, families nothing.
+builder/buildkit.py did: runtime and devel share the venv stage through the classic cache, families nothing.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def requirements(cell: CellSpec, numpy: str = "numpy") -> list[str]:
 
 def image_packages(cell: CellSpec) -> list[str]:
     """The old final stage's packages: python for the venv, and for devel the toolchain too (before the COPY)."""
-    return runtime_packages() + (devel_packages() if cell.flavor == "devel" else [])
+    return runtime_packages(cell) + (devel_packages(cell) if cell.flavor == "devel" else [])
 
 
 def render(cell: CellSpec, source: OldSource, numpy: str = "numpy") -> str:

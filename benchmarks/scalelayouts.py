@@ -27,10 +27,10 @@ from scaleplumbing import (
 )
 from scalesupply import Supply, image_key, trusted_host, write_matrix
 
-from builder.build.bake import host_network
+from builder.buildkit.bake import host_network
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
-from builder.render import tree as imagetree
+from builder.render import imagetree
 from builder.render.dockerfile import RenderedCell, render_all
 from builder.render.sources import WheelSource
 

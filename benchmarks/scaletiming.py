@@ -10,8 +10,8 @@ from pathlib import Path
 from scaleplumbing import FLAVORS, Resources, run_logged
 from scalesupply import Supply, write_matrix
 
-from builder.build.bake import host_network
-from builder.render import tree as imagetree
+from builder.buildkit.bake import host_network
+from builder.render import imagetree
 
 # ---------------------------------------------------------------- builder build vs plain bake
 

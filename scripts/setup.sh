@@ -44,7 +44,7 @@ export PATH="$ROOT/.venv/bin:$PATH"
 ENGINE="$STATE/engine"
 sid_download() {  # sid_download DEST PACKAGE...: .debs from sid through a private apt state (no system change)
   local dest=$1 apt_tmp mirror; shift
-  mirror=$("$ROOT/.venv/bin/python" -c "from builder.build.baseimage import host_mirror; print(host_mirror('debian') or '')")
+  mirror=$("$ROOT/.venv/bin/python" -c "from builder.buildkit.baseimage import host_mirror; print(host_mirror('debian') or '')")
   mirror=${mirror:-http://deb.debian.org/debian}
   apt_tmp=$(mktemp -d)
   echo "deb ${mirror%/} sid main" >"$apt_tmp/sources.list"

@@ -38,7 +38,7 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from builder.core import tags as builder_tags
+from builder.core import tags
 from builder.core.errors import InputError, Problem
 from builder.core.spec import CellSpec
 from builder.matrix.expand import Expansion, expand_matrix, load_matrix
@@ -352,10 +352,10 @@ def warm_ref(readable: str) -> str:
 def built_by_factory(image: Any) -> str | None:
     """The readable tag of an image a factory build made (it carries a content name the labels state), else None."""
     labels = image.labels or {}
-    readable, content_hash = labels.get(builder_tags.TAG_LABEL), labels.get(builder_tags.HASH_LABEL)
+    readable, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
     if not readable or not content_hash:
         return None
-    name = builder_tags.immutable_tag(readable, content_hash)
+    name = tags.immutable_tag(readable, content_hash)
     return readable if any(ref.rpartition(":")[2] == name for ref in image.tags) else None
 
 

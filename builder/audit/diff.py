@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from builder.core.errors import usage_error
-from builder.registry import credentials as creds
-from builder.registry import models
+from builder.registry import credentials, models
 from builder.registry.client import RegistryClient
 from builder.registry.transport import is_digest
 from builder.validate import sbom
@@ -68,7 +67,7 @@ class Inventory:
 
 def fetch(ref: ImageRef, insecure: frozenset[str] = frozenset()) -> Inventory:
     """The image's digest and the packages its attached SBOM lists. RegistryError, or NoSbom."""
-    api = RegistryClient(ref.registry, creds.lookup(ref.registry), insecure=insecure).until(DEADLINE_S)
+    api = RegistryClient(ref.registry, credentials.lookup(ref.registry), insecure=insecure).until(DEADLINE_S)
     manifest = api.manifest(ref.repository, ref.reference)
     if manifest is None:
         raise NoSbom(f"{ref}: no such image in the registry")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from builder.audit.layers import Entry, entries
-from builder.build import ocilayout
+from builder.buildkit import ocilayout
 from builder.core import tags
 from builder.core.scratch import scratch_dir
 from builder.core.text import printable

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from builder.cli import console as show
+from builder.cli import console
 from builder.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
@@ -30,8 +30,7 @@ from builder.cli.kit import (
 from builder.cli.progress import RunView
 from builder.core.errors import InputError, usage_error
 from builder.core.text import safe
-from builder.publish import jobs
-from builder.publish import lifecycle as pipeline
+from builder.pipeline import jobs, lifecycle
 from builder.registry.address import check_insecure
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
     try:
         a, b = (diff.fetch(ref, insecure_hosts) for ref in refs)
     except diff.NoSbom as exc:
-        show.error(str(exc))
+        console.error(str(exc))
         raise typer.Exit(EXIT_FAILED) from None
     found = diff.diff(a.packages, b.packages)
     if as_json:
@@ -65,7 +64,7 @@ def diff_cmd(image_a: Annotated[str, typer.Argument(metavar="A", help="REGISTRY/
         print_diff(a, b, found)
     lost = a.warnings + b.warnings  # components of no readable shape: the diff is printed, and incomplete
     for warning in lost:
-        show.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
+        console.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
     raise typer.Exit(EXIT_FAILED if lost else EXIT_OK)
 
 
@@ -101,9 +100,9 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
             raise reproduce.ReproduceError(
                 f"{ref} was built from other inputs (content hash {content_hash}) than {matrix} and this checkout "
                 f"give {tag} ({job.content_hash}): check out the commit that published it")
-        view = RunView([job.tag], progress.value, console=show.err)
+        view = RunView([job.tag], progress.value, console=console.err)
         with terminates(), view.running():
-            built = pipeline.rebuild(job, source, layout, compression, view.events(), kit)
+            built = lifecycle.rebuild(job, source, layout, compression, view.events(), kit)
         if not built.ok or built.manifest_digest is None:
             raise reproduce.ReproduceError(f"{tag}: the rebuild failed: {built.error}")
         return built.manifest_digest
@@ -111,7 +110,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     try:
         verdict = reproduce.check(str(ref), ref.repository, ref.reference, api, rebuild)
     except (reproduce.ReproduceError, layers.LayerError) as exc:
-        show.error(str(exc))
+        console.error(str(exc))
         raise typer.Exit(EXIT_FAILED) from None
     for line in verdict.lines():
         print(line)
@@ -122,9 +121,9 @@ def print_diff(a: Inventory, b: Inventory, found: Diff) -> None:
     """builder diff: one row per package that changed between two images (builder.audit.diff Inventory, Diff)."""
     for side, inv in (("A", a), ("B", b)):
         ref = str(inv.ref) if "@" in str(inv.ref) else f"{inv.ref}@{inv.digest}"
-        show.out.print(f"{side}: {safe(ref)} ({len(inv.packages)} packages)", soft_wrap=True)
+        console.out.print(f"{side}: {safe(ref)} ({len(inv.packages)} packages)", soft_wrap=True)
     if not found.changes:
-        show.out.print("no package changed")
+        console.out.print("no package changed")
         return
     table = Table(title_justify="left")
     for column in ("", "kind", "package", "A", "B"):
@@ -133,5 +132,5 @@ def print_diff(a: Inventory, b: Inventory, found: Diff) -> None:
     for c in found.changes:
         table.add_row(marks[c.kind], "os" if c.ecosystem == "deb" else "python", safe(c.name), safe(c.before or "-"),
                       safe(c.after or "-"))
-    show.out.print(table)
-    show.out.print(", ".join(f"{len(found.of(k))} {k}" for k in ("added", "removed", "changed")))
+    console.out.print(table)
+    console.out.print(", ".join(f"{len(found.of(k))} {k}" for k in ("added", "removed", "changed")))

@@ -9,11 +9,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from builder.build import baseimage
-from builder.build.engine import connect
-from builder.build.prune import Pruned
-from builder.cli import console as show
-from builder.cli import runs
+from builder.buildkit import baseimage
+from builder.buildkit.engine import connect
+from builder.buildkit.prune import Pruned
+from builder.cli import console, runs
 from builder.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
@@ -37,8 +36,7 @@ from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import plan_images
-from builder.publish import jobs
-from builder.publish import lifecycle as pipeline
+from builder.pipeline import jobs, lifecycle
 from builder.registry.address import check_insecure
 from builder.validate.runner import Check
 
@@ -68,8 +66,9 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     todo = jobs.matrix_jobs(matrix, cell, None, wheel_source(wheelhouse_dir, locks))
     target = runs.target(registry, insecure_hosts) if push and registry else None
-    runs.run(todo, pipeline.Options(wheel_source(wheelhouse_dir, locks), validate, gpu, target, buildkit=kit),
-             progress, report, registry if target else None)
+    options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=validate, gpu=gpu, target=target,
+                                buildkit=kit)
+    raise typer.Exit(runs.run(todo, options, progress, report, registry if target else None))
 
 
 @handles_errors
@@ -82,10 +81,10 @@ def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to valid
     plans = plan_images(load_matrix(matrix)) if matrix is not None else None
     client = connect()
     job = jobs.job_for_image(client, image, plans, wheel_source(wheelhouse_dir))
-    result = pipeline.run_image(client, job, pipeline.Options(gpu=gpu))
+    result = lifecycle.run_image(client, job, lifecycle.Options(gpu=gpu))
     print_checks(image, result.validation)
     if result.failed:
-        show.print_failed_checks(image, result.validation)
+        console.print_failed_checks(image, result.validation)
     raise typer.Exit(EXIT_FAILED if result.failed else EXIT_OK)
 
 
@@ -99,9 +98,9 @@ def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-
     try:
         ref = baseimage.build_base(os_name, mirror, tag)
     except subprocess.CalledProcessError as exc:
-        show.error(str(exc))
+        console.error(str(exc))
         raise typer.Exit(EXIT_FAILED) from exc
-    show.out.print(f"imported {safe(ref)}")
+    console.out.print(f"imported {safe(ref)}")
 
 
 @handles_errors
@@ -110,7 +109,7 @@ def prune_cmd(dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what 
               image: Annotated[str | None, typer.Option("--image", metavar="NAME", help=(
                   "Only this image repository (rocm-image-factory/NAME); default: all of them."))] = None) -> None:
     """Remove local content names (<tag>-<hash12>) that a newer build of their tag has superseded."""
-    from builder.build import prune
+    from builder.buildkit import prune
 
     pruned(prune.prune(connect(), dry_run, image), dry_run)
 
@@ -123,21 +122,21 @@ def print_checks(ref: str, checks: list[Check]) -> None:
         detail = c.detail + (f" (fix: {c.fix})" if c.fix else "")
         table.add_row(safe(c.suite), safe(c.name), f"[{CHECK_COLORS.get(c.status, 'white')}]{c.status}[/]",
                       safe(detail))
-    show.out.print(table)
+    console.out.print(table)
     failures = sum(c.status == "fail" for c in checks)
-    show.out.print("[green]passed[/green]" if checks and not failures else f"[red]{failures} check(s) failed[/red]")
+    console.out.print("[green]passed[/green]" if checks and not failures else f"[red]{failures} check(s) failed[/red]")
 
 
 def pruned(result: Pruned, dry_run: bool) -> None:
     """What `builder prune` removed (or would remove), and what the engine refused to."""
     verb = "would remove" if dry_run else "removed"
     for name in result.removed:
-        show.out.print(f"{verb} {safe(name.ref)}  ({show.gb(name.size)})")
+        console.out.print(f"{verb} {safe(name.ref)}  ({console.gb(name.size)})")
     for name, why in result.kept:
-        show.err.print(f"[yellow]kept[/yellow] {safe(name.ref)}: {safe(why)}")
+        console.err.print(f"[yellow]kept[/yellow] {safe(name.ref)}: {safe(why)}")
     if not result.removed and not result.kept:
-        show.out.print("nothing to prune: every local content name is the current build of its tag, or in use")
+        console.out.print("nothing to prune: every local content name is the current build of its tag, or in use")
     elif not dry_run:
-        freed = show.gb(result.deleted_bytes) if result.deleted_bytes else "nothing"
-        show.out.print(f"{len(result.removed)} superseded names removed; images deleted: {freed} (their size, "
+        freed = console.gb(result.deleted_bytes) if result.deleted_bytes else "nothing"
+        console.out.print(f"{len(result.removed)} superseded names removed; images deleted: {freed} (their size, "
                        "counting layers shared with images that stay)")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from builder.cli import console as show
+from builder.cli import console
 from builder.cli.kit import EXIT_FAILED, InsecureOpt, RegistryOpt, handles_errors
 from builder.core.errors import usage_error
 from builder.core.text import safe
@@ -38,8 +38,8 @@ def catalog_cmd(out: Annotated[Path, typer.Option("--out", metavar="DIR", help=(
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     catalog, _ = site.build_catalog(registry, out, records, repository, images_dir, insecure=insecure_hosts)
     for warning in catalog.warnings:
-        show.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
-    show.out.print(f"catalog of {len(catalog.images)} images: {safe(out / 'index.html')}")
+        console.err.print(f"[yellow]warning:[/yellow] {safe(warning)}")
+    console.out.print(f"catalog of {len(catalog.images)} images: {safe(out / 'index.html')}")
     if catalog.warnings:  # a page, a row or a repository left out: the site is written, and incomplete
-        show.error(f"{len(catalog.warnings)} thing(s) left out of the catalog: see the warnings above")
+        console.error(f"{len(catalog.warnings)} thing(s) left out of the catalog: see the warnings above")
         raise typer.Exit(EXIT_FAILED)

@@ -24,14 +24,14 @@ import typer.rich_utils as typer_help
 from rich.table import Table
 from rich.text import Text
 
-from builder.build.buildkit import NETWORKS, BuildKit
-from builder.build.engine import EngineUnavailable
-from builder.cli import console as show
-from builder.core import files, wheels
+from builder.buildkit.builders import NETWORKS, BuildKit
+from builder.buildkit.engine import EngineUnavailable
+from builder.cli import console
+from builder.core import safefs, wheels
 from builder.core.errors import InputError, usage_error
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
-from builder.render import tree as imagetree
+from builder.render import imagetree
 from builder.render.lockfile import LockProblem
 from builder.render.resolve import LockError
 from builder.render.sources import WheelSource
@@ -115,42 +115,42 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except InputError as exc:
             for problem in exc.problems:
-                show.error(str(problem))
+                console.error(str(problem))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except wheels.WheelhouseError as exc:
             for line in exc.problems:
-                show.error(line)
+                console.error(line)
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except LockProblem as exc:
             for stale in exc.problems:
-                show.error(f"lock: {stale}")
-            show.err.print("run `builder lock --matrix MATRIX --out DIR` (or `--update`) and commit the locks")
+                console.error(f"lock: {stale}")
+            console.err.print("run `builder lock --matrix MATRIX --out DIR` (or `--update`) and commit the locks")
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError, NameClash,
-                LockError, files.OutputError) as exc:
-            show.error(str(exc))
+                LockError, safefs.OutputError) as exc:
+            console.error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except RegistryError as exc:  # the registry refused or is down before any image was touched
-            show.error(f"registry: {exc}")
+            console.error(f"registry: {exc}")
             raise typer.Exit(EXIT_FAILED) from exc
         except KeyboardInterrupt:
-            show.error("interrupted")
+            console.error("interrupted")
             raise typer.Exit(EXIT_SIGINT) from None
         except Terminated:
-            show.error("terminated")
+            console.error("terminated")
             raise typer.Exit(EXIT_SIGTERM) from None
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except Exception as exc:
             log = _crash_log()
-            show.error(f"unexpected {type(exc).__name__}: {exc} (traceback in {log})")
+            console.error(f"unexpected {type(exc).__name__}: {exc} (traceback in {log})")
             raise typer.Exit(EXIT_FAILED) from exc
     return wrapper
 
 
 def _crash_log() -> Path:
     path = Path(tempfile.gettempdir()) / f"rif-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    return files.replace_file(path, traceback.format_exc().encode(), 0o600)  # /tmp is shared: planted names replaced
+    return safefs.replace_file(path, traceback.format_exc().encode(), 0o600)  # /tmp is shared: planted names replaced
 
 
 @contextmanager
@@ -169,7 +169,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 def show_version(value: bool) -> None:
     if value:
-        show.out.print(f"builder (rocm-image-factory) {version('rocm-image-factory')}")
+        console.out.print(f"builder (rocm-image-factory) {version('rocm-image-factory')}")
         raise typer.Exit(EXIT_OK)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from builder.cli import console as show
+from builder.cli import console
 from builder.cli.kit import MatchOpt, MatrixOpt, handles_errors
 from builder.core.errors import usage_error
 from builder.core.spec import CellSpec
@@ -17,7 +17,7 @@ from builder.core.text import safe
 from builder.matrix.expand import Expansion, expand_matrix
 from builder.matrix.explain import family_gap_lines, family_gaps, line_verdicts
 from builder.matrix.selection import plan_images, select, shard
-from builder.publish import rows as ghrows
+from builder.publish import rows
 
 
 @handles_errors
@@ -41,7 +41,7 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     if fmt == "json":
         print_json(json_rows(expansion, explain))
     elif fmt == "github":
-        print(ghrows.matrix_json(shard(ghrows.rows(expansion.cells), shard_spec)))
+        print(rows.matrix_json(shard(rows.rows(expansion.cells), shard_spec)))
     else:
         print_cells(expansion, matrix)
         if explain:
@@ -67,7 +67,7 @@ def json_rows(expansion: Expansion, explain: bool) -> dict[str, Any] | list[dict
 
 
 def print_json(data: object) -> None:
-    show.out.print_json(json.dumps(data))
+    console.out.print_json(json.dumps(data))
 
 
 def print_cells(expansion: Expansion, matrix: object) -> None:
@@ -79,16 +79,16 @@ def print_cells(expansion: Expansion, matrix: object) -> None:
     for c in expansion.cells:
         companions = f"{c.torchvision or '-'} / {c.torchaudio or '-'}"
         table.add_row(safe(c.tag), c.channel, c.torch, companions, safe(c.user))
-    show.out.print(table)
+    console.out.print(table)
     for d in expansion.overridden:
-        show.out.print(f"[yellow]override[/yellow] {safe(d.cell.tag)}: breaks {d.rule} ({safe(d.reason)}); built "
+        console.out.print(f"[yellow]override[/yellow] {safe(d.cell.tag)}: breaks {d.rule} ({safe(d.reason)}); built "
                        f"because: {safe(d.override or '')}", soft_wrap=True)
 
 
 def print_dropped(expansion: Expansion) -> None:
     """Each distinct reason once, with how many cells it dropped and an example, then a count per rule:
     a product of thousands of cells reads in a screen, where a line per cell did not."""
-    out = show.out
+    out = console.out
     out.print("\nROCm lines of the product, kept or dropped:")
     for v in line_verdicts(expansion):
         if v.cells:

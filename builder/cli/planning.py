@@ -10,17 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
-
-from builder.cli import console as show
-from builder.cli import runs
+from builder.cli import console, runs
 from builder.cli.kit import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from builder.core import files
+from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
-from builder.publish import jobs, record
-from builder.publish import plan as planner
-from builder.publish import rows as ghrows
+from builder.pipeline import jobs
+from builder.publish import planner, record, rows
 from builder.publish.promote import Target
 
 FORMATS = ("text", "json", "github")
@@ -37,11 +33,11 @@ def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
 
 
 def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,
-             registry: str) -> None:
+             registry: str) -> int:
     """Plan (and with move_tags, move the tags that need no build), print it, write the record; exit 1 when the
-    registry could not say for some image; exit 2 when the record cannot be written (said after the plan)."""
+    registry could not say for some image, 2 when the record cannot be written (said after the plan)."""
     if record_path is not None:
-        files.check_named(record_path, "the run record")
+        safefs.check_named(record_path, "the run record")
     decisions = planner.plan(target, todo)
     if move_tags:
         planner.move_tags(target, decisions)
@@ -50,11 +46,11 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
     if record_path is not None:
         try:
             record.write(record_path, reports, registry, True)
-        except files.OutputError as exc:
+        except safefs.OutputError as exc:
             unwritten = exc
     failed = [d for d in decisions if d.action == "error"]
     for d in failed:
-        show.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
+        console.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
     if fmt == "github":
         if not failed:
             print(github(decisions))
@@ -64,24 +60,24 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
     else:
         runs.print_reports(reports, registry, "" if move_tags else "plan")
         moving = sum(d.action == "move-tags" for d in decisions)
-        show.out.print(f"plan: {counts(decisions)['build']} to build, {moving} to re-tag"
+        console.out.print(f"plan: {counts(decisions)['build']} to build, {moving} to re-tag"
                        f"{' (moved)' if move_tags else ''}, {counts(decisions)['skip']} unchanged")
     if unwritten is not None:
-        show.error(str(unwritten))
-        raise typer.Exit(EXIT_BAD_INPUT)
-    raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
+        console.error(str(unwritten))
+        return EXIT_BAD_INPUT
+    return EXIT_FAILED if failed else EXIT_OK
 
 
-def counts(decisions: list[planner.Decision]) -> dict[str, int]:
+def counts(decisions: list[planner.Decision[jobs.Job]]) -> dict[str, int]:
     return {a: sum(d.action == a for d in decisions) for a in ("build", "move-tags", "skip", "error")}
 
 
-def github(decisions: list[planner.Decision]) -> str:
+def github(decisions: list[planner.Decision[jobs.Job]]) -> str:
     """The rows (all their images, as `builder matrix --format github` lists them) of the combinations with at
     least one image to build; the publish job skips the others again by content hash."""
-    groups: dict[str, list[planner.Decision]] = {}
+    groups: dict[str, list[planner.Decision[jobs.Job]]] = {}
     for d in decisions:
-        groups.setdefault(jobs.combination(d.job), []).append(d)
+        groups.setdefault(d.job.combination, []).append(d)
     rendered = {name: [d.job.rendered for d in members if d.job.rendered is not None]
                 for name, members in groups.items() if any(d.action == "build" for d in members)}
-    return json.dumps({"include": ghrows.build_rows(rendered)}, separators=(",", ":"))
+    return json.dumps({"include": rows.build_rows(rendered)}, separators=(",", ":"))

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from builder.core.files import open_log
 from builder.core.logfiles import LOG_DIR, log_path, strip_ansi
-from builder.publish.lifecycle import Events
+from builder.core.safefs import open_log
+from builder.pipeline.lifecycle import Events
 
 Mode = Literal["auto", "plain", "json"]
 

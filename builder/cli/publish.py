@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from builder.build.engine import connect
-from builder.cli import console as show
-from builder.cli import planning, runs, stages
+from builder.buildkit.engine import connect
+from builder.cli import console, planning, runs, stages
 from builder.cli.kit import (
     BuilderOpt,
     BuildNetworkOpt,
@@ -29,8 +28,7 @@ from builder.cli.kit import (
     wheel_source,
 )
 from builder.core.errors import usage_error
-from builder.publish import jobs
-from builder.publish import lifecycle as pipeline
+from builder.pipeline import jobs, lifecycle
 from builder.registry.address import check_insecure, check_registry, plain_http_ok
 
 
@@ -74,7 +72,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
     insecure_hosts = check_insecure(insecure)
     kit = buildkit(builder, build_network)
     if dry_run:
-        show.err.print("warning: --dry-run is deprecated: it means --plan (builds nothing); "
+        console.err.print("warning: --dry-run is deprecated: it means --plan (builds nothing); "
                        "--no-push builds and validates without pushing", soft_wrap=True)
         plan = True
     if plan and no_push:
@@ -85,14 +83,16 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
     todo = jobs.shard_jobs(jobs.matrix_jobs(matrix, cell, match, wheel_source(wheelhouse_dir, locks)), shard_spec)
     if shared_stages and plan:
         raise usage_error("--shared-stages", "builds stages and --plan builds nothing: pass one of them")
-    if plan:  # the registry alone answers: no engine
-        planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path, registry)
-    options = pipeline.Options(wheel_source(wheelhouse_dir, locks), True, gpu, runs.target(registry, insecure_hosts),
-                               skip_published=True, no_push=no_push, compression=_compression(compression),
-                               cache=_cache(cache_registry, insecure_hosts), buildkit=kit)
-    if shared_stages:
-        stages.run_stages(todo, options)
-    runs.run(todo, options, progress, record_path, registry)
+    if plan:  # its own path: the registry alone answers, no engine
+        raise typer.Exit(planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path,
+                                           registry))
+    options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=True, gpu=gpu,
+                                target=runs.target(registry, insecure_hosts), skip_published=True, no_push=no_push,
+                                compression=_compression(compression), cache=_cache(cache_registry, insecure_hosts),
+                                buildkit=kit)
+    if shared_stages:  # its own path: stages into the registry cache, no image
+        raise typer.Exit(stages.run_stages(todo, options))
+    raise typer.Exit(runs.run(todo, options, progress, record_path, registry))
 
 
 @handles_errors
@@ -107,8 +107,8 @@ def push(images: Annotated[list[str], typer.Argument(help="Local images built by
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE")
     client = connect()
     todo = [jobs.job_for_image(client, image) for image in images]
-    runs.run(todo, pipeline.Options(gpu=gpu, target=runs.target(registry, insecure_hosts)), progress, report,
-             registry)
+    options = lifecycle.Options(gpu=gpu, target=runs.target(registry, insecure_hosts))
+    raise typer.Exit(runs.run(todo, options, progress, report, registry))
 
 
 def _compression(name: str) -> str:
@@ -117,9 +117,9 @@ def _compression(name: str) -> str:
     return name
 
 
-def _cache(cache_registry: str | None, insecure: frozenset[str]) -> pipeline.Cache | None:
+def _cache(cache_registry: str | None, insecure: frozenset[str]) -> lifecycle.Cache | None:
     """BuildKit's registry cache at HOST/NS/buildcache, over plain HTTP only where the registry client would."""
     if not cache_registry:
         return None
     checked = check_registry(cache_registry, "--cache-registry")
-    return pipeline.Cache(f"{checked}/buildcache", plain_http_ok(checked.split("/", 1)[0], insecure))
+    return lifecycle.Cache(f"{checked}/buildcache", plain_http_ok(checked.split("/", 1)[0], insecure))

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from builder.cli import console as show
+from builder.cli import console
 from builder.cli.kit import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -21,15 +21,13 @@ from builder.cli.kit import (
     handles_errors,
     wheel_source,
 )
-from builder.core import files
+from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import select
 from builder.registry.address import check_insecure, check_registry
-from builder.render import lockfile, wheelhouse
-from builder.render import resolve as lock
-from builder.render import tree as imagetree
+from builder.render import imagetree, lockfile, resolve, wheelhouse
 from builder.render.dockerfile import render_all
 
 
@@ -59,16 +57,16 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
     if not check:
         imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES), source)
         groups = len({r.group for r in rendered})
-        show.out.print(f"wrote {len(rendered)} images in {groups} Dockerfiles and "
+        console.out.print(f"wrote {len(rendered)} images in {groups} Dockerfiles and "
                        f"{safe(out_dir / imagetree.BAKE_FILE)}")
         return
     problems = imagetree.drift(out_dir, rendered)
     for p in problems:
-        show.err.print(f"[red]drift:[/red] {safe(p)}")
+        console.err.print(f"[red]drift:[/red] {safe(p)}")
     if problems:
-        show.err.print("run `builder render` and commit the result")
+        console.err.print("run `builder render` and commit the result")
         raise typer.Exit(EXIT_FAILED)
-    show.out.print(f"{len(rendered)} images in {safe(out_dir)} match the template and matrix")
+    console.out.print(f"{len(rendered)} images in {safe(out_dir)} match the template and matrix")
 
 
 @handles_errors
@@ -101,20 +99,20 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     if out_dir == PRODUCTION_IMAGES and not production:
         raise usage_error("--out", f"only the production matrix is locked into {PRODUCTION_IMAGES}/ (pass --out DIR)")
     if data_errors is not None:
-        files.check_named(data_errors, "the data errors (--data-errors)")
+        safefs.check_named(data_errors, "the data errors (--data-errors)")
     if base_registry is not None:
         base_registry = check_registry(base_registry, "--base-registry")
     cells = load_matrix(matrix)
 
     def say(group: str, file: str, state: str) -> None:
         if state != "kept":
-            show.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
+            console.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
 
-    done = lock.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
+    done = resolve.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
                           update or check_data, base_registry, check_insecure(insecure), say, write=not check_data)
     unwritten = _report_data_errors(done.errors, data_errors)
     if check_data:
-        show.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")
+        console.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")
         _refuse(unwritten)
         if done.errors:
             raise typer.Exit(EXIT_FAILED)
@@ -124,30 +122,30 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     rendered = render_all(cells, wheel_source(wheelhouse_dir, out_dir))
     imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES,
                     wheel_source(wheelhouse_dir, out_dir))
-    show.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
+    console.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
                    f"images into {safe(out_dir)}")
     _refuse(unwritten)
     if done.errors:
         raise typer.Exit(EXIT_FAILED)
 
 
-def _report_data_errors(errors: list[lock.DataError], markdown: Path | None) -> files.OutputError | None:
+def _report_data_errors(errors: list[resolve.DataError], markdown: Path | None) -> safefs.OutputError | None:
     """Each error on stderr, and (for the pull request) as a Markdown list; a list that cannot be written (a full
     disk) comes back, said once the locks and the tree are written."""
     for e in errors:
-        show.err.print(f"[red]data error:[/red] {safe(e.line())}", soft_wrap=True)
+        console.err.print(f"[red]data error:[/red] {safe(e.line())}", soft_wrap=True)
     if markdown is not None:
         lines = [f"- `{'`, `'.join(e.cells)}`: `{e.step}` from {e.index}: {e.missing}\n" for e in errors]
         try:
-            files.write_named(markdown, "".join(lines).encode(), "the data errors (--data-errors)")
-        except files.OutputError as exc:
+            safefs.write_named(markdown, "".join(lines).encode(), "the data errors (--data-errors)")
+        except safefs.OutputError as exc:
             return exc
     return None
 
 
-def _refuse(unwritten: files.OutputError | None) -> None:
+def _refuse(unwritten: safefs.OutputError | None) -> None:
     if unwritten is not None:
-        show.error(str(unwritten))
+        console.error(str(unwritten))
         raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -164,6 +162,6 @@ def wheelhouse_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     try:
         wheelhouse.fill(cells, dest, index_url, use_pip_config)
     except subprocess.CalledProcessError as exc:
-        show.error(f"pip download failed ({exc.returncode})")
+        console.error(f"pip download failed ({exc.returncode})")
         raise typer.Exit(EXIT_FAILED) from exc
-    show.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {safe(dest)}")
+    console.out.print(f"{len(list(dest.glob('*.whl')))} wheels in {safe(dest)}")

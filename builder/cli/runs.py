@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
 from rich.table import Table
 
-from builder.build.engine import connect
-from builder.cli import console as show
+from builder.buildkit.engine import connect
+from builder.cli import console
 from builder.cli.kit import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Progress, terminates
 from builder.cli.progress import RunView
-from builder.core import files
+from builder.core import safefs
 from builder.core.text import safe
-from builder.publish import jobs
-from builder.publish import lifecycle as pipeline
+from builder.pipeline import jobs, lifecycle
 from builder.publish.promote import Target
 from builder.publish.record import ImageReport
 from builder.registry.address import check_registry
@@ -30,27 +28,27 @@ def target(registry: str, insecure: frozenset[str]) -> Target:
     return Target.of(check_registry(registry), insecure=insecure)
 
 
-def run(todo: list[jobs.Job], options: pipeline.Options, progress: Progress, report_path: Path | None,
-        registry: str | None) -> None:
-    """Run the jobs, print the summary, and write the record whatever happens (interruptions included); a record
-    that cannot be written is refused before the run, or (a full disk) said after the summary, exit 2."""
+def run(todo: list[jobs.Job], options: lifecycle.Options, progress: Progress, report_path: Path | None,
+        registry: str | None) -> int:
+    """Run the jobs, print the summary, and write the record whatever happens (interruptions included); the exit
+    code. A record that cannot be written is refused before the run, or (a full disk) said after the summary: 2."""
     if report_path is not None:
-        files.check_named(report_path, "the run record")
+        safefs.check_named(report_path, "the run record")
     client = connect()
-    view = RunView([j.tag for j in todo], progress.value, console=show.out)
+    view = RunView([j.tag for j in todo], progress.value, console=console.out)
     with terminates(), view.running():
-        reports, unwritten = pipeline.run_and_record(client, todo, options, view.events(), report_path, registry)
+        reports, unwritten = lifecycle.run_and_record(client, todo, options, view.events(), report_path, registry)
     if progress == Progress.json:
         print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
     else:
         rehearsal = "no push" if options.no_push else ""
         print_reports(reports, registry, rehearsal, view.log_dir)
         if report_path is not None and unwritten is None:
-            show.out.print(f"run record: {safe(report_path)}")
+            console.out.print(f"run record: {safe(report_path)}")
     if unwritten is not None:
-        show.error(str(unwritten))
-        raise typer.Exit(EXIT_BAD_INPUT)
-    raise typer.Exit(EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK)
+        console.error(str(unwritten))
+        return EXIT_BAD_INPUT
+    return EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK
 
 
 def print_reports(reports: list[ImageReport], registry: str | None, rehearsal: str = "",
@@ -71,23 +69,23 @@ def print_reports(reports: list[ImageReport], registry: str | None, rehearsal: s
     for r in reports:
         state = f"[{COLORS.get(r.state, 'white')}]{r.state}[/]"
         table.add_row(safe(r.tag), state, _sizes(r), check_counts(r.validation), f"{r.seconds:.0f}s")
-    show.out.print(table)
+    console.out.print(table)
     for r in reports:
         if r.digest and registry:
             ref = f"{registry}/{r.repository}:{r.immutable_tag}"
             verb = "pushed" if r.pushed else "already published:"
-            show.out.print(f"{verb} {safe(ref)}@{r.digest}", soft_wrap=True)
+            console.out.print(f"{verb} {safe(ref)}@{r.digest}", soft_wrap=True)
         if r.moved:
-            show.out.print(f"  {'would move' if rehearsal else 'moved'} {safe(' '.join(r.moved))}", soft_wrap=True)
+            console.out.print(f"  {'would move' if rehearsal else 'moved'} {safe(' '.join(r.moved))}", soft_wrap=True)
     counts = {s: sum(r.state == s for r in reports) for s in ("published", "skipped", "failed", "validated",
                                                                "would-build", "would-skip")}
     if registry and rehearsal == "no push":
-        show.out.print(f"{counts['validated']} built and validated, {counts['would-skip']} unchanged, "
+        console.out.print(f"{counts['validated']} built and validated, {counts['would-skip']} unchanged, "
                        f"{counts['failed']} failed; nothing pushed, no tag moved")
     elif registry and rehearsal:
-        show.out.print(f"{counts['would-build']} would be built, {counts['would-skip']} unchanged; nothing built")
+        console.out.print(f"{counts['would-build']} would be built, {counts['would-skip']} unchanged; nothing built")
     elif registry:
-        show.out.print(f"{counts['published']} built, {counts['skipped']} unchanged, {counts['failed']} failed")
+        console.out.print(f"{counts['published']} built, {counts['skipped']} unchanged, {counts['failed']} failed")
 
 
 def check_counts(checks: list[Check]) -> str:
@@ -102,22 +100,22 @@ def check_counts(checks: list[Check]) -> str:
 
 def _sizes(r: ImageReport) -> str:
     """Installed (unpacked, in a container), then what a pull downloads and what this run uploaded."""
-    installed = show.gb(r.image_bytes)
+    installed = console.gb(r.image_bytes)
     if not r.compressed_bytes:
         return installed
-    pushed = "" if r.pushed_bytes is None else f", {show.gb(r.pushed_bytes) if r.pushed_bytes else '0 B'} pushed"
-    return f"{installed} ({show.gb(r.compressed_bytes)} compressed{pushed})"
+    pushed = "" if r.pushed_bytes is None else f", {console.gb(r.pushed_bytes) if r.pushed_bytes else '0 B'} pushed"
+    return f"{installed} ({console.gb(r.compressed_bytes)} compressed{pushed})"
 
 
 def _print_failure(r: ImageReport, registry: str | None, log_dir: Path | None) -> None:
     if r.failed_stage == "build":
-        show.err.print(f"[red]build failed[/red] {safe(r.tag)}: {safe(r.failure)}")
+        console.err.print(f"[red]build failed[/red] {safe(r.tag)}: {safe(r.failure)}")
         for line in r.log_tail[-15:]:
-            show.err.print(f"    {safe(line)}")
+            console.err.print(f"    {safe(line)}")
         if log_dir is not None:
-            show.err.print(f"    full log: {safe(log_dir / (r.tag + '.log'))}")
+            console.err.print(f"    full log: {safe(log_dir / (r.tag + '.log'))}")
     elif r.failed_stage == "validate":
-        show.print_failed_checks(r.tag, r.validation)
+        console.print_failed_checks(r.tag, r.validation)
     elif r.failed_stage in ("push", "registry"):
-        show.err.print(f"[red]push failed[/red] {safe(registry)}/{safe(r.repository)} ({safe(r.tag)}): "
+        console.err.print(f"[red]push failed[/red] {safe(registry)}/{safe(r.repository)} ({safe(r.tag)}): "
                        f"{safe(r.failure)}")

@@ -7,40 +7,38 @@ the per-combination jobs then import them instead of each building the same OS b
 
 from __future__ import annotations
 
-import typer
-
-from builder.cli import console as show
+from builder.cli import console
 from builder.cli.kit import EXIT_FAILED, EXIT_OK
 from builder.core.errors import usage_error
-from builder.core.files import open_log
 from builder.core.logfiles import LOG_DIR, log_path, strip_ansi
+from builder.core.safefs import open_log
 from builder.core.text import safe
-from builder.publish import jobs
-from builder.publish import lifecycle as pipeline
+from builder.pipeline import jobs, lifecycle
 
 LOG_NAME = "shared-stages"
 
 
-def run_stages(todo: list[jobs.Job], options: pipeline.Options) -> None:
-    """Build the shared stages, print one line each, exit 1 when one failed (the jobs then build it themselves)."""
+def run_stages(todo: list[jobs.Job], options: lifecycle.Options) -> int:
+    """Build the shared stages and print one line each; the exit code is 1 when one failed (the jobs then build it
+    themselves)."""
     if options.cache is None:
         raise usage_error("--shared-stages", "builds into the registry cache: add --cache-registry HOST/NS")
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     path = log_path(LOG_DIR, LOG_NAME)
     with open_log(path) as log:
-        outcomes = pipeline.shared_stages(todo, options, lambda target, line: print(strip_ansi(line), file=log))
+        outcomes = lifecycle.shared_stages(todo, options, lambda target, line: print(strip_ansi(line), file=log))
     if not outcomes:
-        show.out.print(f"no stage is shared by two of the {len(jobs.by_combination(todo))} combinations: "
+        console.out.print(f"no stage is shared by two of the {len(jobs.by_combination(todo))} combinations: "
                        "nothing to build")
-        raise typer.Exit(EXIT_OK)
+        return EXIT_OK
     for o in outcomes:
         state = "[green]built[/green]" if o.result.ok else "[red]failed[/red]"
-        show.out.print(f"{state} {o.stage.key} ({o.stage.stage} of {len(o.stage.groups)} combinations, "
+        console.out.print(f"{state} {o.stage.key} ({o.stage.stage} of {len(o.stage.groups)} combinations, "
                        f"from {safe(o.stage.group)}) -> {safe(options.cache.ref)}:{o.stage.key}", soft_wrap=True)
         if not o.result.ok:
-            show.out.print(f"  {safe(o.result.error or 'the build failed')}", soft_wrap=True)
+            console.out.print(f"  {safe(o.result.error or 'the build failed')}", soft_wrap=True)
     failed = [o for o in outcomes if not o.result.ok]
     if failed:
-        show.err.print(f"{len(failed)} shared stage(s) failed; the jobs that need them build them: log {safe(path)}",
+        console.err.print(f"{len(failed)} shared stage(s) failed; the jobs that need them build them: log {safe(path)}",
                        soft_wrap=True)
-    raise typer.Exit(EXIT_FAILED if failed else EXIT_OK)
+    return EXIT_FAILED if failed else EXIT_OK

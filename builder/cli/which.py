@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from builder.cli import console as show
+from builder.cli import console
 from builder.cli.kit import MatrixOpt, handles_errors
 from builder.core.text import safe
 
@@ -48,7 +48,7 @@ def print_which(data: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(data, indent=2))
         return
-    out = show.out
+    out = console.out
     gpus = data["gpus"]
     notes = list(data["notes"])
     if not gpus:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from builder.core.files import open_log
+from builder.core.safefs import open_log
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 LOG_DIR = Path(".rif/logs")

@@ -6,11 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from builder.core import facts as catalog
+from builder.core import channels, facts
+from builder.core.channels.base import WheelChannel
 from builder.core.tags import readable_tag
 
 Flavor = Literal["runtime", "devel"]
-Channel = Literal["pytorch", "therock", "local"]
+Channel = Literal["pytorch", "therock", "local"]  # the modules of builder.core.channels
 ALL_TARGETS = "all"  # the gfx "family" of an image that carries every target its wheels were built for
 
 
@@ -46,8 +47,8 @@ class CellSpec(BaseModel):
         return self.platform.removeprefix("rocm") if self.platform.startswith("rocm") else None
 
     @property
-    def os_release(self) -> catalog.OsRelease:
-        return catalog.os_releases()[self.os]
+    def os_release(self) -> facts.OsRelease:
+        return facts.os_releases()[self.os]
 
     @property
     def python(self) -> str:
@@ -59,56 +60,35 @@ class CellSpec(BaseModel):
         if self.gfx is None:
             return ()
         if self.gfx == ALL_TARGETS:
-            minor = catalog.compat().torch.get(torch_minor(self.torch))
+            minor = facts.compat().torch.get(torch_minor(self.torch))
             return minor.pytorch.targets(self.rocm) if minor else ()
-        return catalog.gfx_families()[self.gfx].targets
+        return facts.gfx_families()[self.gfx].targets
 
     @property
-    def therock_release(self) -> catalog.TheRockRelease | None:
+    def wheels(self) -> WheelChannel:
+        """The cell's wheel channel: every answer that differs between channels comes from it."""
+        return channels.of(self.channel)
+
+    @property
+    def therock_release(self) -> facts.TheRockRelease | None:
         """The TheRock release a therock cell installs from (None off that channel, or for a line it lacks)."""
-        release = catalog.compat().therock.get(self.rocm or "") if self.channel == "therock" else None
-        return release.view(self.gfx, torch_minor(self.torch)) if release else None
+        return self.wheels.release(self)
 
     @property
     def local_version(self) -> str:
         """`+rocm7.14.0` for a TheRock cell: its torch, torchvision and torchaudio wheels all carry the release's
         local version, and one index serves several releases' builds of the same public version."""
-        release = self.therock_release
-        return f"+{release.local}" if release and "+" not in self.torch else ""
+        return self.wheels.local_version(self)
 
     @property
     def torch_wheel(self) -> str:
-        """The exact torch version the image installs: `==2.13.0` would match every local version an index
-        serves (+rocm7.14.0 and +rocm10.0.0 side by side on TheRock's), so ROCm cells pin the local part that
-        names their ROCm line, and one tag is always one wheel."""
-        rocm = self.rocm
-        if rocm is None or self.channel == "local" or "+" in self.torch:
-            return self.torch
-        if self.channel == "therock":
-            return self.torch + self.local_version
-        return f"{self.torch}+rocm{rocm}"  # pytorch.org: the index's own name (rocm7.2, rocm6.2.4)
-
-    @property
-    def sdk_rocm(self) -> str | None:
-        """The AMD ROCm release a pytorch.org devel image's SDK comes from: the patch release its wheels were built
-        on (rocm7.2 -> 7.2.1), None where they were built on TheRock's wheels (rocm7.14: no apt release of it)."""
-        rocm = self.rocm
-        minor = catalog.compat().torch.get(torch_minor(self.torch))
-        if rocm is None or self.channel != "pytorch":
-            return None
-        return minor.pytorch.sdk.get(rocm, rocm) if minor else rocm
+        """The exact torch version the image installs: one tag is always one wheel."""
+        return self.wheels.torch_wheel(self)
 
     @property
     def has_rocm_sdk(self) -> bool:
-        """A devel image that carries the ROCm SDK of its wheels (hipcc, HIP and math-library headers): TheRock's
-        from the `rocm[devel]` wheels of the same release, pytorch.org's from AMD's apt repository at the patch
-        release the wheels were built on (on the OSes that repository has a suite for)."""
-        if self.flavor != "devel" or self.rocm is None:
-            return False
-        if self.channel == "therock":
-            return self.therock_release is not None
-        return (self.channel == "pytorch" and self.os in catalog.compat().amd_apt.suites
-                and self.sdk_rocm is not None)
+        """A devel image that carries the ROCm SDK of its wheels (hipcc, HIP and math-library headers)."""
+        return self.wheels.has_rocm_sdk(self)
 
     @property
     def hip_accept(self) -> tuple[str, ...]:
@@ -129,10 +109,10 @@ class CellSpec(BaseModel):
     def content_cell(self) -> CellSpec:
         """The cell whose image this cell's tag points at.
 
-        pytorch.org wheels carry every gfx target, so a pytorch-channel cell for one family is the same
+        Where a channel's wheels carry every gfx target (pytorch.org's), a cell for one family is the same
         image as the all-targets cell: it is built once and this cell's tag becomes one more tag of it.
         """
-        if self.channel != "pytorch" or self.gfx in (None, ALL_TARGETS):
+        if not self.wheels.SHARES_ALL_TARGETS_IMAGE or self.gfx in (None, ALL_TARGETS):
             return self
         tag = self.tag if self.explicit_tag else readable_tag(
             self.platform, self.os, self.python, self.torch, ALL_TARGETS, self.flavor, self.channel)

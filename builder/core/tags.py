@@ -14,6 +14,8 @@ import re
 
 from packaging.version import Version
 
+from builder.core import channels
+
 LABEL_PREFIX = "org.rocm-image-factory."
 HASH_LABEL = LABEL_PREFIX + "content-hash"
 TAG_LABEL = LABEL_PREFIX + "tag"
@@ -45,7 +47,7 @@ def readable_tag(platform: str, os: str, python: str, torch: str, gfx: str | Non
     parts = [platform, os.replace("-", ""), f"py{python}", f"torch{torch}"]
     if gfx:
         parts.append(gfx)
-    if channel != "pytorch":
+    if channels.of(channel).NAMED_IN_TAGS:
         parts.append(channel)
     parts.append(flavor)
     return "_".join(parts)

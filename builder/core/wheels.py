@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
 from packaging.version import Version
 
-from builder.core import files
+from builder.core import safefs
 
 MAX_WHEEL_BYTES = 8 << 30  # the largest torch wheels are near 5 GB
 WHEEL_MODE = 0o644  # what a build needs of a wheel: read by anyone; never executable, never writable by others
@@ -60,13 +60,13 @@ def wheels(wheelhouse: Path) -> list[Wheel]:
 def check(path: Path, wheelhouse: Path) -> Wheel:
     """One entry: its name a wheel's, a regular file reached without leaving the wheelhouse."""
     name, version, _, _ = parse_wheel_filename(path.name)
-    file = files.resolve_inside(path, wheelhouse)
+    file = safefs.resolve_inside(path, wheelhouse)
     info = os.stat(file, follow_symlinks=False)
     if not stat.S_ISREG(info.st_mode):
-        kind = files.FILE_KINDS.get(stat.S_IFMT(info.st_mode), "something else")
-        raise files.UnsafePath(errno.EINVAL, f"{kind}, not a regular file", str(path))
+        kind = safefs.FILE_KINDS.get(stat.S_IFMT(info.st_mode), "something else")
+        raise safefs.UnsafePath(errno.EINVAL, f"{kind}, not a regular file", str(path))
     if info.st_size > MAX_WHEEL_BYTES:
-        raise files.UnsafePath(errno.EFBIG, f"{info.st_size:,} bytes, over {MAX_WHEEL_BYTES:,}", str(path))
+        raise safefs.UnsafePath(errno.EFBIG, f"{info.st_size:,} bytes, over {MAX_WHEEL_BYTES:,}", str(path))
     return Wheel(path, file, name, version)
 
 
@@ -76,5 +76,5 @@ def open_wheel(wheel: Wheel) -> int:
     fd = os.open(wheel.file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise files.UnsafePath(errno.EINVAL, "no longer a regular file", str(wheel.path))
+        raise safefs.UnsafePath(errno.EINVAL, "no longer a regular file", str(wheel.path))
     return fd

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import torch_minor
 
 
@@ -14,7 +14,7 @@ def companion_version(torch: str, companion_minor: str, follows_torch: bool, off
 
 def default_companions(torch: str) -> tuple[str | None, str | None]:
     """The torchvision and torchaudio versions that pair with a torch release, or None when unknown."""
-    minor = catalog.compat().torch.get(torch_minor(torch))
+    minor = facts.compat().torch.get(torch_minor(torch))
     if minor is None:
         return None, None
     offset = minor.companion_patch_offset

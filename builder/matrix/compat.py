@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import ALL_TARGETS, CellSpec, torch_minor
 from builder.matrix.serving import dev_only, therock_lines, who_serves
 
@@ -24,8 +24,8 @@ INDEX_NAMES = {"per-family": "per-family index", "multi-arch": "multi-arch index
                "whl-next": "whl-next index"}
 
 
-def _minor(cell: CellSpec) -> catalog.TorchMinor | None:
-    return catalog.compat().torch.get(torch_minor(cell.torch))
+def _minor(cell: CellSpec) -> facts.TorchMinor | None:
+    return facts.compat().torch.get(torch_minor(cell.torch))
 
 
 def _v(version: str) -> Version:
@@ -34,7 +34,7 @@ def _v(version: str) -> Version:
 
 def known_torch(cell: CellSpec) -> str | None:
     if _minor(cell) is None:
-        known = ", ".join(sorted(catalog.compat().torch, key=_v))
+        known = ", ".join(sorted(facts.compat().torch, key=_v))
         return f"no compatibility data for torch {torch_minor(cell.torch)} (known: {known})"
     return None
 
@@ -60,7 +60,7 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
     if cell.channel == "therock":
         if rocm is None:
             return "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel"
-        releases = catalog.compat().therock
+        releases = facts.compat().therock
         if rocm not in releases:
             return (f"TheRock has no ROCm {rocm} release: its own line is {', '.join(releases)} "
                     "(pytorch.org's rocm7.1/rocm7.2 are another channel's)")
@@ -77,11 +77,11 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
     return None
 
 
-def _on_line_index(cell: CellSpec) -> catalog.TheRockRelease | None:
+def _on_line_index(cell: CellSpec) -> facts.TheRockRelease | None:
     """The cell's TheRock release when the cell installs from the index that line publishes to (a matrix that
     points index_urls.therock elsewhere, a mirror or a dev index, has opted out of the stable index's limits)."""
     release = cell.therock_release
-    if release is None or cell.index_url != catalog.compat().therock_index(release, cell.gfx):
+    if release is None or cell.index_url != facts.compat().therock_index(release, cell.gfx):
         return None
     return release
 
@@ -92,7 +92,7 @@ def therock_released(cell: CellSpec) -> str | None:
     release = _on_line_index(cell)
     if release is None or not release.prerelease:
         return None
-    released = [line for line, r in catalog.compat().therock.items() if not r.prerelease]
+    released = [line for line, r in facts.compat().therock.items() if not r.prerelease]
     return (f"TheRock {cell.rocm} is not released yet (release candidates only, +rocm{release.version}rcN, not on "
             f"{cell.index_url}): use {released[-1]}, or set index_urls.therock to an index that serves it")
 
@@ -143,7 +143,7 @@ def therock_torch_version(cell: CellSpec) -> str | None:
 
 
 def therock_stable_targets(cell: CellSpec) -> str | None:
-    dev_only = catalog.compat().therock_dev_only_targets
+    dev_only = facts.compat().therock_dev_only_targets
     if cell.channel != "therock" or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
         return None
     release = _on_line_index(cell)
@@ -193,7 +193,7 @@ def gfx_supported_by_rocm(cell: CellSpec) -> str | None:
     rocm = cell.rocm
     if rocm is None or cell.gfx in (None, ALL_TARGETS):
         return None
-    family = catalog.gfx_families()[cell.gfx]
+    family = facts.gfx_families()[cell.gfx]
     since = family.official_since
     # a line compares at its own precision: rocm6.4 is the 6.4 line, which has 6.4.1 (RDNA4); 6.4.0 is not 6.4.1
     if since and _v(rocm) < _v(".".join(since.split(".")[:len(rocm.split("."))])):
@@ -243,7 +243,7 @@ def line_companions(channel: str, platform: str, torch: TorchRelease, vision: st
                     audio: str | None) -> tuple[str | None, str | None]:
     """A TheRock line may version a companion its own way (10.0: torchaudio 2.11.0.2 beside torch 2.13.0): its
     exact version replaces the paired default unless the matrix set that companion itself."""
-    release = catalog.compat().therock.get(platform.removeprefix("rocm")) if channel == "therock" else None
+    release = facts.compat().therock.get(platform.removeprefix("rocm")) if channel == "therock" else None
     exact = release.companions.get(torch_minor(torch.version), {}) if release else {}
     explicit = torch.model_fields_set
     return (vision if "torchvision" in explicit else exact.get("torchvision", vision),

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from builder.core import facts as catalog
+from builder.core import channels, facts
 from builder.core.errors import InputError, Problem
-from builder.core.spec import CellSpec, torch_minor
+from builder.core.spec import CellSpec
 from builder.core.tags import readable_tag
 from builder.matrix import checks, compat, suggest
 from builder.matrix.schema import Exclude, Include, MatrixFile, TorchRelease
@@ -128,12 +128,12 @@ def expand_matrix(file: Path) -> Expansion:
 
 def _product(model: MatrixFile) -> Iterable[_Draft]:
     axes = model.matrix
-    for os_name, platform, torch, flavor, channel in itertools.product(
+    for os_name, platform, torch, flavor, wheels in itertools.product(
             axes.os, axes.platform, axes.torch, axes.flavor, axes.channel):
         # A cpu cell has no gfx family: the gfx axis applies to rocm platforms only.
         gfx_values: list[str | None] = list(axes.gfx) if platform != "cpu" else [None]
         for gfx in gfx_values:
-            yield _Draft(os_name, platform, torch, gfx, flavor, channel, ("matrix",))
+            yield _Draft(os_name, platform, torch, gfx, flavor, wheels, ("matrix",))
 
 
 @cache
@@ -180,20 +180,12 @@ def _gfx_problems(located: LocatedYaml, model: MatrixFile, drafts: list[_Draft])
 
 
 def _index_url(model: MatrixFile, channel: str, platform: str, gfx: str | None, torch: str) -> str:
-    """The index that serves the cell's line: pytorch.org's per platform; TheRock's per release line (whl-next from
-    10.0, whl-multi-arch for 7.13/7.14, the family's own index for 7.9-7.12 and 7.13's per-family release)."""
-    data = catalog.compat()
-    if channel == "therock":
-        if "therock" in model.index_urls:
-            return model.index_urls["therock"]
-        release = data.therock.get(platform.removeprefix("rocm"))
-        view = release.view(gfx, torch_minor(torch)) if release else None
-        return data.therock_index(view, gfx) if view else data.indexes["therock-multi-arch"]
-    return model.index_urls.get(platform, data.indexes["pytorch"].format(platform=platform))
+    """The index that serves the cell's line: the channel's own (builder.core.channels)."""
+    return channels.of(channel).index_url(platform, gfx, torch, model.index_urls)
 
 
 def _finish(d: _Draft, model: MatrixFile, located: LocatedYaml) -> CellSpec:
-    python = catalog.os_releases()[d.os].python
+    python = facts.os_releases()[d.os].python
     tag = d.tag or readable_tag(d.platform, d.os, python, d.torch.version, d.gfx, d.flavor, d.channel)
     torchvision, torchaudio = compat.line_companions(d.channel, d.platform, d.torch, *d.torch.companions())
     return CellSpec(

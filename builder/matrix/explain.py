@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.matrix.expand import Expansion
 from builder.matrix.serving import dev_only
 
@@ -68,14 +68,14 @@ def family_gaps(expansion: Expansion) -> tuple[str, dict[str, str]]:
     """The newest released TheRock line, and each family its stable index serves that the matrix builds no per-family
     image of, with why (compat.yaml no_slim_image) or a plain "not in this matrix". A matrix that builds nothing of
     that line (pytorch.org only, an old line) is not asked to: no gaps."""
-    lines = [line for line, r in catalog.compat().therock.items() if not r.prerelease]
+    lines = [line for line, r in facts.compat().therock.items() if not r.prerelease]
     line = max(lines, key=Version)
     built = {c.gfx for c in expansion.cells if c.channel == "therock" and c.rocm == line}
     if not built:
         return line, {}
-    reasons = catalog.compat().no_slim_image
+    reasons = facts.compat().no_slim_image
     gaps = {family: reasons.get(family, "not in this matrix: add it to matrix.gfx for the therock channel")
-            for family in catalog.gfx_families() if family not in built and not dev_only(family)}
+            for family in facts.gfx_families() if family not in built and not dev_only(family)}
     return line, gaps
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import ALL_TARGETS, Channel, Flavor
 from builder.matrix.companions import default_companions
 
@@ -34,7 +34,7 @@ def _version(value: str) -> str:
 
 
 def _known_os(value: str) -> str:
-    known = catalog.os_releases()
+    known = facts.os_releases()
     if value not in known:
         # A misspelt name (debain-12) gets the name; a release the factory lacks (debian-11) only the list.
         letters = [k for k in known if re.sub(r"[\d.]", "", k) != re.sub(r"[\d.]", "", value)]
@@ -45,7 +45,7 @@ def _known_os(value: str) -> str:
 
 
 def _known_gfx(value: str) -> str:
-    known = catalog.gfx_families()
+    known = facts.gfx_families()
     if value not in known and value != ALL_TARGETS:
         hint = gfx_hint(value) or f"known: {ALL_TARGETS}, {', '.join(sorted(known))}"
         raise ValueError(f"unknown gfx family {value!r}; {hint}")
@@ -62,7 +62,7 @@ def _squash(name: str) -> str:
 
 def gfx_hint(value: str) -> str | None:
     """What to write instead of a gfx name that is not a family: the family of a target or GPU, or its spelling."""
-    families = catalog.gfx_families()
+    families = facts.gfx_families()
 
     def use(names: list[str]) -> str:
         return f"use gfx: [{names[0]}]" + (f" (or {', '.join(names[1:])})" if len(names) > 1 else "")
@@ -79,7 +79,7 @@ def gfx_hint(value: str) -> str | None:
     spelled = [name for name in [ALL_TARGETS, *families] if name.lower() == value.lower()]
     if spelled:
         return f"family names are case-sensitive: {use(spelled)}"
-    if any(value in minor.pytorch.gfx for minor in catalog.compat().torch.values()):
+    if any(value in minor.pytorch.gfx for minor in facts.compat().torch.values()):
         return f"{value} is in no family here, but pytorch.org's wheels carry it: use gfx: [{ALL_TARGETS}]"
     return None
 

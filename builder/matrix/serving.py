@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from builder.core import facts as catalog
+from builder.core import facts
 
 
 def dev_only(family: str) -> tuple[str, ...]:
     """The family's targets whose TheRock device packages are on the dev and nightly indexes only."""
-    dev = catalog.compat().therock_dev_only_targets
-    return tuple(t for t in catalog.gfx_families()[family].targets if t in dev)
+    dev = facts.compat().therock_dev_only_targets
+    return tuple(t for t in facts.gfx_families()[family].targets if t in dev)
 
 
 def therock_lines(family: str) -> list[str]:
     """The released TheRock lines whose stable index has torch wheels for every target of the family."""
     lines = []
-    for line, release in catalog.compat().therock.items():
+    for line, release in facts.compat().therock.items():
         if release.prerelease:
             continue
         extra = release.per_family
@@ -36,9 +36,9 @@ def therock_lines(family: str) -> list[str]:
 
 def pytorch_indexes(family: str) -> dict[str, list[str]]:
     """pytorch.org ROCm index -> the torch minors whose wheels there carry every target of the family."""
-    targets = set(catalog.gfx_families()[family].targets)
+    targets = set(facts.gfx_families()[family].targets)
     found: dict[str, list[str]] = {}
-    for minor, entry in catalog.compat().torch.items():
+    for minor, entry in facts.compat().torch.items():
         for rocm in entry.pytorch.rocm:
             if targets <= set(entry.pytorch.targets(rocm)):
                 found.setdefault(rocm, []).append(minor)

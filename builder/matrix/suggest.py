@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.errors import Problem
 from builder.core.spec import torch_minor
 from builder.matrix.schema import MatrixFile
@@ -62,7 +62,7 @@ def literal_choice(value: object, expected: str) -> str:
 
 def unknown_torch(located: LocatedYaml, model: MatrixFile) -> list[Problem]:
     """One problem per torch entry of the matrix whose minor version has no compatibility data, at its line."""
-    known = catalog.compat().torch
+    known = facts.compat().torch
     raw = located.data.get("matrix", {}).get("torch") if isinstance(located.data, dict) else None
     problems = []
     for i, entry in enumerate(model.matrix.torch):

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from builder.core import files
+from builder.core import safefs
 from builder.core.errors import InputError, Problem
 
 PathKey = tuple[str | int, ...]
@@ -91,13 +91,13 @@ def load_located(file: Path) -> LocatedYaml:
 
 
 def _read(file: Path) -> str:
-    """At most MAX_BYTES of a regular file (core.files.read_regular, links followed), decoded."""
+    """At most MAX_BYTES of a regular file (core.safefs.read_regular, links followed), decoded."""
     def refuse(message: str) -> InputError:
         return InputError([Problem(file, None, "(file)", message)])
 
     try:
-        raw = files.read_regular(file, MAX_BYTES, follow=True)
-    except files.UnsafePath as exc:
+        raw = safefs.read_regular(file, MAX_BYTES, follow=True)
+    except safefs.UnsafePath as exc:
         raise refuse(f"{exc.strerror} for a matrix file" if exc.errno == errno.EFBIG
                      else f"cannot read: {exc.strerror}") from exc
     except OSError as exc:

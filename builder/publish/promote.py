@@ -18,12 +18,10 @@ import docker
 from builder.core.tags import HASH_LABEL
 from builder.publish.push import push_image
 from builder.publish.record import ImageReport
-from builder.registry import credentials as creds
-from builder.registry import models, retry
+from builder.registry import credentials, models, retry
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.registry.errors import RegistryError
-from builder.validate.sbom import MEDIA_TYPE as SBOM_TYPE
-from builder.validate.sbom import Sbom
+from builder.validate.sbom import MEDIA_TYPE, Sbom
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -37,13 +35,13 @@ class Target:
 
     registry: str
     api: RegistryClient
-    credentials: creds.Credentials | None
+    credentials: credentials.Credentials | None
 
     @classmethod
     def of(cls, registry: str, policy: retry.Policy = retry.DEFAULT, insecure: frozenset[str] = frozenset()) -> Target:
         """The target of a checked --registry; insecure: the --insecure-registry hosts (plain HTTP allowed)."""
-        found = creds.lookup(registry)
-        api = RegistryClient(creds.registry_host(registry), found, policy=policy, insecure=insecure)
+        found = credentials.lookup(registry)
+        api = RegistryClient(credentials.registry_host(registry), found, policy=policy, insecure=insecure)
         return cls(registry, api, found)
 
     @property
@@ -113,10 +111,10 @@ class Target:
         body = json.dumps({
             "schemaVersion": 2,
             "mediaType": OCI_MANIFEST,
-            "artifactType": SBOM_TYPE,
+            "artifactType": MEDIA_TYPE,
             "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2,
                        "data": "e30="},
-            "layers": [{"mediaType": SBOM_TYPE, "digest": layer, "size": len(sbom.body),
+            "layers": [{"mediaType": MEDIA_TYPE, "digest": layer, "size": len(sbom.body),
                         "annotations": {"org.opencontainers.image.title": "sbom.cdx.json"}}],
             "subject": {"mediaType": manifest.media_type, "digest": manifest.digest, "size": len(manifest.body)},
             "annotations": {"dev.rocm-image-factory.packages": str(len(sbom.packages))},
@@ -125,13 +123,13 @@ class Target:
         artifact, subject = self.api.put_manifest(repo, digest, body, OCI_MANIFEST)
         if subject != manifest.digest:
             self._index_referrer(repo, manifest.digest, {"mediaType": OCI_MANIFEST, "digest": artifact.digest,
-                                                         "size": len(body), "artifactType": SBOM_TYPE})
+                                                         "size": len(body), "artifactType": MEDIA_TYPE})
         report.sbom_digest, report.sbom_artifact = sbom.digest, artifact.digest
         return artifact.digest
 
     def has_sbom(self, report: ImageReport, manifest: Manifest) -> bool:
         """Whether an SBOM artifact refers to manifest (referrers API, or the fallback tag)."""
-        return bool(self.api.referrers(self.repository(report.repository), manifest.digest, SBOM_TYPE))
+        return bool(self.api.referrers(self.repository(report.repository), manifest.digest, MEDIA_TYPE))
 
     def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
         tag = referrers_tag(subject)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from builder.core import files
+from builder.core import safefs
 from builder.validate.runner import Check
 
 State = Literal["planned", "not-attempted", "built", "validated", "published", "skipped", "failed",
@@ -20,7 +20,7 @@ State = Literal["planned", "not-attempted", "built", "validated", "published", "
 Stage = Literal["build", "validate", "sbom", "push", "registry"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ImageReport:
     """What happened to one image: the cells it serves, each stage's outcome, where it was published."""
 
@@ -70,8 +70,8 @@ class ImageReport:
 
 def write(path: Path, reports: list[ImageReport], registry: str | None = None, finished: bool = True) -> None:
     """The run record; written whatever happened, so every selected image is accounted for (a planted link or
-    FIFO at path is replaced, never written through; a full disk is one files.OutputError)."""
+    FIFO at path is replaced, never written through; a full disk is one safefs.OutputError)."""
     data = {"registry": registry, "complete": finished,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "images": [r.as_json() for r in reports]}
-    files.write_named(path, json.dumps(data, indent=2).encode(), "the run record")
+    safefs.write_named(path, json.dumps(data, indent=2).encode(), "the run record")

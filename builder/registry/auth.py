@@ -20,8 +20,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from builder.registry import hints, models
-from builder.registry import transport as httpsafe
+from builder.registry import hints, models, transport
 from builder.registry.address import host_port, plain_http_ok
 from builder.registry.credentials import Credentials, describe
 from builder.registry.errors import AuthError
@@ -97,7 +96,7 @@ class Auth:
                                 "there")
             req.add_header("Authorization", basic(self.credentials))
         try:
-            got = httpsafe.request(req, httpsafe.MAX_TOKEN_BYTES, f"token from {where}", self._seconds())
+            got = transport.request(req, transport.MAX_TOKEN_BYTES, f"token from {where}", self._seconds())
             data = models.parse(models.TokenAnswer, got.body, f"token from {where}")
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):

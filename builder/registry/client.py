@@ -23,8 +23,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.registry import models, retry
-from builder.registry import transport as httpsafe
+from builder.registry import models, retry, transport
 from builder.registry.address import host_port, plain_http_ok
 from builder.registry.auth import Auth
 from builder.registry.credentials import Credentials
@@ -69,7 +68,7 @@ class RegistryClient:
         self.credentials = credentials
         self.policy = policy
         self.auth = Auth(address, credentials, self.scheme, self.insecure, self._seconds)
-        self.deadline_s = httpsafe.DEADLINE_S  # one request, start to last byte
+        self.deadline_s = transport.DEADLINE_S  # one request, start to last byte
         self.ends: float | None = None  # a whole command's deadline (time.monotonic()), set by until()
         self._budget_s = 0.0
 
@@ -107,15 +106,15 @@ class RegistryClient:
     def manifest(self, repository: str, reference: str) -> Manifest | None:
         """The manifest under a tag or a digest; its digest is that of the bytes served, checked against the
         reference when it is a digest and against the registry's Docker-Content-Digest when it sends one."""
-        if not (httpsafe.is_digest(reference) or REFERENCE_RE.fullmatch(reference)):
+        if not (transport.is_digest(reference) or REFERENCE_RE.fullmatch(reference)):
             raise RegistryError(f"{reference[:80]!r} is neither a tag nor a sha256 digest: not asked for")
         found = self._call("GET", f"{repository}/manifests/{reference}", repository, accept=MANIFEST_TYPES,
-                           missing_ok=True, limit=httpsafe.MAX_MANIFEST_BYTES)
+                           missing_ok=True, limit=transport.MAX_MANIFEST_BYTES)
         if found is None:
             return None
         what = f"{self.address}/{repository} manifest {reference}"
-        digest = httpsafe.verify_digest(found.body, reference if reference.startswith("sha256:") else None, what)
-        httpsafe.verify_digest(found.body, found.headers.get("docker-content-digest"), what)
+        digest = transport.verify_digest(found.body, reference if reference.startswith("sha256:") else None, what)
+        transport.verify_digest(found.body, found.headers.get("docker-content-digest"), what)
         return Manifest(found.body, found.headers.get("content-type", ""), digest)
 
     def config(self, repository: str, manifest: Manifest) -> models.ImageConfig:
@@ -125,7 +124,7 @@ class RegistryClient:
         it is parsed."""
         where = f"{self.address}/{repository}"
         config = models.parse(models.ManifestDoc, manifest.body, f"{where} manifest {manifest.digest}").config
-        if config is None or not httpsafe.is_digest(config.digest):
+        if config is None or not transport.is_digest(config.digest):
             raise RegistryError(f"{where}: manifest {manifest.digest} names no sha256 config")
         body = self.blob(repository, config.digest, models.MAX_CONFIG_BYTES)
         return models.parse(models.ImageConfig, body, f"{where} config {config.digest}")
@@ -137,18 +136,18 @@ class RegistryClient:
             return {}
         return self.config(repository, found).labels
 
-    def blob(self, repository: str, digest: str, limit: int = httpsafe.MAX_BLOB_BYTES) -> bytes:
+    def blob(self, repository: str, digest: str, limit: int = transport.MAX_BLOB_BYTES) -> bytes:
         """A blob's bytes (at most limit), checked against its digest."""
-        if not httpsafe.is_digest(digest):
+        if not transport.is_digest(digest):
             raise RegistryError(f"{self.address}/{repository}: {digest[:80]!r} is not a sha256 digest: not asked for")
         found = self._call("GET", f"{repository}/blobs/{digest}", repository, accept="*/*", limit=limit)
         assert found is not None
-        httpsafe.verify_digest(found.body, digest, f"{self.address}/{repository} blob {digest}")
+        transport.verify_digest(found.body, digest, f"{self.address}/{repository} blob {digest}")
         return found.body
 
     def blob_to(self, repository: str, digest: str, path: Path, deadline_s: float = LAYER_DEADLINE_S) -> None:
         """A layer written to path as it arrives (never held in memory), checked against its digest."""
-        if not httpsafe.is_digest(digest):
+        if not transport.is_digest(digest):
             raise RegistryError(f"{self.address}/{repository}: {digest[:80]!r} is not a sha256 digest: not asked for")
         kept, self.deadline_s = self.deadline_s, deadline_s
         try:
@@ -222,7 +221,7 @@ class RegistryClient:
     # -- plumbing ----------------------------------------------------------------------------------
     def _call(self, method: str, path: str, repository: str, *, accept: str = "application/json",
               body: bytes | None = None, content_type: str | None = None, missing_ok: bool = False,
-              write: bool | None = None, limit: int = httpsafe.MAX_BLOB_BYTES,
+              write: bool | None = None, limit: int = transport.MAX_BLOB_BYTES,
               sink: Path | None = None) -> _Response | None:
         scope = "pull,push" if (method in WRITES if write is None else write) else "pull"
 
@@ -242,12 +241,12 @@ class RegistryClient:
                 req.add_header("Authorization", auth)
             try:
                 with sink.open("wb") if sink is not None else contextlib.nullcontext() as out:
-                    got = httpsafe.request(req, limit, f"{method} {self.address}/v2/{path}", self._seconds(), out)
+                    got = transport.request(req, limit, f"{method} {self.address}/v2/{path}", self._seconds(), out)
                 return _Response(got.body, got.headers)
             except urllib.error.HTTPError as exc:
                 if exc.code == 404 and missing_ok:
                     return None
-                if exc.code == 401 and not httpsafe.same_origin(exc.url, req.full_url):
+                if exc.code == 401 and not transport.same_origin(exc.url, req.full_url):
                     raise AuthError(f"registry {self.address} redirected {method} {path} to "
                                     f"{host_port(urllib.parse.urlsplit(exc.url).netloc)}, which asks for credentials: "
                                     "a challenge from off the registry's origin is not answered", 401) from None

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from builder.core import wheels
-from builder.core.files import read_regular, replace_file
+from builder.core.safefs import read_regular, replace_file
 
 MAX_CACHE_BYTES = 64 << 20  # a line per wheel ever hashed
 _SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)

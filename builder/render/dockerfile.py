@@ -24,6 +24,7 @@ from pathlib import Path
 import jinja2
 
 from builder import smoke
+from builder.core import osfamilies
 from builder.core.spec import CellSpec
 from builder.core.tags import CELL_FILE, RIF_DIR, VENV_DIR
 from builder.matrix.selection import plan_images
@@ -100,7 +101,7 @@ def group_name(cell: CellSpec) -> str:
     parts = [cell.platform, cell.os.replace("-", ""), f"py{cell.python}", f"torch{cell.torch}"]
     release = cell.therock_release
     parts += [cell.gfx] if release and release.index == "per-family" and cell.gfx else []
-    parts += [cell.channel] if cell.channel != "pytorch" else []
+    parts += [cell.channel] if cell.wheels.NAMED_IN_TAGS else []
     parts += [cell.user] if cell.user != "root" else []
     return "_".join(parts)
 
@@ -118,8 +119,6 @@ def render_images(images: list[CellSpec], source: WheelSource = INDEX) -> list[R
     """Image cells -> rendered images, in the order given."""
     groups: dict[str, list[CellSpec]] = {}
     for cell in images:
-        if cell.os_release.family != "apt":
-            raise NotImplementedError(f"{cell.os}: rendering for {cell.os_release.family} is not implemented yet")
         groups.setdefault(group_key(cell), []).append(cell)
     names = _group_names(groups)
     by_tag: dict[str, RenderedCell] = {}
@@ -153,7 +152,8 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
     text = _template().render(
         combo=first, group=group, images=[stages[stage_name(c)] for c in members],
         runtimes=list(runtimes.values()), develops=list(develops.values()),
-        runtime_packages=runtime_packages(), venv_packages=venv_packages(), devel_packages=devel_packages(),
+        runtime_packages=runtime_packages(first), venv_packages=venv_packages(first),
+        devel_packages=devel_packages(first), os_family=osfamilies.of(first.os_release.family),
         mounts=source.mounts(), pip_source=source.pip_args(first), wheel_source_comment=source.describe(first),
         lock_mounts={name: [PIP_CACHE, f"--mount=type=bind,source={step_wheels(text)},target={WHEELS_MOUNT}"]
                      for name, text in locks.items()} if source.wheelhouse else {},

@@ -1,5 +1,5 @@
-"""What each image installs: the pip requirements of its steps, and a devel image's ROCm SDK (TheRock's pip
-wheels, or AMD's apt repository behind a pinned key).
+"""What each image installs: the pip requirements of its steps, its OS packages, and a devel image's ROCm SDK
+(TheRock's pip wheels, or AMD's repository for the OS behind a pinned key).
 
 Pure functions of a CellSpec; render puts them into Dockerfile steps, the wheelhouse fetches them and the locks
 pin them.
@@ -7,17 +7,14 @@ pin them.
 
 from __future__ import annotations
 
-from builder.core import facts as catalog
-from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.core import osfamilies
+from builder.core.spec import CellSpec
 
 
 def device_extras(cell: CellSpec) -> str:
     """`[device-gfx942,...]` where the wheels split per target (TheRock's multi-arch indexes, whl-multi-arch and
     whl-next; local mirrors of them), else '': a per-family line (7.9-7.12) serves the family's own wheel."""
-    release = cell.therock_release
-    therock = cell.channel == "therock" and (release is None or release.device_extras)
-    per_target = therock or (cell.channel == "local" and cell.gfx != ALL_TARGETS)
-    if per_target and cell.gfx_targets:
+    if cell.wheels.splits_per_target(cell) and cell.gfx_targets:
         return "[" + ",".join(f"device-{t}" for t in cell.gfx_targets) + "]"
     return ""
 
@@ -47,30 +44,11 @@ def sdk_requirements(cell: CellSpec) -> list[str]:
     return [f"rocm[devel]=={release.version}"] if release else []
 
 
-def apt_sdk_steps(cell: CellSpec) -> list[str]:
-    """A pytorch.org devel image's ROCm SDK from AMD's apt repository: the key is fetched over HTTPS and refused
-    unless its fingerprint is the pinned one, and apt trusts the repository only through it (signed-by)."""
-    if not cell.has_rocm_sdk or cell.channel != "pytorch" or cell.sdk_rocm is None:
-        return []
-    apt = catalog.compat().amd_apt
-    repo = apt.repo.format(rocm=cell.sdk_rocm)  # the patch release the wheels were built on (7.2 -> 7.2.1)
-    return [
-        "export GNUPGHOME=/tmp/rif-gnupg",
-        "install -d -m 0700 /tmp/rif-gnupg",
-        f"curl -fsSL --proto =https {apt.key_url} -o /tmp/rif-rocm.asc",
-        "gpg --batch --show-keys --with-colons /tmp/rif-rocm.asc > /tmp/rif-rocm.keys",
-        f"grep -qx 'fpr:::::::::{apt.key_fingerprint}:' /tmp/rif-rocm.keys",
-        "install -d -m 0755 /etc/apt/keyrings",
-        "gpg --batch --yes --dearmor -o /etc/apt/keyrings/rocm.gpg /tmp/rif-rocm.asc",
-        f'echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {repo} {apt.suites[cell.os]} main" '
-        "> /etc/apt/sources.list.d/rocm.list",
-        "printf 'Package: *\\nPin: release o=repo.radeon.com\\nPin-Priority: 600\\n' "
-        "> /etc/apt/preferences.d/rocm-pin-600",
-        "apt-get update",
-        f"apt-get install -y --no-install-recommends {' '.join(apt.packages)}",
-        "apt-get purge -y --auto-remove curl gnupg",
-        "rm -rf /tmp/rif-gnupg /tmp/rif-rocm.asc /tmp/rif-rocm.keys",
-    ]
+def os_sdk_steps(cell: CellSpec) -> list[str]:
+    """A devel image's ROCm SDK from AMD's repository for the OS's package manager (pytorch.org's wheels), else
+    nothing: the OS family writes the steps, the channel says which release."""
+    release = cell.wheels.os_sdk_release(cell)
+    return [] if release is None else osfamilies.of(cell.os_release.family).sdk_steps(release, cell.os)
 
 
 def requirements(cell: CellSpec) -> list[str]:
@@ -80,15 +58,15 @@ def requirements(cell: CellSpec) -> list[str]:
     return [*device, *(r for r in small_requirements(cell) if r.split("=")[0] not in names), *sdk_requirements(cell)]
 
 
-def runtime_packages() -> list[str]:
-    return ["python3", "ca-certificates"]
+def runtime_packages(cell: CellSpec) -> list[str]:
+    return list(osfamilies.of(cell.os_release.family).RUNTIME_PACKAGES)
 
 
-def venv_packages() -> list[str]:
-    """What `python3 -m venv` needs, purged once the venv exists: they ship pip and setuptools as wheels."""
-    return ["python3-venv", "python3-pip-whl", "python3-setuptools-whl"]
+def venv_packages(cell: CellSpec) -> list[str]:
+    """What `python3 -m venv` needs, removed once the venv exists."""
+    return list(osfamilies.of(cell.os_release.family).VENV_PACKAGES)
 
 
-def devel_packages() -> list[str]:
+def devel_packages(cell: CellSpec) -> list[str]:
     """A toolchain for extensions, over the runtime image."""
-    return ["build-essential", "python3-dev", "git", "ninja-build"]
+    return list(osfamilies.of(cell.os_release.family).DEVEL_PACKAGES)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from builder.core import files
+from builder.core import safefs
 from builder.core.errors import InputError, Problem
 
 LOCK_DIR = "lock"
@@ -161,8 +161,8 @@ def read_lock(path: Path) -> str:
     """A lock file's text, read as hostile input: a regular file (a link only inside its folder), at most
     MAX_LOCK_BYTES, UTF-8, and in the grammar; else an InputError naming the file (and line)."""
     try:
-        text = files.read_text(path, MAX_LOCK_BYTES)
-    except files.UnsafePath as exc:
+        text = safefs.read_text(path, MAX_LOCK_BYTES)
+    except safefs.UnsafePath as exc:
         raise InputError([Problem(path, None, "lock", f"cannot read: {exc.strerror}")]) from None
     problems = grammar_problems(path, text)
     if problems:

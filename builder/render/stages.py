@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from builder.core.spec import CellSpec
 from builder.core.tags import readable_tag
 from builder.render import labels, lockfile
-from builder.render.installs import apt_sdk_steps, device_requirements, sdk_requirements, small_requirements
+from builder.render.installs import device_requirements, os_sdk_steps, sdk_requirements, small_requirements
 
 
 class NameClash(ValueError):
@@ -28,7 +28,7 @@ class Stage:
     device: list[str] = field(default_factory=list)
     small: list[str] = field(default_factory=list)
     sdk: list[str] = field(default_factory=list)  # a devel stage's ROCm SDK (pip), over its runtime
-    apt_sdk: list[str] = field(default_factory=list)  # or the shell steps that add it from AMD's apt repository
+    os_sdk: list[str] = field(default_factory=list)  # or the shell steps that add it from AMD's OS repository
 
 
 def stage_name(cell: CellSpec) -> str:
@@ -73,7 +73,7 @@ def stages_of(members: list[CellSpec]) -> tuple[dict[str, Stage], dict[str, Stag
                 parent = Stage(parent.cell, f"{stage_name(cell)}-runtime", device=parent.device, small=parent.small)
             runtimes.setdefault(parent.stage, parent)
             develops[stage_name(cell)] = Stage(cell, stage_name(cell), parent=parent.stage,
-                                                sdk=sdk_requirements(cell), apt_sdk=apt_sdk_steps(cell))
+                                                sdk=sdk_requirements(cell), os_sdk=os_sdk_steps(cell))
     return runtimes, develops
 
 

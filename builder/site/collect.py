@@ -8,14 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from builder.core import files as safefs
-from builder.core import tags
+from builder.core import safefs, tags
 from builder.registry import models
 from builder.registry.client import Manifest
 from builder.registry.errors import AuthError, DeadlineError, RegistryError
 from builder.registry.transport import is_digest
 from builder.render.dockerfile import bake_target
-from builder.render.tree import BAKE_FILE
+from builder.render.imagetree import BAKE_FILE
 from builder.site.model import Catalog, ImageEntry, Layer, Published
 from builder.site.records import (
     MAX_BAKE_BYTES,
@@ -129,7 +128,7 @@ def _dockerfile(dirs: list[Path], names: list[str], content_hash: str | None) ->
 
 
 def _bake_target_file(directory: Path, tag: str) -> tuple[str, str, str | None] | None:
-    """Files are read as builder.core.files reads a tree: regular files inside it, never through a link."""
+    """Files are read as builder.core.safefs reads a tree: regular files inside it, never through a link."""
     bake_file = directory / BAKE_FILE
     try:
         target = json.loads(safefs.read_regular(bake_file, MAX_BAKE_BYTES))["target"][bake_target(tag)]

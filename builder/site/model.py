@@ -119,10 +119,10 @@ class ImageEntry:
     def gpu_families(self) -> list[GpuFamily]:
         """Known families the image's targets belong to: complete ones run on its GPUs, partial ones are noted."""
         own, targets, found = self.label("gfx-family"), set(self.gfx_targets), []
-        for name, family in gfx_families().items():
-            present = tuple(t for t in family.targets if t in targets)
+        for name, gfx in gfx_families().items():
+            present = tuple(t for t in gfx.targets if t in targets)
             if present or name == own:
-                found.append(GpuFamily(name, family.targets, family.gpus, set(family.targets) <= targets, present))
+                found.append(GpuFamily(name, gfx.targets, gfx.gpus, set(gfx.targets) <= targets, present))
         return found
 
     @property
@@ -223,10 +223,10 @@ class Catalog:
         """(GPU, its family's targets) for the GPU filter."""
         seen: dict[str, str] = {}
         for image in self.images:
-            for family in image.gpu_families:
-                if family.complete:
-                    for gpu in family.gpus:
-                        seen.setdefault(gpu, ", ".join(family.targets))
+            for gfx in image.gpu_families:
+                if gfx.complete:
+                    for gpu in gfx.gpus:
+                        seen.setdefault(gpu, ", ".join(gfx.targets))
         return sorted(seen.items(), key=lambda kv: kv[0].lower())
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from builder.core import files as safefs
-from builder.core import tags
+from builder.core import safefs, tags
 from builder.core.errors import usage_error
 from builder.render.dockerfile import template_dir
 from builder.site.model import Catalog, ImageEntry, human_size
@@ -199,7 +198,7 @@ def write_site(out: Path, files: dict[str, str]) -> list[Path]:
 
     The marker's names are data from disk: only names a catalog writes (is_site_file) are removed, relative
     and inside out, a link is removed (never what it names), and files are written without following links
-    (builder.core.files): a marker that names `.git/config` or `CNAME` removes nothing."""
+    (builder.core.safefs): a marker that names `.git/config` or `CNAME` removes nothing."""
     marker = out / MARKER
     if out.exists() and not out.is_dir():
         raise usage_error("--out", f"{out} is not a directory")

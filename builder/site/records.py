@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from builder.core import files as safefs
+from builder.core import safefs
 from builder.core.text import printable
 from builder.registry.client import Manifest
 from builder.registry.models import ImageConfig

@@ -19,7 +19,7 @@ from typing import Any
 
 import docker
 
-from builder.build.engine import run_captured, started
+from builder.buildkit.engine import run_captured, started
 from builder.core.scratch import scratch_dir
 from builder.validate.suite import SUITE_DIR
 

@@ -19,13 +19,13 @@ import urllib.parse
 import uuid
 from dataclasses import dataclass
 from importlib.metadata import version as dist_version
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import docker
 from docker.errors import DockerException
 
-from builder.build.engine import run_captured
-from builder.core import tags
+from builder.buildkit.engine import run_captured
+from builder.core import osfamilies, tags
 from builder.registry import models
 from builder.validate import cyclonedx
 
@@ -34,7 +34,8 @@ SPEC_VERSION = "1.5"
 RECORD_PROPERTY = "rif:dist-info-record-sha256"
 TIMEOUT_S = 300
 
-Ecosystem = Literal["deb", "pypi"]
+Ecosystem = Literal["deb", "rpm", "pypi"]  # the OS families' PURL_TYPEs, and pypi
+OS_TYPES: tuple[str, ...] = tuple(variant.PURL_TYPE for variant in osfamilies.FAMILIES.values())
 
 # Run with the image's venv Python: one JSON object on stdout, or an exit status and a message on stderr.
 _SCRIPT = r"""
@@ -52,16 +53,19 @@ for dist in json.loads(pip.stdout).get("installed", []):
         with open(record, "rb") as fh:
             digest = hashlib.sha256(fh.read()).hexdigest()
     installed.append({"name": meta.get("name"), "version": meta.get("version"), "record_sha256": digest})
-deb = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version} ${Architecture}\n"],
-                     capture_output=True, text=True)
+import shutil
+kind, argv = next(((k, a) for k, a in json.loads(sys.argv[1]) if shutil.which(a[0])), (None, None))
+if argv is None:
+    sys.exit("no package manager's inventory command in the image")
+deb = subprocess.run(argv, capture_output=True, text=True)
 if deb.returncode:
-    sys.exit("dpkg-query failed (%d): %s" % (deb.returncode, deb.stderr[-500:]))
+    sys.exit("%s failed (%d): %s" % (argv[0], deb.returncode, deb.stderr[-500:]))
 release = {}
 if os.path.isfile("/etc/os-release"):
     for line in open("/etc/os-release"):
         key, _, value = line.strip().partition("=")
         release[key] = value.strip('"')
-print(json.dumps({"python": installed, "dpkg": deb.stdout, "os": release}))
+print(json.dumps({"python": installed, "os_packages": {"type": kind, "lines": deb.stdout}, "os": release}))
 """
 
 
@@ -104,7 +108,8 @@ def inspect(client: docker.DockerClient, image: str) -> dict[str, Any]:
     """The raw facts, from one container of the image (removed afterwards)."""
     python = f"{tags.VENV_DIR}/bin/python"
     try:
-        code, out, err = run_captured(client, image, [python, "-c", _SCRIPT], timeout=TIMEOUT_S, entrypoint=[])
+        code, out, err = run_captured(client, image, [python, "-c", _SCRIPT, _inventories()], timeout=TIMEOUT_S,
+                                      entrypoint=[])
     except (TimeoutError, DockerException) as exc:
         raise SbomError(f"cannot run {python} in {image}: {exc}") from exc
     if code != 0:
@@ -118,13 +123,20 @@ def inspect(client: docker.DockerClient, image: str) -> dict[str, Any]:
     return facts
 
 
+def _inventories() -> str:
+    """Every OS family's inventory command with its package type: the image runs the first it has."""
+    return json.dumps([[variant.PURL_TYPE, list(variant.INVENTORY)] for variant in osfamilies.FAMILIES.values()])
+
+
 def packages_of(facts: dict[str, Any]) -> list[Package]:
     """The OS and Python packages the facts name, sorted (OS first)."""
     found = set()
-    for line in str(facts.get("dpkg", "")).splitlines():
+    listed = facts.get("os_packages")
+    kind = listed.get("type") if isinstance(listed, dict) else None
+    for line in str(listed.get("lines", "") if isinstance(listed, dict) else "").splitlines():
         parts = line.split()
-        if len(parts) == 3:
-            found.add(Package("deb", parts[0], parts[1], parts[2]))
+        if len(parts) == 3 and kind in OS_TYPES:
+            found.add(Package(kind, parts[0], parts[1], parts[2]))
     for dist in facts.get("python") or []:
         if isinstance(dist, dict) and dist.get("name") and dist.get("version"):
             found.add(Package("pypi", str(dist["name"]), str(dist["version"]), None,
@@ -153,7 +165,8 @@ def purl(package: Package, os_release: dict[str, str] | None = None) -> str:
     if (os_release or {}).get("VERSION_ID"):
         qualifiers["distro"] = f"{distro}-{(os_release or {})['VERSION_ID']}"
     query = "&".join(f"{k}={urllib.parse.quote(v, safe='.-_~')}" for k, v in sorted(qualifiers.items()) if v)
-    return f"pkg:deb/{urllib.parse.quote(distro, safe='')}/{name}@{version}" + (f"?{query}" if query else "")
+    return (f"pkg:{package.ecosystem}/{urllib.parse.quote(distro, safe='')}/{name}@{version}"
+            + (f"?{query}" if query else ""))
 
 
 def _pypi_name(name: str) -> str:
@@ -215,8 +228,8 @@ def read(body: bytes) -> Parsed:
             skipped += 1
             continue
         ref = component.purl or ""
-        ecosystem: Ecosystem | None = "deb" if ref.startswith("pkg:deb/") else \
-            "pypi" if ref.startswith("pkg:pypi/") else None
+        kind = ref.removeprefix("pkg:").partition("/")[0] if ref.startswith("pkg:") else ""
+        ecosystem = cast(Ecosystem, kind) if kind in (*OS_TYPES, "pypi") else None
         if ecosystem is None or not component.name or component.version is None:
             continue
         arch = urllib.parse.parse_qs(urllib.parse.urlsplit(ref).query).get("arch", [None])[0]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from builder.core import files as safefs
+from builder.core import safefs
 from builder.which.pcitable import (
     ACCELERATOR,
     AMD,

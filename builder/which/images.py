@@ -8,8 +8,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from builder.core import facts as catalog
-from builder.core import tags
+from builder.core import facts, tags
 from builder.core.errors import usage_error
 from builder.core.spec import ALL_TARGETS, CellSpec
 from builder.which.host import Gpu
@@ -100,7 +99,7 @@ def check_target(value: str) -> str:
     """A --gfx value: a target (rocminfo's `Name: gfx1100`); a family or a GPU name says which target to give."""
     if TARGET_RE.fullmatch(value):
         return value
-    families = catalog.gfx_families()
+    families = facts.gfx_families()
     if value in families:
         listed = ", ".join(families[value].targets)
         raise usage_error("--gfx", f"{value!r} is a family, not a target: give the GPU's target ({listed}), as "
@@ -124,8 +123,8 @@ def check_filters(rocm: str | None, os_name: str | None, flavor: str | None) -> 
         if not match:
             raise usage_error("--rocm", f"{rocm!r} is not a ROCm version X.Y (e.g. 7.2)")
         rocm = match.group(1)
-    if os_name is not None and os_name not in catalog.os_releases():
-        raise usage_error("--os", f"unknown os {os_name!r}; known: {', '.join(sorted(catalog.os_releases()))}")
+    if os_name is not None and os_name not in facts.os_releases():
+        raise usage_error("--os", f"unknown os {os_name!r}; known: {', '.join(sorted(facts.os_releases()))}")
     if flavor is not None and flavor not in FLAVORS:
         raise usage_error("--flavor", f"{flavor!r} is not runtime or devel")
     return Filters(rocm, os_name, flavor)

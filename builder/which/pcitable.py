@@ -11,7 +11,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from builder.core import facts as catalog
+from builder.core import facts
 
 AMD = 0x1002
 KFD_NODES = Path("sys/class/kfd/kfd/topology/nodes")
@@ -113,4 +113,4 @@ def gfx_from_override(value: str) -> str | None:
 
 def families_of(target: str | None) -> list[str]:
     """The gfx families (builder/data/gfx.yaml) that hold a target."""
-    return [name for name, fam in catalog.gfx_families().items() if target in fam.targets]
+    return [name for name, fam in facts.gfx_families().items() if target in fam.targets]

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from builder.audit import layers, origin, reproduce
-from builder.build.buildkit import BuildKit
-from builder.build.export import Export
+from builder.buildkit.builders import BuildKit
+from builder.buildkit.export import Export
 from builder.core import tags
-from builder.publish import jobs, lifecycle
-from builder.publish.lifecycle import Events
+from builder.pipeline import jobs, lifecycle
+from builder.pipeline.lifecycle import Events
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
 from tests.conftest import ROOT, builder_cli, write_matrix

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.build.buildkit import CURRENT, BuildKit
+from builder.buildkit.builders import CURRENT, BuildKit
 from builder.cli.kit import buildkit
 from builder.core.errors import InputError
 from tests.conftest import DATA, builder_cli

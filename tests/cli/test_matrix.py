@@ -106,18 +106,18 @@ def test_options_that_do_not_apply_are_command_line_errors(args: list[str], opti
 def test_the_cell_table_stays_readable_at_80_columns() -> None:
     from rich.console import Console
 
-    from builder.cli import console as display
+    from builder.cli import console
     from builder.cli.matrix import print_cells
     from builder.matrix.expand import expand_matrix
 
-    console = Console(width=80, file=io.StringIO(), record=True)
-    original = display.out
-    display.out = console
+    recording = Console(width=80, file=io.StringIO(), record=True)
+    original = console.out
+    console.out = recording
     try:
         print_cells(expand_matrix(ROOT / "matrix.yaml"), "matrix.yaml")
     finally:
-        display.out = original
-    rows = [line for line in console.export_text().splitlines() if line.startswith("│")]
+        console.out = original
+    rows = [line for line in recording.export_text().splitlines() if line.startswith("│")]
     assert rows and all(len(line) <= 80 for line in rows)
     first_lines = [line for line in rows if "│ pytorch │" in line or "│ therock │" in line]
     assert len(first_lines) == 202  # every cell shows its channel, torch, companions and user: no blank cells

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from builder.publish.jobs import Job
 from typer.testing import CliRunner
 
 from builder.cli.app import app
-from builder.publish.jobs import Job
 from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
 from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all
-from tests.publish.test_plan import example_jobs
+from tests.publish.test_planner import example_jobs
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local.yaml"
@@ -96,7 +96,8 @@ REPLIES: list[Reply] = [
     (500, {}, b"x" * 100_000),
     (200, {"Content-Type": MANIFEST_TYPE}, b"not json"), (200, {"Content-Type": MANIFEST_TYPE}, b"[]"),
     (200, {"Content-Type": MANIFEST_TYPE}, b'{"schemaVersion": 2, "config": 5, "layers": "x"}'),
-    (200, {"Content-Type": "text/html"}, b"<html>"), (200, {"Content-Type": MANIFEST_TYPE, "Content-Length": "-5"}, b""),
+    (200, {"Content-Type": "text/html"}, b"<html>"),
+    (200, {"Content-Type": MANIFEST_TYPE, "Content-Length": "-5"}, b""),
     (200, {"Content-Type": MANIFEST_TYPE, "Docker-Content-Digest": "sha256:" + "0" * 64}, b"{}"),
     (200, {"Content-Type": MANIFEST_TYPE, "Docker-Content-Digest": "md5:\x00"}, b"{}"),
     (200, {"Content-Type": MANIFEST_TYPE}, b'{"schemaVersion": 2, "config": {"digest": "sha256:' + b"c" * 64

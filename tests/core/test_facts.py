@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.which import gfx_from_version
 
 rb = pytest.importorskip("rocm_bootstrap", reason="rocm-bootstrap (the `test` extra) is not installed")
@@ -23,9 +23,9 @@ package_metadata = pytest.importorskip("rocm_bootstrap.package_metadata")
 
 def data_targets() -> Iterator[tuple[str, str]]:
     """(where, target) for every target any data file names."""
-    for name, fam in catalog.gfx_families().items():
+    for name, fam in facts.gfx_families().items():
         yield from ((f"gfx.yaml {name}", t) for t in fam.targets)
-    data = catalog.compat()
+    data = facts.compat()
     for minor, entry in data.torch.items():
         yield from ((f"compat.yaml torch {minor}", t) for t in entry.pytorch.gfx)
         for rocm, listed in entry.pytorch.gfx_per_rocm.items():
@@ -50,21 +50,21 @@ def test_every_family_lies_within_one_rocm_bootstrap_sub_family() -> None:
     """TheRock's families (gfx110X-all, gfx90X-dcgpu, gfx125X-dcgpu) never straddle two sub-families, so a family
     image needs the device packages of one sub-family only."""
     straddling = {name: sorted({sub_family(t) for t in fam.targets})
-                  for name, fam in catalog.gfx_families().items() if len({sub_family(t) for t in fam.targets}) > 1}
+                  for name, fam in facts.gfx_families().items() if len({sub_family(t) for t in fam.targets}) > 1}
     assert straddling == {}
 
 
 def test_families_and_rocm_bootstrap_agree_on_the_family_of_each_target() -> None:
     """A target in several families of ours (gfx906: gfx90X-dcgpu and gfx906-dgpu) still has one rocm-bootstrap
     family (gfx9), and the data's families of one bootstrap family never mix majors."""
-    for name, fam in catalog.gfx_families().items():
+    for name, fam in facts.gfx_families().items():
         majors = {targets.bundle_for_target(t, targets.PackagingLevel.FAMILY).key for t in fam.targets}
         assert len(majors) == 1, name
 
 
 def test_architectural_family_names_match_the_gfx125X_family() -> None:
     """rocm-bootstrap's package_metadata names gfx1250's architectural family gfx125X, as TheRock's gfx125X-dcgpu."""
-    for name, fam in catalog.gfx_families().items():
+    for name, fam in facts.gfx_families().items():
         for t in fam.targets:
             arch = package_metadata.architectural_family(t)
             assert arch is None or name.startswith(arch), (name, t, arch)
@@ -75,7 +75,7 @@ def test_whl_next_sub_family_packages_are_rocm_bootstrap_sub_families() -> None:
     names its sub-family bundles (naming.device_dist_name)."""
     names = {naming.device_dist_name("amd-torch-device", sf).removeprefix("amd-torch-device-")
              for sf in targets.ALL_SUB_FAMILIES}
-    listed = set(catalog.compat().whl_next_sub_families)
+    listed = set(facts.compat().whl_next_sub_families)
     assert listed and listed <= names, listed - names
 
 

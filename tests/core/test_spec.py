@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import ALL_TARGETS, CellSpec
 from builder.matrix.expand import load_matrix
 from tests.conftest import (
@@ -32,8 +32,8 @@ def test_all_targets_cell_carries_every_target_of_its_wheels(tmp_path: Path) -> 
     ]
     new, old = cells
     assert new.gfx == old.gfx == ALL_TARGETS
-    assert new.gfx_targets == catalog.compat().torch["2.13"].pytorch.gfx
-    assert old.gfx_targets == catalog.compat().torch["2.9"].pytorch.gfx
+    assert new.gfx_targets == facts.compat().torch["2.13"].pytorch.gfx
+    assert old.gfx_targets == facts.compat().torch["2.9"].pytorch.gfx
     assert {"gfx950", "gfx1151"} <= set(new.gfx_targets) and "gfx950" not in old.gfx_targets
     assert new.expectations()["gfx_family"] == "all"
     assert new.expectations()["gfx_targets"] == list(new.gfx_targets)
@@ -113,7 +113,7 @@ def spec(**overrides: object) -> CellSpec:
 ])
 def test_expectations_hip_and_gfx(platform: str, gfx: str | None, rocm: str | None, hip: str | None) -> None:
     cell = spec(platform=platform, gfx=gfx)
-    expected_targets = list(catalog.gfx_families()[gfx].targets) if gfx else []
+    expected_targets = list(facts.gfx_families()[gfx].targets) if gfx else []
     assert cell.rocm == rocm
     got = cell.expectations()
     assert (got["hip"], got["gfx_family"], got["gfx_targets"]) == (hip, gfx, expected_targets)
@@ -145,7 +145,7 @@ def test_expectations_of_a_therock_and_an_all_targets_cell() -> None:
     assert (ten.expectations()["hip"], ten.torch_wheel) == ("7.15", "2.12.0+rocm10.0.0")
     every = spec(os="ubuntu-24.04", platform="rocm7.2", gfx=ALL_TARGETS).expectations()
     assert (every["channel"], every["gfx_family"]) == ("pytorch", "all")
-    assert every["gfx_targets"] == list(catalog.compat().torch["2.13"].pytorch.gfx)
+    assert every["gfx_targets"] == list(facts.compat().torch["2.13"].pytorch.gfx)
     assert spec(gfx=ALL_TARGETS, torch="1.13.1").gfx_targets == ()  # no data: no promise
 
 
@@ -167,7 +167,7 @@ def test_no_two_production_images_install_one_torch_wheel_under_different_rocm_l
     assert {key: rocm for key, rocm in labels.items() if len(rocm) != 1} == {}
     therock = [c for c in cells if c.channel == "therock"]
     assert therock  # the production matrix builds TheRock's per-family images
-    releases = catalog.compat().therock
+    releases = facts.compat().therock
     for cell in therock:
         assert cell.rocm in releases, cell.tag
         assert cell.torch_wheel.endswith("+rocm" + releases[cell.rocm].version), cell.tag

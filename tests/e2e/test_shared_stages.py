@@ -11,10 +11,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.build.bake import HOST
-from builder.build.export import Cache
-from builder.publish import jobs as publishjobs
-from builder.publish import lifecycle
+from builder.buildkit.bake import HOST
+from builder.buildkit.export import Cache
+from builder.pipeline import jobs, lifecycle
 from builder.render import sharedstages
 from builder.render.sources import WheelSource
 from tests.conftest import builder_cli
@@ -40,7 +39,7 @@ def test_the_shared_stages_are_built_once_into_the_cache_and_every_job_imports_t
     matrix = tmp_path / "m.yaml"
     matrix.write_text(MATRIX.replace("IMAGE", f"t-stages-{uuid.uuid4().hex[:8]}").replace("TORCH", TORCH))
     source = WheelSource(wheelhouse=tmp_path / "wheels")
-    todo = publishjobs.matrix_jobs(matrix, None, None, source)
+    todo = jobs.matrix_jobs(matrix, None, None, source)
     shared = sharedstages.shared([j.rendered for j in todo if j.rendered is not None])
     assert sorted(s.stage for s in shared) == ["base", "torch"]  # two ROCm lines over one wheelhouse
 
@@ -60,7 +59,7 @@ def test_the_shared_stages_are_built_once_into_the_cache_and_every_job_imports_t
     # A job of one combination imports the stages from there (its own cache is still empty).
     lines: list[str] = []
     one = [j for j in todo if j.tag.startswith("rocm7.2")]
-    options = lifecycle.Options(source, validate=False, cache=Cache(f"{namespace}/buildcache", insecure=True),
+    options = lifecycle.Options(source=source, validate=False, cache=Cache(f"{namespace}/buildcache", insecure=True),
                                 buildkit=HOST)  # the tests' engine has no bridge
     events = lifecycle.Events(line=lambda tag, text: lines.append(text))
     prepared = lifecycle.prepare(docker_client, one, options, events)

@@ -13,7 +13,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.build.engine import installed_bytes, run_captured
+from builder.buildkit.engine import installed_bytes, run_captured
 from builder.core import tags
 from tests.conftest import builder_cli
 

@@ -10,7 +10,7 @@ import hashlib
 import json
 
 from builder.core.tags import HASH_LABEL
-from builder.publish.jobs import Job
+from builder.pipeline.jobs import Job
 from tests.fakes.scripted_registry import Reply, Seen
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"

@@ -18,13 +18,12 @@ import pytest
 
 from builder import site
 from builder.audit import layers, reproduce
-from builder.core import files as safefs
-from builder.core import tags, text
+from builder.core import safefs, tags, text
 from builder.core.text import safe
 from builder.registry import models
 from builder.registry.client import Manifest, RegistryError
 from builder.registry.models import ImageConfig
-from builder.render import tree as imagetree
+from builder.render import imagetree
 from builder.render.dockerfile import bake_target, render_all
 from builder.site.records import MARKER, load_records
 from tests.conftest import ROOT, load_cells

@@ -18,8 +18,7 @@ import pytest
 
 from builder.core.errors import InputError, Problem
 from builder.core.tags import HASH_CHARS, MAX_TAG_CHARS
-from builder.matrix import checks
-from builder.matrix import expand as matrix
+from builder.matrix import checks, expand
 from builder.matrix.checks import MAX_CELLS, MAX_EXCLUDE_CHECKS
 from builder.matrix.expand import expand_matrix
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_DEPTH, MAX_NODES, dotted, load_located
@@ -113,7 +112,7 @@ def test_a_file_larger_than_it_says_is_read_only_to_the_limit(tmp_path: Path, mo
             return self.stream.read(size)
 
     class SizeUnknown:
-        """The os module as core.files sees it: fstat says 0 bytes, and every read is recorded."""
+        """The os module as core.safefs sees it: fstat says 0 bytes, and every read is recorded."""
 
         def __getattr__(self, name: str) -> object:
             return getattr(os, name)
@@ -125,7 +124,7 @@ def test_a_file_larger_than_it_says_is_read_only_to_the_limit(tmp_path: Path, mo
         def fdopen(self, fd: int, mode: str) -> Spy:
             return Spy(os.fdopen(fd, "rb"))
 
-    monkeypatch.setattr("builder.core.files.os", SizeUnknown())
+    monkeypatch.setattr("builder.core.safefs.os", SizeUnknown())
     problem = only_problem(file)
     assert problem.message == f"more than {MAX_BYTES:,} bytes, over the limit of {MAX_BYTES:,} bytes for a matrix file"
     assert reads == [MAX_BYTES + 1]
@@ -320,7 +319,7 @@ def test_product_at_the_limit_expands(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_product_past_the_limit_is_refused_before_expanding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(checks, "MAX_CELLS", 5 * 3 * (2 * 4 + 1) - 1)
-    monkeypatch.setattr(matrix, "_product", lambda model: pytest.fail("expanded"))
+    monkeypatch.setattr(expand, "_product", lambda model: pytest.fail("expanded"))
     problem = only_problem(write(tmp_path, axes(5, 3, rocm=2, gfx=4)))
     assert (problem.line, problem.key) == (1, "matrix")
     assert problem.message == (
@@ -346,7 +345,7 @@ def test_forty_values_per_axis_is_refused_at_once(tmp_path: Path, monkeypatch: p
     text = (f"matrix:\n  os: [debian-12, debian-13, ubuntu-22.04, ubuntu-24.04, rocky-9]\n  platform: [{platforms}]\n"
             "  gfx: [gfx94X-dcgpu, gfx950-dcgpu, gfx90X-dcgpu, gfx1150, gfx1151]\n"
             f"  torch: [{torches}]\n  flavor: [runtime, devel]\n  channel: [pytorch, therock, local]\n")
-    monkeypatch.setattr(matrix, "CellSpec", _no_cell)  # at once: refused from the axes, before any cell is made
+    monkeypatch.setattr(expand, "CellSpec", _no_cell)  # at once: refused from the axes, before any cell is made
     problem = only_problem(write(tmp_path, text))
     assert problem.message.startswith(f"expands to {5 * 40 * 5 * 40 * 2 * 3:,} cells (5 os x 40 torch x 2 flavor "
                                       "x 3 channel x (40 rocm platforms x 5 gfx + 0 cpu)")

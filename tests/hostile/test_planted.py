@@ -16,12 +16,10 @@ import pytest
 
 from builder import site
 from builder.cli.progress import RunView
-from builder.core import files as safefs
+from builder.core import safefs
 from builder.core.logfiles import logged_run
 from builder.publish import record
-from builder.render import contenthash, lockfile
-from builder.render import resolve as lock
-from builder.render import tree as imagetree
+from builder.render import contenthash, imagetree, lockfile, resolve
 from builder.render.dockerfile import WheelSource, render_all
 from builder.site.records import MARKER
 from tests.conftest import load_cells
@@ -115,16 +113,16 @@ def test_render_never_sets_the_mode_of_a_hard_link_that_holds_the_same_bytes(tmp
 @pytest.mark.parametrize("kind", KINDS)
 def test_lock_replaces_what_is_planted_at_its_lock_files(tmp_path: Path, kind: str,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lock, "pin_base", lambda ref, registry, insecure: f"{ref}@sha256:{'a' * 64}")
-    monkeypatch.setattr(lock, "resolve", lambda step, after, cell, wheelhouse: [
+    monkeypatch.setattr(resolve, "pin_base", lambda ref, registry, insecure: f"{ref}@sha256:{'a' * 64}")
+    monkeypatch.setattr(resolve, "resolve", lambda step, after, cell, wheelhouse: [
         lockfile.Pin(f"pkg-{step.file.removesuffix('.txt')}", "1.0", "b" * 64)])
     tree, cells = tmp_path / "images", load_cells(tmp_path, MATRIX)
-    first = lock.lock_tree(cells, tree)
+    first = resolve.lock_tree(cells, tree)
     assert len(first.written) >= 2
     victims = {path: Victim(tmp_path / "outside") for path in first.written}
     for path, victim in victims.items():
         victim.plant(path, kind)
-    again = lock.lock_tree(cells, tree)
+    again = resolve.lock_tree(cells, tree)
     assert sorted(again.written) == sorted(first.written)
     assert [p for p, v in victims.items() if not v.untouched()] == []
     assert all(replaced(p) for p in victims) and no_temporaries(tree)
@@ -169,11 +167,11 @@ def _progress(path: Path) -> None:
 
 def _lock_log(path: Path) -> None:
     os.chdir(path.parent.parent.parent)  # LOG_DIR is .rif/logs under the working folder
-    lock._log(["pip", "install"], __import__("subprocess").CompletedProcess([], 0, "built\n", ""))
+    resolve._log(["pip", "install"], __import__("subprocess").CompletedProcess([], 0, "built\n", ""))
 
 
 def _host_network(path: Path) -> None:
-    from builder.build.bake import host_network
+    from builder.buildkit.bake import host_network
     bake = path.parent / "docker-bake.json"
     bake.write_text(json.dumps({"target": {"t": {"tags": ["t:1"]}}}))
     host_network(bake, path.parent)

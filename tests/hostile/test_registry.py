@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from builder.registry import retry
-from builder.registry import transport as httpsafe
+from builder.registry import retry, transport
 from builder.registry.client import DeadlineError, RegistryClient, RegistryError
 from builder.registry.credentials import Credentials
 from tests.conftest import ROOT
@@ -187,20 +186,20 @@ def raw_answer(answer: bytes) -> str:
 
 def test_an_oversized_manifest_announced_is_refused_before_any_read() -> None:
     """Content-Length over the cap, then a small body: only the header check refuses it (the read would not)."""
-    head = f"HTTP/1.1 200 OK\r\nContent-Length: {httpsafe.MAX_MANIFEST_BYTES + 1}\r\n\r\n".encode()
+    head = f"HTTP/1.1 200 OK\r\nContent-Length: {transport.MAX_MANIFEST_BYTES + 1}\r\n\r\n".encode()
     address = raw_answer(head + MANIFEST)
-    with pytest.raises(RegistryError, match=f"{httpsafe.MAX_MANIFEST_BYTES + 1} bytes is more than the"):
+    with pytest.raises(RegistryError, match=f"{transport.MAX_MANIFEST_BYTES + 1} bytes is more than the"):
         RegistryClient(address, policy=ONCE).manifest("ns/r", "tag")
 
 
 def test_an_oversized_manifest_unannounced_is_refused_at_the_cap() -> None:
     """No Content-Length (the body ends when the connection closes): only the read's own cap refuses it."""
-    address = raw_answer(b"HTTP/1.0 200 OK\r\n\r\n" + b" " * (httpsafe.MAX_MANIFEST_BYTES + 1))
-    with pytest.raises(RegistryError, match=f"more than the {httpsafe.MAX_MANIFEST_BYTES} bytes read: refused"):
+    address = raw_answer(b"HTTP/1.0 200 OK\r\n\r\n" + b" " * (transport.MAX_MANIFEST_BYTES + 1))
+    with pytest.raises(RegistryError, match=f"more than the {transport.MAX_MANIFEST_BYTES} bytes read: refused"):
         RegistryClient(address, policy=ONCE).manifest("ns/r", "tag")
 
 
-@pytest.mark.parametrize("token", ["x" * (httpsafe.MAX_TOKEN_BYTES + 1), "a\r\nX-Injected: 1"], ids=["huge", "crlf"])
+@pytest.mark.parametrize("token", ["x" * (transport.MAX_TOKEN_BYTES + 1), "a\r\nX-Injected: 1"], ids=["huge", "crlf"])
 def test_an_oversized_or_multi_line_token_is_refused(server: Callable[..., Scripted], token: str) -> None:
     def answer(seen: Seen) -> Reply:
         if seen.path.startswith("/token"):
@@ -264,7 +263,7 @@ def test_the_watchdog_cuts_a_read_that_bytes_keep_alive() -> None:
     TLS handshake): this one is the watchdog's alone, a blocking read the deadline must end from outside."""
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        watchdog = httpsafe._Watchdog(0.2)
+        watchdog = transport._Watchdog(0.2)
         watchdog.watch(ours)
         ours.settimeout(10)  # without the watchdog: a failure after 10 s, not a hang
         try:
@@ -279,11 +278,11 @@ def test_the_watchdog_cuts_a_read_that_bytes_keep_alive() -> None:
 def test_one_thread_fires_each_watchdog_at_its_own_deadline_and_never_a_cancelled_one() -> None:
     """Every request's watchdog shares one thread (transport._Reaper): a deadline added after a later one still
     fires first, and a finished request's watchdog (cancelled) never fires."""
-    later, gone = httpsafe._Watchdog(30), httpsafe._Watchdog(0.1)
+    later, gone = transport._Watchdog(30), transport._Watchdog(0.1)
     gone.cancel()
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        sooner = httpsafe._Watchdog(0.3)
+        sooner = transport._Watchdog(0.3)
         sooner.watch(ours)
         ours.settimeout(10)
         try:

@@ -278,5 +278,6 @@ def test_a_referrers_tag_of_another_shape_fails_the_attach_and_is_never_rewritte
     document = sbom.Sbom(b"{}", [])
     with pytest.raises(RegistryError, match="referrers index"):
         Target("reg.test/ns", api, None).attach_sbom(  # type: ignore[arg-type]
-            ImageReport("t", "pytorch", ["t"], "t-0", "sha256:0"), image_manifest, document)
+            ImageReport(tag="t", repository="pytorch", tags=["t"], immutable_tag="t-0", content_hash="sha256:0"),
+            image_manifest, document)
     assert all(ref.startswith("sha256:") for ref in api.put)  # the artifact went up; the tag was not rewritten

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from builder.core import wheels
-from builder.render import tree as imagetree
+from builder.render import imagetree
 from builder.render.contenthash import wheelhouse_digest
 from builder.render.dockerfile import render_all
 from builder.render.sources import WHEELS_DIR, WheelSource

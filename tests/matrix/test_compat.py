@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import ALL_TARGETS, CellSpec
 from builder.matrix import compat
 from builder.matrix.companions import default_companions
@@ -390,9 +390,9 @@ def test_every_rule_is_exercised_by_a_bad_case() -> None:
 
 def test_a_prerelease_line_is_dropped_from_its_stable_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A line branched but not tagged (as 10.0 was until its release) has no wheels on its stable index."""
-    data = catalog.compat()
+    data = facts.compat()
     lines = {**data.therock, "10.0": data.therock["10.0"].model_copy(update={"prerelease": True})}
-    monkeypatch.setattr(catalog, "compat", lambda: data.model_copy(update={"therock": lines}))
+    monkeypatch.setattr(facts, "compat", lambda: data.model_copy(update={"therock": lines}))
     outcome = expand(tmp_path, Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"))
     assert outcome.dropped == [("therock-released", "TheRock 10.0 is not released yet (release candidates only, "
                                 f"+rocm10.0.0rcN, not on {WHL_NEXT}): use 7.14, or set index_urls.therock to an "
@@ -445,7 +445,7 @@ def test_default_companions(torch: str, expected: tuple[str | None, str | None])
     assert default_companions(torch) == expected
 
 
-MINORS: list[str] = sorted(catalog.compat().torch, key=by_version)
+MINORS: list[str] = sorted(facts.compat().torch, key=by_version)
 
 
 @pytest.mark.parametrize(("torch", "expected"), [("2.0.0", ("0.15.1", "2.0.1")), ("2.0.1", ("0.15.2", "2.0.2"))])
@@ -457,7 +457,7 @@ def test_default_companions_of_torch_2_0(torch: str, expected: tuple[str, str]) 
 def test_default_companions_pass_the_companions_rule(tmp_path: Path, minor: str) -> None:
     """Whatever a torch entry defaults to must never be dropped by the rule that checks companions."""
     vision, audio = default_companions(f"{minor}.1")
-    data = catalog.compat().torch[minor]
+    data = facts.compat().torch[minor]
     patch = 1 + data.companion_patch_offset
     assert (vision, audio) == (f"{data.torchvision}.{patch}",
                                f"{data.torchaudio}.{patch if data.torchaudio == minor else 0}")
@@ -535,7 +535,7 @@ def _python_range(first: str, last: str) -> tuple[str, ...]:
 
 
 def test_every_torch_minor_has_pythons_and_rocm_indexes() -> None:
-    data = catalog.compat().torch
+    data = facts.compat().torch
     assert data, "compat.yaml lists no torch"
     for minor, entry in data.items():
         assert re.fullmatch(r"[0-9]+\.[0-9]+", minor), minor
@@ -550,7 +550,7 @@ def test_every_torch_minor_has_pythons_and_rocm_indexes() -> None:
 @pytest.mark.parametrize("minor", list(FACTS_TORCH))
 def test_torch_data_matches_the_facts(minor: str) -> None:
     vision, audio, rocm, first, last = FACTS_TORCH[minor]
-    entry = catalog.compat().torch[minor]
+    entry = facts.compat().torch[minor]
     assert (entry.torchvision, entry.torchaudio) == (vision, audio)
     assert entry.pytorch.rocm == rocm
     assert entry.python == _python_range(first, last)
@@ -558,13 +558,13 @@ def test_torch_data_matches_the_facts(minor: str) -> None:
 
 
 def test_every_torch_minor_of_the_data_is_in_the_facts() -> None:
-    assert set(catalog.compat().torch) == set(FACTS_TORCH)
+    assert set(facts.compat().torch) == set(FACTS_TORCH)
 
 
 def test_therock_is_its_own_release_line() -> None:
     """Section 3: TheRock's releases (version.json at tags therock-7.9.0 .. therock-7.14; 10.0 released on whl-next),
     the torch minors each builds, and the HIP it ships (HIP stays 7.x: ROCm 10.0 has HIP 7.15)."""
-    releases = catalog.compat().therock
+    releases = facts.compat().therock
     assert {line: (r.version, r.torch) for line, r in releases.items()} == {
         "7.9": ("7.9.0", ("2.9",)), "7.10": ("7.10.0", ("2.7", "2.8", "2.9")),
         "7.11": ("7.11.0", ("2.7", "2.8", "2.9")), "7.12": ("7.12.0", ("2.8", "2.9", "2.10")),
@@ -576,24 +576,24 @@ def test_therock_is_its_own_release_line() -> None:
         "7.9": "per-family", "7.10": "per-family", "7.11": "per-family", "7.12": "per-family",
         "7.13": "multi-arch", "7.14": "multi-arch", "10.0": "whl-next"}
     assert not {"7.1", "7.2"} & set(releases), "pytorch.org's ROCm labels are not TheRock releases"
-    assert set(catalog.compat().therock_dev_only_targets) == {"gfx900", "gfx906", "gfx90c"}
+    assert set(facts.compat().therock_dev_only_targets) == {"gfx900", "gfx906", "gfx90c"}
 
 
 def test_wheel_indexes() -> None:
-    assert catalog.compat().indexes == {"pytorch": PYTORCH + "{platform}", "therock-whl-next": WHL_NEXT,
+    assert facts.compat().indexes == {"pytorch": PYTORCH + "{platform}", "therock-whl-next": WHL_NEXT,
                                         "therock-multi-arch": THEROCK, "therock-per-family": PER_FAMILY + "{family}/"}
 
 
 def test_every_wheel_target_is_a_gfx_target_of_a_family() -> None:
     """Every target the wheels carry is spelled like gfx.yaml's, and is in one of its families."""
-    family_targets = {t for f in catalog.gfx_families().values() for t in f.targets}
-    wheel_targets = {t for e in catalog.compat().torch.values() for t in e.pytorch.gfx}
+    family_targets = {t for f in facts.gfx_families().values() for t in f.targets}
+    wheel_targets = {t for e in facts.compat().torch.values() for t in e.pytorch.gfx}
     assert all(GFX_RE.fullmatch(t) for t in wheel_targets), sorted(wheel_targets)
     assert wheel_targets - family_targets == set()
 
 
 def test_every_family_names_its_targets() -> None:
-    families = catalog.gfx_families()
+    families = facts.gfx_families()
     assert ALL_TARGETS not in families
     for name, family in families.items():
         assert family.targets and family.gpus, name
@@ -609,18 +609,18 @@ def test_every_family_names_its_targets() -> None:
 @pytest.mark.parametrize("name", list(FACTS_GFX))
 def test_gfx_data_matches_the_facts(name: str) -> None:
     targets, since = FACTS_GFX[name]
-    family = catalog.gfx_families()[name]
+    family = facts.gfx_families()[name]
     assert (family.targets, family.official_since) == (targets, since)
 
 
 def test_every_family_of_the_data_is_in_the_facts() -> None:
-    assert set(catalog.gfx_families()) == set(FACTS_GFX)
+    assert set(facts.gfx_families()) == set(FACTS_GFX)
 
 
 @pytest.mark.parametrize("name", list(FACTS_OS))
 def test_os_data_matches_the_facts(name: str) -> None:
     python, since = FACTS_OS[name]
-    release = catalog.os_releases()[name]
+    release = facts.os_releases()[name]
     assert release.python == python
     if since is not None:
         assert release.rocm_since == since

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import CellSpec
 from builder.matrix import compat
 from builder.matrix.expand import expand_matrix
@@ -19,8 +19,8 @@ from builder.smoke.torch_smoke import install
 from tests.conftest import builder_cli
 from tests.fakes.smoke import ROCM_CELL, fake_torch, outcome, smoke
 
-LINES = list(catalog.compat().therock)
-FAMILIES = list(catalog.gfx_families())
+LINES = list(facts.compat().therock)
+FAMILIES = list(facts.gfx_families())
 
 
 def therock_cell(tmp_path: Path, line: str, torch: str, gfx: str, flavor: str = "runtime") -> list[CellSpec]:
@@ -48,7 +48,7 @@ def pytorch_cells(tmp_path: Path, os_name: str, rocm: str, torch: str, flavor: s
 def test_every_therock_line_names_the_index_that_serves_it(tmp_path: Path, line: str) -> None:
     """whl-next from 10.0, whl-multi-arch for 7.13/7.14 (device extras per target), the family's own index for
     7.9-7.12 (no extras: the family's wheel carries its kernels); the pins carry the line's full local version."""
-    line_release = catalog.compat().therock[line]
+    line_release = facts.compat().therock[line]
     torch = f"{line_release.torch[-1]}.0"
     for gfx in line_release.families or FAMILIES:
         [cell] = therock_cell(tmp_path, line, torch, gfx)
@@ -88,11 +88,11 @@ def test_a_companion_the_matrix_sets_wins_over_the_lines_own_version(tmp_path: P
 def test_excluded_targets_drop_exactly_the_families_that_carry_them(tmp_path: Path, line: str) -> None:
     """... except targets the line's stable multi-arch index never serves (10.0: gfx90c, dev and nightly only):
     no other torch release of the line would help there, and therock-stable-targets says so instead."""
-    release = catalog.compat().therock[line]
-    dev_only = set(catalog.compat().therock_dev_only_targets) if release.index != "per-family" else set()
+    release = facts.compat().therock[line]
+    dev_only = set(facts.compat().therock_dev_only_targets) if release.index != "per-family" else set()
     extra = release.per_family.exclude_targets if release.per_family else {}
     for minor, excluded in [*release.exclude_targets.items(), *extra.items()]:
-        for gfx, fam in catalog.gfx_families().items():
+        for gfx, fam in facts.gfx_families().items():
             [cell] = therock_cell(tmp_path, line, f"{minor}.0", gfx)
             if cell.therock_release is None or minor not in cell.therock_release.exclude_targets:
                 continue  # 7.13: a family its per-family release did not serve is on whl-multi-arch
@@ -103,7 +103,7 @@ def test_excluded_targets_drop_exactly_the_families_that_carry_them(tmp_path: Pa
 
 @pytest.mark.parametrize("line", LINES)
 def test_smoke_accepts_each_hip_the_line_may_report_and_nothing_else(tmp_path: Path, line: str) -> None:
-    release = catalog.compat().therock[line]
+    release = facts.compat().therock[line]
     gfx = (release.families or ("gfx94X-dcgpu",))[0]
     [cell] = therock_cell(tmp_path, line, f"{release.torch[-1]}.0", gfx)
     expect = {**ROCM_CELL, **cell.expectations()}
@@ -116,7 +116,7 @@ def test_smoke_accepts_each_hip_the_line_may_report_and_nothing_else(tmp_path: P
 
 
 def test_pytorch_org_lines_accept_their_own_rocm_version_only(tmp_path: Path) -> None:
-    for minor, entry in catalog.compat().torch.items():
+    for minor, entry in facts.compat().torch.items():
         for rocm in entry.pytorch.rocm:
             for cell in pytorch_cells(tmp_path, "ubuntu-24.04", rocm, f"{minor}.0", "runtime"):
                 assert cell.hip_accept == (".".join(rocm.split(".")[:2]),)
@@ -126,13 +126,13 @@ def test_pytorch_org_lines_accept_their_own_rocm_version_only(tmp_path: Path) ->
 def test_a_pytorch_org_devel_sdk_is_the_patch_release_its_wheels_were_built_on(tmp_path: Path, os_name: str) -> None:
     """rocm7.2 -> AMD's apt repository 7.2.1, rocm7.1 -> 7.1.1 (pytorch's manywheel build.sh); an index built on
     TheRock's wheels (rocm7.14) has no apt release: no SDK is promised there."""
-    for minor, entry in catalog.compat().torch.items():
+    for minor, entry in facts.compat().torch.items():
         for rocm in entry.pytorch.rocm:
             [cell] = pytorch_cells(tmp_path, os_name, rocm, f"{minor}.0", "devel")
             if compat.violations(cell):
                 continue  # a line this OS cannot run (ROCm 5.x on noble): no image to give an SDK
             want = entry.pytorch.sdk.get(rocm, rocm)
-            steps = " ".join(installs.apt_sdk_steps(cell))
+            steps = " ".join(installs.os_sdk_steps(cell))
             if want is None:
                 assert not cell.has_rocm_sdk and steps == "", (minor, rocm)
             else:
@@ -163,9 +163,9 @@ def test_line_verdicts_say_why_each_line_is_kept_or_dropped(tmp_path: Path) -> N
 def test_therock_builds_no_python_its_torch_release_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """therock-7.13's release workflow builds Python 3.10-3.14 but excludes 3.14 for torch 2.8 (torch 2.8 has no 3.14):
     a line's Pythons are those of the line and of the torch release together."""
-    oses = catalog.os_releases()
+    oses = facts.os_releases()
     fake = {**oses, "ubuntu-24.04": oses["ubuntu-24.04"].model_copy(update={"python": "3.14"})}
-    monkeypatch.setattr(catalog, "os_releases", lambda: fake)
+    monkeypatch.setattr(facts, "os_releases", lambda: fake)
     [old] = therock_cell(tmp_path, "7.13", "2.8.0", "gfx94X-dcgpu")
     assert compat.python_wheels(old) == ("torch 2.8 has no wheels on TheRock 7.13's index for Python 3.14 "
                                          "(ubuntu-24.04's Python); it has 3.10, 3.11, 3.12, 3.13")
@@ -225,8 +225,8 @@ def test_a_matrix_with_the_current_line_hears_of_every_family_it_has_no_slim_ima
     file.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm10.0, rocm7.2]\n  torch: ['2.13.0']\n"
                     "  gfx: [all, gfx94X-dcgpu]\n  channel: [therock, pytorch]\n", encoding="utf-8")
     line, gaps = family_gaps(expand_matrix(file))
-    stable = {f for f, fam in catalog.gfx_families().items()
-              if not set(fam.targets) & set(catalog.compat().therock_dev_only_targets)}
+    stable = {f for f, fam in facts.gfx_families().items()
+              if not set(fam.targets) & set(facts.compat().therock_dev_only_targets)}
     assert line == "10.0" and set(gaps) == stable - {"gfx94X-dcgpu"}
     assert gaps["gfx103X-all"] == "not in this matrix: add it to matrix.gfx for the therock channel"
     assert "build-only" in gaps["gfx125X-dcgpu"]

@@ -1,6 +1,6 @@
 """Test and benchmark traffic stays on loopback: nothing is served on the docker0 bridge or any other address.
 
-Builds run on the host's network (builder.build.bake.override), so a wheel index or registry a test starts on
+Builds run on the host's network (builder.buildkit.bake.override), so a wheel index or registry a test starts on
 127.0.0.1 is reachable from a RUN step; the engine scripts/setup.sh starts has no bridge at all.
 
 The primary check runs with the suite (tests/fakes/loopback.py): every bind, connect and sendto is checked, a
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import bake
+from builder.buildkit import bake
 from tests import conftest
 from tests.conftest import ROOT
 from tests.fakes import loopback

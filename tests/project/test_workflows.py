@@ -326,20 +326,20 @@ def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_whe
         tmp_path: Path, match: str, server: Callable[[Callable[[Seen], Reply]], Scripted]) -> None:
     from builder.matrix.expand import expand_matrix
     from builder.matrix.selection import select
-    from builder.publish import rows as ghrows
-    from builder.publish.jobs import matrix_jobs
+    from builder.pipeline.jobs import matrix_jobs
+    from builder.publish import rows
     from builder.render.sources import WheelSource
 
     store = Store()
     scripted = server(store.answer)
     out = run_plan_step(tmp_path / "empty", f"{scripted.address}/Some-Org", match)
     cells = expand_matrix(ROOT / "matrix.yaml").cells
-    expected = ghrows.rows(select(cells, None, ROOT / "matrix.yaml", match or None))
-    rows = json.loads(out["groups"])["include"]
-    assert sorted(rows, key=lambda r: r["group"]) == sorted(expected, key=lambda r: r["group"])
-    assert (int(out["count"]), out["moves"]) == (len(rows), "0") and len(rows) <= 256
+    expected = rows.rows(select(cells, None, ROOT / "matrix.yaml", match or None))
+    found = json.loads(out["groups"])["include"]
+    assert sorted(found, key=lambda r: r["group"]) == sorted(expected, key=lambda r: r["group"])
+    assert (int(out["count"]), out["moves"]) == (len(found), "0") and len(found) <= 256
     summary = (tmp_path / "empty" / "summary.md").read_text()
-    assert f"plan: {len(rows)} jobs to publish {sum(r['images'] for r in rows)} images" in summary
+    assert f"plan: {len(found)} jobs to publish {sum(r['images'] for r in found)} images" in summary
 
     todo = matrix_jobs(ROOT / "matrix.yaml", None, match or None, WheelSource())
     publish_all(store, todo, "some-org")  # the owner's name, lower-cased as ghcr.io wants it
@@ -407,10 +407,10 @@ def run_publish_step(tmp_path: Path, group: str, cells: str, images: str, dry_ru
 
 def test_the_cell_job_passes_every_cell_of_its_group_to_one_publish(tmp_path: Path) -> None:
     from builder.matrix.expand import expand_matrix
-    from builder.publish import rows as ghrows
+    from builder.publish import rows
 
-    rows = ghrows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
-    for i, row in enumerate(rows):
+    found = rows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
+    for i, row in enumerate(found):
         tmp = tmp_path / str(i)
         tmp.mkdir()
         proc, args = run_publish_step(tmp, row["group"], row["cells"], str(row["images"]),
@@ -486,7 +486,7 @@ def stages_step() -> dict[str, Any]:
 
 def test_the_first_wave_builds_the_stages_every_row_shares_once_before_the_rows(tmp_path: Path) -> None:
     from builder.matrix.expand import expand_matrix
-    from builder.publish import rows as ghrows
+    from builder.publish import rows
 
     cells_doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     job = cells_doc["jobs"]["stages"]
@@ -497,17 +497,17 @@ def test_the_first_wave_builds_the_stages_every_row_shares_once_before_the_rows(
     assert "./.github/actions/build-runner" in [str(s.get("uses", "")) for s in cells_doc["jobs"]["publish"]["steps"]]
     call = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]["publish"]
     assert call["with"]["rows"] == "${{ fromJSON(needs.plan.outputs.count) }}"
-    rows = ghrows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
+    found = rows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     args = tmp_path / "args"
     (bin_dir / "builder").write_text(f"#!/bin/sh\nprintf '%s\\0' \"$@\" > '{args}'\n")
     (bin_dir / "builder").chmod(0o755)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "OWNER": "Some-Org", "RIF_REGISTRY_USER": "u",
-           "RIF_REGISTRY_PASSWORD": "p", "GROUPS_JSON": json.dumps({"include": rows})}
+           "RIF_REGISTRY_PASSWORD": "p", "GROUPS_JSON": json.dumps({"include": found})}
     proc = run_script(stages_step()["run"], env, tmp_path, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    selection = [a for row in rows for t in row["cells"].split() for a in ("--cell", t)]
+    selection = [a for row in found for t in row["cells"].split() for a in ("--cell", t)]
     assert args.read_text().split("\0")[:-1] == ["publish", "--matrix", "matrix.yaml", "--registry", "ghcr.io/some-org",
                                                  *selection, "--cache-registry", "ghcr.io/some-org", "--shared-stages"]
     args.unlink()

@@ -20,8 +20,7 @@ import docker
 import pytest
 
 from builder.core import tags
-from builder.publish import jobs
-from builder.publish import lifecycle as pipeline
+from builder.pipeline import jobs, lifecycle
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
@@ -296,20 +295,20 @@ def test_digest_mismatch_guard_fails_the_image_and_moves_no_tag(
         ns: Namespace, tiny_image: tuple[str, str, str], docker_client: docker.DockerClient) -> None:
     tag, labelled, image_id = tiny_image
     target = Target(ns.target, ns.api, None)
-    options = pipeline.Options(validate=False, target=target, sbom=False)  # no venv to inventory
+    options = lifecycle.Options(validate=False, target=target, sbom=False)  # no venv to inventory
 
     def job(content_hash: str) -> jobs.Job:
         return jobs.Job(tag, "pytorch", [tag, "latest"], content_hash, {}, None, local_image=image_id)
 
     # The run believes it validated other content than what the pushed immutable tag holds.
     claimed = "sha256:" + uuid.uuid4().hex * 2
-    [report] = pipeline.run(docker_client, [job(claimed)], options)
+    [report] = lifecycle.run(docker_client, [job(claimed)], options)
     assert (report.state, report.failed_stage, report.moved) == ("failed", "push", [])
     assert report.failure is not None and "holds another image" in report.failure, report.failure
     assert ns.api.tags(ns.repo) == [tags.immutable_tag(tag, claimed)]  # pushed, never promoted
 
     # The same image, claimed for what it is: the guard lets it through and the tags move.
-    [report] = pipeline.run(docker_client, [job(labelled)], options)
+    [report] = lifecycle.run(docker_client, [job(labelled)], options)
     assert (report.state, report.moved) == ("published", [tag, "latest"]), report.failure
     assert ns.api.digest(ns.repo, tag) == ns.api.digest(ns.repo, "latest") == report.digest
 

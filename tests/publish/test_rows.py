@@ -15,7 +15,7 @@ from builder.core.errors import InputError
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images, select, shard
-from builder.publish import rows as ghrows
+from builder.publish import rows
 from builder.render.dockerfile import bake_target, group_key
 from tests.conftest import ROOT
 
@@ -28,8 +28,8 @@ def production_cells() -> list[CellSpec]:
     return expand_matrix(ROOT / "matrix.yaml").cells
 
 
-def production_rows() -> list[ghrows.Row]:
-    return ghrows.rows(production_cells())
+def production_rows() -> list[rows.Row]:
+    return rows.rows(production_cells())
 
 
 def test_every_matrix_key_the_workflows_read_is_in_every_row() -> None:
@@ -45,11 +45,11 @@ def test_every_matrix_key_the_workflows_read_is_in_every_row() -> None:
 def test_every_image_is_in_exactly_one_row_and_selectable_by_its_tag() -> None:
     cells = production_cells()
     images = [p.content.tag for p in plan_images(cells)]
-    listed = Counter(tag for row in ghrows.rows(cells) for tag in row["cells"].split())
+    listed = Counter(tag for row in rows.rows(cells) for tag in row["cells"].split())
     assert set(listed) == set(images) and len(images) == len(set(images))
     assert all(n == 1 for n in listed.values()), [t for t, n in listed.items() if n > 1]
     # What the job passes on: `builder publish --cell TAG` for each tag selects exactly that row's images.
-    for row in ghrows.rows(cells):
+    for row in rows.rows(cells):
         chosen = select(cells, row["cells"].split(), ROOT / "matrix.yaml")
         assert sorted(p.content.tag for p in plan_images(chosen)) == sorted(row["cells"].split())
 
@@ -57,10 +57,10 @@ def test_every_image_is_in_exactly_one_row_and_selectable_by_its_tag() -> None:
 def test_a_row_is_exactly_one_combination_and_its_bake_group() -> None:
     cells = production_cells()
     content = {p.content.tag: p.content for p in plan_images(cells)}
-    rows = ghrows.rows(cells)
-    assert len(rows) < len(content), "one job per combination, not per image"
+    found = rows.rows(cells)
+    assert len(found) < len(content), "one job per combination, not per image"
     keys = []
-    for row in rows:
+    for row in found:
         tags = row["cells"].split()
         assert row["images"] == len(tags) >= 1
         combos = {group_key(content[t]) for t in tags}
@@ -69,8 +69,8 @@ def test_a_row_is_exactly_one_combination_and_its_bake_group() -> None:
     assert len(keys) == len(set(keys)), "one combination split over several rows"
     # The same groups as the committed bake file, so a job bakes exactly one group's targets.
     bake = json.loads((ROOT / "images" / "docker-bake.json").read_text())["group"]
-    assert {r["group"] for r in rows} == set(bake) - {"default"}
-    for row in rows:
+    assert {r["group"] for r in found} == set(bake) - {"default"}
+    for row in found:
         assert sorted(bake[row["group"]]["targets"]) == sorted(bake_target(t) for t in row["cells"].split())
 
 
@@ -82,29 +82,29 @@ def test_group_names_and_tags_are_safe_for_the_job_script() -> None:
 
 def test_rows_of_a_selection_are_its_combinations_only() -> None:
     cells = select(production_cells(), None, ROOT / "matrix.yaml", "cpu_*")
-    rows = ghrows.rows(cells)
-    assert [r["platform"] for r in rows] == ["cpu"] * len(rows)
-    assert sum(r["images"] for r in rows) == len(plan_images(cells))
+    found = rows.rows(cells)
+    assert [r["platform"] for r in found] == ["cpu"] * len(found)
+    assert sum(r["images"] for r in found) == len(plan_images(cells))
 
 
 def test_the_production_matrix_fits_one_matrix_and_more_than_256_rows_are_refused() -> None:
-    rows = production_rows()
-    assert len(rows) <= ghrows.MAX_JOBS
-    line = ghrows.matrix_json(rows)
-    assert "\n" not in line and json.loads(line) == {"include": rows}
-    too_many = [rows[0]] * (ghrows.MAX_JOBS + 1)
+    found = production_rows()
+    assert len(found) <= rows.MAX_JOBS
+    line = rows.matrix_json(found)
+    assert "\n" not in line and json.loads(line) == {"include": found}
+    too_many = [found[0]] * (rows.MAX_JOBS + 1)
     with pytest.raises(InputError) as exc:
-        ghrows.matrix_json(too_many)
+        rows.matrix_json(too_many)
     assert "--shard" in str(exc.value) and "(command line)" in str(exc.value)
-    assert len(json.loads(ghrows.matrix_json(too_many[:ghrows.MAX_JOBS]))["include"]) == ghrows.MAX_JOBS
+    assert len(json.loads(rows.matrix_json(too_many[:rows.MAX_JOBS]))["include"]) == rows.MAX_JOBS
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 40, 41])
 def test_shards_partition_the_rows(n: int) -> None:
-    rows = production_rows()
-    parts = [shard(rows, f"{k}/{n}") for k in range(1, n + 1)]
+    found = production_rows()
+    parts = [shard(found, f"{k}/{n}") for k in range(1, n + 1)]
     groups = [r["group"] for part in parts for r in part]
-    assert sorted(groups) == sorted(r["group"] for r in rows) and len(groups) == len(set(groups))
+    assert sorted(groups) == sorted(r["group"] for r in found) and len(groups) == len(set(groups))
     assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1, "interleaved: shards are even"
 
 

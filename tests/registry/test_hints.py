@@ -19,9 +19,9 @@ from typing import Any, cast
 import docker
 import pytest
 
+from builder.pipeline.jobs import Job
+from builder.pipeline.lifecycle import Options, run_image
 from builder.publish import record
-from builder.publish.jobs import Job
-from builder.publish.lifecycle import Options, run_image
 from builder.publish.promote import Target
 from builder.publish.push import _classify
 from builder.registry import hints
@@ -133,7 +133,7 @@ def test_a_failed_cell_and_its_run_record_carry_the_hint(server: Callable[..., S
 
     reg = server(answer)
     target = Target(f"{reg.address}/ns", RegistryClient(reg.address, None, policy=FAST), None)
-    job = Job("cpu_t", "pytorch", ["cpu_t"], "a" * 64, {}, None)
+    job = Job(tag="cpu_t", repository="pytorch", tags=["cpu_t"], content_hash="a" * 64, expect={}, labels=None)
     engine = cast(docker.DockerClient, None)  # the registry refuses before anything reaches the engine
     report = run_image(engine, job, Options(target=target, skip_published=True))
     assert report.failed and report.failed_stage == "registry"

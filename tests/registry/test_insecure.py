@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from builder.cli import publish as publish_cli
-from builder.cli import runs
+from builder.cli import publish, runs
 from builder.cli.app import app
-from builder.publish import jobs
+from builder.pipeline import jobs
 from builder.publish.promote import Target
 from builder.publish.push import _classify
 from builder.registry.address import check_insecure, host_port, plain_http_ok
@@ -201,9 +200,10 @@ def test_every_pushing_command_asks_a_registry_named_insecure_over_http(
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
     monkeypatch.setattr(runs, "connect", lambda: None)
-    monkeypatch.setattr(publish_cli, "connect", lambda: None)
+    monkeypatch.setattr(publish, "connect", lambda: None)
     monkeypatch.setattr(jobs, "job_for_image",
-                        lambda client, ref, *rest: jobs.Job("cpu_t", "pytorch", ["cpu_t"], "a" * 64, {}, None))
+                        lambda client, ref, *rest: jobs.Job(tag="cpu_t", repository="pytorch", tags=["cpu_t"],
+                                                            content_hash="a" * 64, expect={}, labels=None))
     reg = server(lambda seen: oci_error(403, "DENIED", "read-only here"))
     address = f"reg.test:{port_of(reg)}"
     result = CliRunner().invoke(app, [*command, str(tmp_path / "record.json"), "--registry", f"{address}/ns",

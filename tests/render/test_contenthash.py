@@ -13,8 +13,7 @@ import jinja2
 import pytest
 
 from builder.core.spec import CellSpec
-from builder.render import contenthash, labels
-from builder.render import dockerfile as render
+from builder.render import contenthash, dockerfile, labels
 from builder.render.dockerfile import render_cell
 from builder.render.sources import WheelSource
 from tests.conftest import load_cells
@@ -58,23 +57,23 @@ def test_each_cell_field_that_reaches_the_image_changes_the_hash(cell: CellSpec,
 
 def test_the_template_changes_the_hash(cell: CellSpec, monkeypatch: pytest.MonkeyPatch) -> None:
     before = digest(cell)
-    original = render._template()
-    source = Path(render.template_dir() / "Dockerfile.j2").read_text()
+    original = dockerfile._template()
+    source = Path(dockerfile.template_dir() / "Dockerfile.j2").read_text()
     env = original.environment
     changed = env.from_string(source.replace("CMD [\"bash\"]", "CMD [\"sh\"]"))
     assert isinstance(changed, jinja2.Template)
-    monkeypatch.setattr(render, "_template", lambda: changed)
+    monkeypatch.setattr(dockerfile, "_template", lambda: changed)
     assert digest(cell) != before
 
 
 def test_each_baked_file_changes_the_hash(cell: CellSpec, monkeypatch: pytest.MonkeyPatch) -> None:
     """The smoke program and the image's cell.json: one byte more in either is another image."""
     before = digest(cell)
-    real_json, real_bundle = labels.cell_json, render.smoke.bundle
+    real_json, real_bundle = labels.cell_json, dockerfile.smoke.bundle
     monkeypatch.setattr(labels, "cell_json", lambda c: real_json(c) + b"\n")
     after_json = digest(cell)
     monkeypatch.setattr(labels, "cell_json", real_json)
-    monkeypatch.setattr(render.smoke, "bundle", lambda: real_bundle() + b"\n")
+    monkeypatch.setattr(dockerfile.smoke, "bundle", lambda: real_bundle() + b"\n")
     assert len({before, after_json, digest(cell)}) == 3
 
 

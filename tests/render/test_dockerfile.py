@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.spec import CellSpec
 from builder.core.tags import HASH_LABEL
 from builder.matrix.expand import load_matrix
-from builder.render import bakefile
-from builder.render import tree as imagetree
+from builder.render import bakefile, imagetree
 from builder.render.contenthash import stage_chains
 from builder.render.dockerfile import RenderedCell, render_all, render_cell, render_images
-from builder.render.installs import apt_sdk_steps
+from builder.render.installs import os_sdk_steps
 from builder.render.sources import WheelSource
 from tests.conftest import DATA, ROOT, builder_cli, load_cells
 from tests.fakes.matrices import ONE_CPU
@@ -140,12 +139,6 @@ def test_user_line_numbers_do_not_change_the_hash(tmp_path: Path) -> None:
         [render_cell(c).content_hash for c in golden_cells()]
 
 
-def test_dnf_family_is_modelled_but_not_rendered_yet() -> None:
-    cell = golden_cells()[1].model_copy(update={"os": "rocky-9"})
-    with pytest.raises(NotImplementedError, match="dnf"):
-        render_cell(cell)
-
-
 def test_tree_holds_exactly_what_the_dockerfiles_copy_and_bind(tmp_path: Path) -> None:
     wheels = tmp_path / "wh"
     wheels.mkdir()
@@ -263,8 +256,8 @@ def test_the_key_check_accepts_the_pinned_fingerprint_only(tmp_path: Path) -> No
     fingerprint = next(line.split(":")[9] for line in listing.stdout.splitlines() if line.startswith("fpr:"))
     [cell] = [c for c in load_cells(tmp_path, "matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n"
                                     "  torch: ['2.13.0']\n  gfx: [all]\n  flavor: [devel]\n")]
-    steps = apt_sdk_steps(cell)
-    pinned = catalog.compat().amd_apt.key_fingerprint
+    steps = os_sdk_steps(cell)
+    pinned = facts.compat().amd_apt.key_fingerprint
     check = steps[:steps.index(next(s for s in steps if s.startswith("install -d -m 0755")))]
     script = "\n".join(s for s in check if not s.startswith("curl "))  # the key comes from the test, not AMD
     script = script.replace("/tmp/rif-", f"{tmp_path}/rif-")

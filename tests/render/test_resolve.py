@@ -10,8 +10,7 @@ import docker
 import pytest
 
 from builder.core.spec import CellSpec
-from builder.render import lockfile
-from builder.render import resolve as lock
+from builder.render import lockfile, resolve
 from tests.conftest import load_cells
 from tests.fakes.synthwheels import WheelIndex, therock_like, wheel
 
@@ -49,7 +48,7 @@ def lock_files(tree: Path) -> dict[str, str]:
 def test_lock_pins_every_wheel_by_the_sha256_of_the_served_file(tmp_path: Path, index: WheelIndex,
                                                                  mirror: str) -> None:
     tree = tmp_path / "tree"
-    report = lock.lock_tree(cells_of(tmp_path, index), tree, base_registry=mirror)
+    report = resolve.lock_tree(cells_of(tmp_path, index), tree, base_registry=mirror)
     files = lock_files(tree)
     assert set(files) == {"base.txt", "torch.txt", "torch-deps.txt", "runtime-gfx94x-dcgpu-device.txt",
                           "runtime-gfx94x-dcgpu.txt", "runtime-gfx1151-device.txt", "runtime-gfx1151.txt"}
@@ -69,12 +68,12 @@ def test_lock_keeps_fresh_locks_and_update_moves_only_what_changed(tmp_path: Pat
                                                                    mirror: str) -> None:
     tree = tmp_path / "tree"
     cells = cells_of(tmp_path, index)
-    lock.lock_tree(cells, tree, base_registry=mirror)
+    resolve.lock_tree(cells, tree, base_registry=mirror)
     before = lock_files(tree)
     wheel(tmp_path / "wheels", "numpy", "2.4.7", payload=b"m" * 64)  # the index now serves a newer numpy
-    again = lock.lock_tree(cells, tree, base_registry=mirror)
+    again = resolve.lock_tree(cells, tree, base_registry=mirror)
     assert lock_files(tree) == before and not again.written  # without --update, fresh locks keep their pins
-    updated = lock.lock_tree(cells, tree, update=True, base_registry=mirror)
+    updated = resolve.lock_tree(cells, tree, update=True, base_registry=mirror)
     assert sorted(p.name for p in updated.written) == ["runtime-gfx1151.txt", "runtime-gfx94x-dcgpu.txt"]
     after = lock_files(tree)
     assert [(p.name, p.version) for p in lockfile.pins_of(after["runtime-gfx1151.txt"])] == [("numpy", "2.4.7")]
@@ -85,11 +84,11 @@ def test_a_requirement_no_wheel_satisfies_is_a_clear_error(tmp_path: Path, index
     """A step no wheel satisfies is a data error naming the lock file and what pip missed (issue 30: the other
     steps' locks are still refreshed, so the run reports it rather than raising)."""
     cells = [c.model_copy(update={"torch": "2.99.0"}) for c in cells_of(tmp_path, index)]
-    report = lock.lock_tree(cells, tmp_path / "tree", base_registry=mirror)
+    report = resolve.lock_tree(cells, tmp_path / "tree", base_registry=mirror)
     lines = [e.line() for e in report.errors]
     assert any("torch.txt" in line and "torch==2.99.0" in line and "Python 3.11" in line for line in lines), lines
 
 
 def test_a_base_tag_the_registry_lacks_is_a_clear_error(registry: str, namespace: str) -> None:
-    with pytest.raises(lock.LockError, match=rf"base image {namespace}/debian:12: no such tag"):
-        lock.pin_base("debian:12", namespace, frozenset())
+    with pytest.raises(resolve.LockError, match=rf"base image {namespace}/debian:12: no such tag"):
+        resolve.pin_base("debian:12", namespace, frozenset())

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from builder.cli.app import app
 from builder.matrix.expand import load_matrix
-from builder.render import resolve as lock
+from builder.render import resolve
 from tests.conftest import write_matrix
 from tests.fakes.synthwheels import WheelIndex, therock_like
 
@@ -52,10 +52,10 @@ def base(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def pin(ref: str, registry: str | None, insecure: frozenset[str]) -> str:
         asked.append(ref)
         if ref != "debian:12":
-            raise lock.LockError(f"base image {ref}: no such tag in registry-1.docker.io")
+            raise resolve.LockError(f"base image {ref}: no such tag in registry-1.docker.io")
         return f"{ref}@{DIGEST}"
 
-    monkeypatch.setattr(lock, "pin_base", pin)
+    monkeypatch.setattr(resolve, "pin_base", pin)
     return asked
 
 
@@ -67,7 +67,7 @@ def test_update_reports_exactly_the_unresolvable_cells_and_locks_the_rest(tmp_pa
                                                                           base: list[str]) -> None:
     cells = load_matrix(write_matrix(tmp_path, MATRIX.format(url=index.url)))
     tree = tmp_path / "tree"
-    report = lock.lock_tree(cells, tree, update=True)
+    report = resolve.lock_tree(cells, tree, update=True)
     errors = {(e.cells, e.index, e.step) for e in report.errors}
     assert errors == {
         ((TAG.format(torch="2.13.0", gfx="gfx1151"),), index.url, "runtime-gfx1151-device.txt"),
@@ -91,7 +91,7 @@ def test_a_missing_base_tag_is_a_data_error_of_every_image_on_it(tmp_path: Path,
     text = MATRIX.format(url=index.url).replace("debian-12", "debian-13")
     [cell] = [c for c in load_matrix(write_matrix(tmp_path, text)) if (c.torch, c.gfx) == ("2.13.0", "gfx94X-dcgpu")]
     tree = tmp_path / "tree"
-    report = lock.lock_tree([cell], tree, update=True)
+    report = resolve.lock_tree([cell], tree, update=True)
     [base_error] = report.errors
     assert (base_error.cells, base_error.index, base_error.step) == ((cell.tag,), "Docker Hub", "base.txt")
     assert "debian:13" in base_error.missing and "no such tag" in base_error.missing

@@ -18,7 +18,7 @@ from typing import Any
 import docker
 import pytest
 
-from builder.build.engine import run_captured
+from builder.buildkit.engine import run_captured
 from builder.smoke import PROGRAM, bundle
 from tests.conftest import builder_cli
 

@@ -16,7 +16,7 @@ from typing import Any
 import docker
 import pytest
 
-from builder.build.engine import run_captured
+from builder.buildkit.engine import run_captured
 from tests.conftest import builder_cli
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 

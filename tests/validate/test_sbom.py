@@ -58,8 +58,21 @@ def test_a_version_with_an_epoch_is_percent_encoded_and_parses_back() -> None:
     assert sbom.parse(body) == sorted([*DEB, *PY, epoch])
 
 
+def test_an_rpm_inventory_becomes_rpm_packages_and_purls_and_reads_back() -> None:
+    facts = {"os_packages": {"type": "rpm", "lines": "glibc 0:2.34-100.el9 x86_64\n"}, "python": []}
+    [package] = sbom.packages_of(facts)
+    assert package == sbom.Package("rpm", "glibc", "0:2.34-100.el9", "x86_64")
+    rocky = {"ID": "rocky", "VERSION_ID": "9.4"}
+    assert sbom.purl(package, rocky) == "pkg:rpm/rocky/glibc@0%3A2.34-100.el9?arch=x86_64&distro=rocky-9.4"
+    assert sbom.parse(sbom.document([package, *PY], "sha256:" + "1" * 64, "x", rocky)) == sorted([package, *PY])
+
+
+def test_an_unknown_inventory_type_lists_no_os_package() -> None:
+    assert sbom.packages_of({"os_packages": {"type": "apk", "lines": "musl 1.2 x86_64\n"}}) == []
+
+
 def test_the_packages_of_raw_facts() -> None:
-    facts = {"dpkg": "libc6 2.36-9 amd64\nbroken line\ntzdata 2024a all\n",
+    facts = {"os_packages": {"type": "deb", "lines": "libc6 2.36-9 amd64\nbroken line\ntzdata 2024a all\n"},
              "python": [{"name": "numpy", "version": "2.1.0", "record_sha256": "cd" * 32},
                         {"name": None, "version": "1"}, "junk"]}
     assert sbom.packages_of(facts) == [sbom.Package("deb", "libc6", "2.36-9", "amd64"),
@@ -120,7 +133,7 @@ def fake_image(api: RegistryClient, repo: str, tag: str) -> Manifest:
 
 
 def attach(target: Target, repo_name: str, manifest: Manifest, packages: list[sbom.Package]) -> ImageReport:
-    report = ImageReport("t", repo_name, ["t"], "t-0", "sha256:0")
+    report = ImageReport(tag="t", repository=repo_name, tags=["t"], immutable_tag="t-0", content_hash="sha256:0")
     document = sbom.Sbom(sbom.document(sorted(packages), "sha256:" + "2" * 64, repo_name, OS), sorted(packages))
     target.attach_sbom(report, manifest, document)
     return report

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from builder import which
-from builder.core import facts as catalog
+from builder.core import facts
 from builder.core.errors import InputError
 from builder.matrix.expand import load_matrix
 from tests.conftest import DATA, ROOT, builder_cli, write_matrix
@@ -82,8 +82,8 @@ def test_override_names_the_target_the_gpu_poses_as(value: str, target: str | No
 
 def test_pci_table_targets_are_known_and_overrides_land_on_targets_images_carry() -> None:
     table = which.pci_table()
-    family_targets = {t for fam in catalog.gfx_families().values() for t in fam.targets}
-    wheel_targets = {t for minor in catalog.compat().torch.values() for t in minor.pytorch.gfx}
+    family_targets = {t for fam in facts.gfx_families().values() for t in fam.targets}
+    wheel_targets = {t for minor in facts.compat().torch.values() for t in minor.pytorch.gfx}
     for device, entry in table.devices.items():
         assert entry.target in family_targets | set(table.igpu_targets) | wheel_targets, device
         assert (entry.kind == "igpu") == (entry.target in table.igpu_targets), device

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from builder.core.tags import LABEL_PREFIX as LABEL
+import pytest
+
+from builder.core import osfamilies
+from builder.core.tags import LABEL_PREFIX
 
 PY = "/opt/venv/bin/python3"
 VERSION_OF = PY + " -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' {}"
@@ -53,9 +56,9 @@ def test_labels_match_the_cell(image_labels: dict[str, str], spec: dict[str, Any
         return
     # Without the matrix, hold the labels to the expectations baked into the image.
     for key in ("tag", "platform", "os", "flavor", "python", "user"):
-        assert image_labels.get(LABEL + key) == expect[key], key
-    assert image_labels.get(LABEL + "gfx-family") == (expect["gfx_family"] or "none")
-    assert image_labels.get(LABEL + "content-hash", "").startswith("sha256:")
+        assert image_labels.get(LABEL_PREFIX + key) == expect[key], key
+    assert image_labels.get(LABEL_PREFIX + "gfx-family") == (expect["gfx_family"] or "none")
+    assert image_labels.get(LABEL_PREFIX + "content-hash", "").startswith("sha256:")
 
 
 def test_no_pip_cache(host: Any) -> None:
@@ -68,9 +71,12 @@ def test_no_wheel_files(host: Any) -> None:
     assert found == "", f"wheel file left in the image: {found}"
 
 
-def test_no_apt_lists(host: Any) -> None:
-    lists = host.run("find /var/lib/apt/lists -type f ! -name lock -print -quit").stdout.strip()
-    assert lists == "", f"apt lists left in the image: {lists}"
+@pytest.mark.parametrize("family", sorted(osfamilies.FAMILIES))
+def test_no_package_lists(host: Any, family: str) -> None:
+    """No OS family's package index stays in a layer (a folder the image lacks holds none)."""
+    where = osfamilies.of(family).LISTS_DIR
+    lists = host.run(f"find {where} -type f ! -name lock -print -quit 2>/dev/null").stdout.strip()
+    assert lists == "", f"{family} package lists left in the image: {lists}"
 
 
 def test_gpu_groups_exist(host: Any) -> None:

@@ -1,0 +1,111 @@
+"""Offline input: an OS base image made with debootstrap and `docker import`, for hosts that cannot pull.
+
+The image is tagged with the same reference the Dockerfiles start FROM (e.g. debian:12), so a
+rendered Dockerfile builds unchanged here and on a machine that pulls from Docker Hub.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from builder.core import facts, osfamilies
+from builder.core.errors import InputError, Problem
+from builder.core.logfiles import LOG_DIR, logged_run
+from builder.core.scratch import scratch_dir
+
+APT_SOURCES = Path("/etc/apt")
+# debootstrap's own default mirrors, used when the host's apt sources name none for the distro.
+DEFAULT_KEYRING = {"debian": "/usr/share/keyrings/debian-archive-keyring.gpg",
+                   "ubuntu": "/usr/share/keyrings/ubuntu-archive-keyring.gpg"}
+
+
+def host_mirror(distro: str, apt_dir: Path = APT_SOURCES) -> str | None:
+    """The first plain mirror in the host's apt sources that serves `distro` (both apt source formats)."""
+    for uri, suites in _apt_sources(apt_dir):
+        path = uri.rstrip("/").rsplit("/", 1)[-1]
+        if path == distro and not any(s.endswith("-security") for s in suites):
+            return uri
+    return None
+
+
+def _apt_sources(apt_dir: Path) -> list[tuple[str, list[str]]]:
+    files = [apt_dir / "sources.list", *sorted((apt_dir / "sources.list.d").glob("*"))]
+    found: list[tuple[str, list[str]]] = []
+    for file in files:
+        if not file.is_file():
+            continue
+        text = file.read_text(encoding="utf-8", errors="replace")
+        if file.suffix == ".sources":
+            found += _deb822(text)
+        elif file.suffix == ".list" or file.name == "sources.list":
+            found += _one_line(text)
+    return found
+
+
+def _deb822(text: str) -> list[tuple[str, list[str]]]:
+    found = []
+    for stanza in re.split(r"\n\s*\n", text):
+        fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, flags=re.MULTILINE))
+        if "deb" not in fields.get("Types", "").split():
+            continue
+        for uri in fields.get("URIs", "").split():
+            found.append((uri, fields.get("Suites", "").split()))
+    return found
+
+
+def _one_line(text: str) -> list[tuple[str, list[str]]]:
+    found = []
+    for line in text.splitlines():
+        words = re.sub(r"\[[^]]*\]", "", line.split("#", 1)[0]).split()
+        if len(words) >= 3 and words[0] == "deb":
+            found.append((words[1], [words[2]]))
+    return found
+
+
+def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
+    """Debootstrap a minimal root filesystem for os_name and import it; returns the image reference."""
+    releases = facts.os_releases()
+    if os_name not in releases:
+        close = difflib.get_close_matches(os_name, list(releases), n=1, cutoff=0.6)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        raise InputError([Problem(Path("(command line)"), None, "os",
+                                  f"unknown os {os_name!r}; {guess}known: {', '.join(sorted(releases))}")])
+    release = releases[os_name]
+    if osfamilies.of(release.family).BASE_TOOL != "debootstrap":
+        raise InputError([Problem(Path("(command line)"), None, "os",
+                                  f"{os_name} is a {release.family} distro; debootstrap builds apt distros only")])
+    mirror = mirror or host_mirror(release.distro)
+    if mirror is None:
+        raise InputError([Problem(APT_SOURCES, None, "mirror",
+                                  f"no {release.distro} mirror in the host's apt sources; pass --mirror URL")])
+    if shutil.which("debootstrap") is None:
+        raise RuntimeError("debootstrap is not installed (apt-get install debootstrap)")
+    ref = tag or release.base
+    with scratch_dir("rif-rootfs-") as tmp:
+        root = tmp / "rootfs"
+        cmd = ["debootstrap", "--variant=minbase"]
+        keyring = DEFAULT_KEYRING.get(release.distro)
+        if keyring and Path(keyring).exists():
+            cmd.append(f"--keyring={keyring}")
+        logged_run([*cmd, release.codename, str(root), mirror], LOG_DIR / f"base-{os_name}.log")
+        _slim(root)
+        tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "import", "--change", 'CMD ["bash"]', "-", ref], stdin=tar.stdout, check=True)
+        if tar.wait() != 0:
+            raise RuntimeError("tar of the root filesystem failed")
+    return ref
+
+
+def _slim(root: Path) -> None:
+    """Drop what an image never needs: apt lists and caches, debootstrap's logs."""
+    for pattern in ("var/lib/apt/lists/*", "var/cache/apt/*.bin", "var/cache/apt/archives/*.deb",
+                    "var/log/bootstrap.log", "debootstrap"):
+        for path in root.glob(pattern):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()

@@ -1,0 +1,58 @@
+"""pytorch.org's wheel indexes (download.pytorch.org/whl/rocmX.Y, /cpu): every gfx target in one wheel, the ROCm
+SDK of a devel image from AMD's OS repository at the patch release the wheels were built on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from builder.core import facts
+from builder.core.channels.base import Cell, rocm, torch_minor
+
+NAME = "pytorch"
+NAMED_IN_TAGS = False
+SHARES_ALL_TARGETS_IMAGE = True
+
+
+def release(cell: Cell) -> facts.TheRockRelease | None:
+    return None
+
+
+def torch_wheel(cell: Cell) -> str:
+    """`2.13.0+rocm7.2`: `==2.13.0` would match every local version the index serves, so ROCm cells pin the local
+    part that names their line (the index's own name: rocm7.2, rocm6.2.4)."""
+    line = rocm(cell)
+    if line is None or "+" in cell.torch:
+        return cell.torch
+    return f"{cell.torch}+rocm{line}"
+
+
+def local_version(cell: Cell) -> str:
+    return ""
+
+
+def splits_per_target(cell: Cell) -> bool:
+    return False
+
+
+def sdk_rocm(cell: Cell) -> str | None:
+    """The patch release the wheels were built on (rocm7.2 -> 7.2.1)."""
+    line = rocm(cell)
+    if line is None:
+        return None
+    minor = facts.compat().torch.get(torch_minor(cell.torch))
+    return minor.pytorch.sdk.get(line, line) if minor else line
+
+
+def has_rocm_sdk(cell: Cell) -> bool:
+    """On the OSes AMD's repository has a suite for."""
+    return (cell.flavor == "devel" and rocm(cell) is not None and cell.os in facts.compat().amd_apt.suites
+            and sdk_rocm(cell) is not None)
+
+
+def os_sdk_release(cell: Cell) -> str | None:
+    return sdk_rocm(cell) if has_rocm_sdk(cell) else None
+
+
+def index_url(platform: str, gfx: str | None, torch: str, overrides: Mapping[str, str]) -> str:
+    """One index per platform (rocm7.2, cpu), unless the matrix names its own for the platform."""
+    return overrides.get(platform, facts.compat().indexes["pytorch"].format(platform=platform))

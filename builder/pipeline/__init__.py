@@ -1,0 +1,1 @@
+"""What every command runs: jobs, the one lifecycle (bake -> validate -> SBOM -> push), its steps, stage waves."""

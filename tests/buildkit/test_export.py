@@ -1,0 +1,29 @@
+"""Where a bake exports: the registry cache's keys per target (the layout's own keys: test_bake_driver)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from builder.buildkit.export import Cache, Export
+
+
+def test_the_registry_cache_is_per_target_every_stage_and_read_only_on_a_rehearsal(tmp_path: Path) -> None:
+    cache = Cache("127.0.0.1:5000/ns/buildcache", insecure=True)
+    keys = Export(tmp_path, "zstd", cache=cache).target("t1", "n")
+    assert keys["cache-from"] == ["type=registry,ref=127.0.0.1:5000/ns/buildcache:t1,registry.insecure=true"]
+    [to] = keys["cache-to"]
+    assert to.startswith("type=registry,ref=127.0.0.1:5000/ns/buildcache:t1,registry.insecure=true,mode=max,")
+    assert "compression=zstd" in to and "ignore-error=true" in to
+    read_only = Export(tmp_path, cache=Cache("ghcr.io/o/buildcache", write=False)).target("t1", "n")
+    assert "cache-to" not in read_only and "insecure" not in read_only["cache-from"][0]
+
+
+def test_a_target_imports_the_shared_stages_a_first_wave_exported_after_its_own_cache(tmp_path: Path) -> None:
+    cache = Cache("ghcr.io/o/buildcache", stages={"t1": ("stage-aaa", "stage-bbb")})
+    keys = Export(tmp_path, cache=cache).target("t1", "n")
+    assert keys["cache-from"] == ["type=registry,ref=ghcr.io/o/buildcache:t1",
+                                  "type=registry,ref=ghcr.io/o/buildcache:stage-aaa",
+                                  "type=registry,ref=ghcr.io/o/buildcache:stage-bbb"]
+    assert keys["cache-to"] == [cache.attributes("t1", True, "gzip")]  # a job exports its own images only
+    other = Export(tmp_path, cache=cache).target("t2", "n")
+    assert other["cache-from"] == ["type=registry,ref=ghcr.io/o/buildcache:t2"]

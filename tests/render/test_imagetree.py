@@ -1,0 +1,112 @@
+"""`builder render` owns only what it wrote: .git, notes and anything else in the output folder survive."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from builder.render import imagetree
+from builder.render.dockerfile import render_all
+from builder.render.sources import WheelSource
+from tests.conftest import ROOT, builder_cli, load_cells
+from tests.fakes.matrices import ONE_CPU
+
+ONE = ONE_CPU
+TWO = ONE + "  flavor: [runtime, devel]\n"
+OTHER = "matrix:\n  os: [ubuntu-24.04]\n  platform: [cpu]\n  torch: ['2.13.0']\n"
+GROUP, DEVEL = "cpu_debian12_py3.11_torch2.13.0", "cells/cpu_debian12_py3.11_torch2.13.0_devel/cell.json"
+
+
+def test_rendering_the_production_matrix_into_a_checkout_leaves_git_and_notes_untouched(tmp_path: Path) -> None:
+    out = tmp_path / "checkout"
+    (out / ".git" / "objects").mkdir(parents=True)
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (out / "notes").mkdir()
+    (out / "notes" / "todo.md").write_text("mine")
+    proc = builder_cli("render", "--matrix", str(ROOT / "matrix.yaml"), "--out", str(out), "--prune")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n" and (out / ".git" / "objects").is_dir()
+    assert (out / "notes" / "todo.md").read_text() == "mine"
+    files = json.loads((out / imagetree.MANIFEST).read_text())["files"]
+    assert sum(f.startswith("cells/") for f in files) == 202 and sum(f.endswith("/Dockerfile") for f in files) == 37
+
+
+def test_only_files_written_before_are_pruned_and_folders_only_when_emptied(tmp_path: Path) -> None:
+    out = tmp_path / "images"
+    two = render_all(load_cells(tmp_path, TWO))
+    imagetree.write(out, two, prune=True)
+    (out / GROUP / "README.md").write_text("a maintainer's note")  # not the factory's
+    (out / "hand-made").mkdir()
+    (out / "hand-made" / "Dockerfile").write_text("FROM scratch\n")
+    other = render_all(load_cells(tmp_path, OTHER))
+    imagetree.write(out, other, prune=False)
+    assert (out / GROUP / "Dockerfile").is_file() and (out / DEVEL).is_file()  # kept without --prune, still ours
+    problems = imagetree.drift(out, other)
+    assert f"{out / GROUP / 'Dockerfile'}: no cell of the matrix renders here" in problems
+    assert f"{out / imagetree.MANIFEST}: does not list exactly the rendered files" in problems
+    imagetree.write(out, other, prune=True)
+    assert not (out / GROUP / "Dockerfile").exists() and (out / GROUP / "README.md").is_file()
+    assert not (out / DEVEL).exists() and (out / "cells").is_dir()  # other cells' files still there
+    assert (out / "hand-made" / "Dockerfile").is_file() and (out / "cpu_ubuntu24.04_py3.12_torch2.13.0").is_dir()
+    assert imagetree.drift(out, other) == []
+
+
+def test_a_manifest_naming_paths_outside_is_ignored(tmp_path: Path) -> None:
+    out = tmp_path / "images"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "Dockerfile").write_text("keep")
+    out.mkdir()
+    (out / "link").symlink_to(victim)  # a folder replaced by a link leads nowhere
+    for listed in ({"folders": ["../victim", "/etc", "..", ".git", "link"]},
+                   {"files": ["../victim/Dockerfile", "/etc/passwd", "..", ".git/HEAD", "link/Dockerfile"]}):
+        (out / imagetree.MANIFEST).write_text(json.dumps(listed))
+        imagetree.write(out, render_all(load_cells(tmp_path, ONE)), prune=True)
+        assert (victim / "Dockerfile").read_text() == "keep"
+    (out / "link").unlink()
+    (out / GROUP).rename(out / "moved")
+    (out / GROUP).symlink_to(victim)  # the tree's own folder is a link now: nothing is written through it
+    with pytest.raises(imagetree.TreeError, match="leads out of"):
+        imagetree.write(out, render_all(load_cells(tmp_path, ONE)), prune=True)
+    assert (victim / "Dockerfile").read_text() == "keep"
+
+
+def test_another_matrix_is_not_rendered_into_the_production_images_folder(tmp_path: Path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text(ONE)
+    before = sorted(p.name for p in (ROOT / "images").iterdir())
+    proc = builder_cli("render", "--matrix", str(other))
+    assert proc.returncode == 2 and "pass --out DIR" in proc.stderr
+    assert sorted(p.name for p in (ROOT / "images").iterdir()) == before
+
+
+def test_out_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(ONE)
+    target = tmp_path / "file"
+    target.write_text("x")
+    for out in (target, Path("/dev/null")):
+        proc = builder_cli("render", "--matrix", str(matrix), "--out", str(out))
+        assert proc.returncode == 2, proc.stderr
+        assert "is not a directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert target.read_text() == "x"
+
+
+def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """One folder per wheel source (BuildKit re-sends only what changed), and no wheel kept alive after the run."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    house = tmp_path / "wh"
+    house.mkdir()
+    (house / "torch-2.13.0-py3-none-any.whl").write_bytes(b"torch")
+    source = WheelSource(house)
+    with imagetree.run_tree(source) as tree:
+        imagetree.write(tree, render_all(load_cells(tmp_path, ONE), source), prune=True, source=source)
+        assert (tree / "wheels" / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 2
+    with imagetree.run_tree(source) as again:
+        assert again == tree and (tree / imagetree.BAKE_FILE).is_file()
+    assert list((tree / "wheels").iterdir()) == [] and (house / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 1
+    with imagetree.run_tree(WheelSource()) as index_tree:
+        assert index_tree != tree
