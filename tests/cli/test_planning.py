@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builder.publish.jobs import Job
+from builder.pipeline.jobs import Job
 from typer.testing import CliRunner
 
 from builder.cli.app import app
