@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builder.pipeline.jobs import Job
 from typer.testing import CliRunner
 
 from builder.cli.app import app
+from builder.pipeline.jobs import Job
 from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
 from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all
 from tests.publish.test_planner import example_jobs
