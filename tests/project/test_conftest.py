@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import uuid
 
 import docker
@@ -10,6 +11,7 @@ import pytest
 from builder.core import tags
 from tests import conftest as suite_conftest
 from tests.conftest import (
+    ENGINE_FIXTURES,
     MAX_WARM,
     ROOT,
     WARM_REPOSITORY,
@@ -277,3 +279,18 @@ def test_a_factory_build_reclaimed_keeps_its_layers_under_a_warm_name_only(
     finally:
         docker_client.images.remove(warm_ref(readable))
     assert made not in {i.id for i in docker_client.images.list(name=WARM_REPOSITORY)}
+
+
+def test_no_fixture_takes_a_name_that_marks_its_tests() -> None:
+    """A stand-in fixture named `registry` (or `docker_client`, `containers`) marks every test using it, which the
+    fast tier then deselects: the scripts/setup.sh tests never ran that way. Only tests/conftest.py defines them."""
+    marking = {"registry", *ENGINE_FIXTURES}
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path == ROOT / "tests" / "conftest.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name in marking and any(
+                    "fixture" in ast.unparse(d) for d in node.decorator_list):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert found == []
