@@ -151,3 +151,31 @@ def test_lock_refuses_data_errors_under_a_file_before_resolving(tmp_path: Path) 
     output = " ".join(result.output.split())
     assert result.exit_code == 2 and "cannot write the data errors" in output
     assert not (tmp_path / "tree").exists()
+
+
+def test_render_check_reads_the_tree_as_hostile_input(tmp_path: Path) -> None:
+    """A FIFO, a link or a directory where a rendered file goes is drift, named; never a hang."""
+    import signal
+
+    from builder.render import imagetree
+    from builder.render.dockerfile import render_all
+    from tests.conftest import load_cells
+    from tests.fakes.matrices import ONE_CPU
+
+    rendered = render_all(load_cells(tmp_path, ONE_CPU))
+    out = tmp_path / "tree"
+    imagetree.write(out, rendered, prune=False)
+    dockerfile = next(out.glob("*/Dockerfile"))
+    dockerfile.unlink()
+    os.mkfifo(dockerfile)
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError("the check waited on a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)  # a hang guard only
+    try:
+        problems = imagetree.drift(out, rendered)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert [p for p in problems if str(dockerfile) in p] == [f"{dockerfile}: a FIFO (named pipe), not a regular file"]
