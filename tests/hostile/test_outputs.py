@@ -179,3 +179,14 @@ def test_render_check_reads_the_tree_as_hostile_input(tmp_path: Path) -> None:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert [p for p in problems if str(dockerfile) in p] == [f"{dockerfile}: a FIFO (named pipe), not a regular file"]
+
+
+@pytest.mark.parametrize("dest", ["file/wheels", "x" * 5000, "file"])
+def test_a_folder_an_option_names_that_cannot_be_made_is_one_error(tmp_path: Path, dest: str) -> None:
+    """Any path a command is given (here wheelhouse --dest) that the file system refuses: exit 2, named."""
+    (tmp_path / "file").write_text("x")
+    result = CliRunner().invoke(app, ["wheelhouse", "-m", str(EXAMPLE), "--dest", str(tmp_path / dest)],
+                                env={"COLUMNS": "300"})
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, output
+    assert "unexpected" not in output and str(tmp_path) in output
