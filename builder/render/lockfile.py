@@ -90,7 +90,7 @@ def inputs_of(text: str) -> dict[str, object] | None:
         return None
     try:
         data = json.loads(first.removeprefix(_HEADER))
-    except ValueError:
+    except (ValueError, RecursionError):  # a header nested 100,000 deep is no header
         return None
     return data if isinstance(data, dict) else None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import resource
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,16 @@ def test_a_header_that_is_no_header_is_line_one(tmp_path: Path, locked: Path) ->
     assert [(p.file, p.line) for p in info.value.problems] == [(lock, 1)]
 
 
+@pytest.mark.parametrize("header", ["# rif-lock " + "[" * 100_000 + "]" * 100_000, "# rif-lock [1]", "# rif-lock",
+                                    "# rif-lock {}\x0c--extra-index-url https://evil.example", "\ufeff# rif-lock {}"])
+def test_a_header_that_is_no_header_is_named_too(tmp_path: Path, locked: Path, header: str) -> None:
+    lock = a_pip_lock(locked)
+    lock.write_text(header + "\n" + lock.read_text().split("\n", 1)[1])
+    with pytest.raises(InputError) as info:
+        render_all(load_cells(tmp_path, ONE_CPU), WheelSource(locks=locked))
+    assert [(p.file, p.line) for p in info.value.problems] == [(lock, 1)]
+
+
 def test_the_cli_names_file_and_line_and_writes_no_dockerfile(tmp_path: Path, locked: Path) -> None:
     lock = a_pip_lock(locked)
     spoil(lock, "--extra-index-url https://evil.example/simple")
@@ -147,6 +158,21 @@ def test_the_cli_names_file_and_line_and_writes_no_dockerfile(tmp_path: Path, lo
 def _fifo(path: Path) -> None:
     path.unlink()
     os.mkfifo(path)
+
+
+def _socket(path: Path) -> None:
+    path.unlink()
+    bind_socket(path)
+
+
+def bind_socket(path: Path) -> None:
+    """A unix socket at path (bound from its folder: a socket's path is limited to ~108 bytes)."""
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        socket.socket(socket.AF_UNIX).bind(path.name)
+    finally:
+        os.chdir(here)
 
 
 def _dev_zero(path: Path) -> None:
@@ -175,7 +201,7 @@ def _too_big(path: Path) -> None:
         f.truncate(lockfile.MAX_LOCK_BYTES + 1)
 
 
-@pytest.mark.parametrize("make", [_fifo, _dev_zero, _outside, _not_utf8, _directory, _too_big])
+@pytest.mark.parametrize("make", [_fifo, _socket, _dev_zero, _outside, _not_utf8, _directory, _too_big])
 def test_a_lock_that_is_no_regular_file_inside_its_folder_is_one_clear_error(tmp_path: Path, locked: Path,
                                                                              make: object) -> None:
     lock = a_pip_lock(locked)

@@ -24,6 +24,7 @@ from builder.render.dockerfile import render_all
 from builder.render.sources import WHEELS_DIR, WheelSource
 from tests.conftest import ROOT, load_cells
 from tests.fakes.matrices import ONE_CPU
+from tests.hostile.test_locks import bind_socket
 
 WHEEL = "torch-2.13.0-cp311-cp311-linux_x86_64.whl"
 SECRET = b"PRIVATE-KEY-MATERIAL-0600"
@@ -118,8 +119,16 @@ def _bad_version(house: Path, secret: Path) -> None:
     (house / "evil-not~a~version-py3-none-any.whl").write_bytes(b"x")
 
 
+def _socket(house: Path, secret: Path) -> None:
+    bind_socket(house / "evil-1.0-py3-none-any.whl")
+
+
+def _link_to_the_house_itself(house: Path, secret: Path) -> None:
+    (house / "evil-1.0-py3-none-any.whl").symlink_to(".")
+
+
 BAD: list[Callable[[Path, Path], None]] = [_link_out, _link_out_through_a_folder, _dangling, _loop, _directory,
-                                           _device, _no_wheel_name, _bad_version]
+                                           _device, _no_wheel_name, _bad_version, _socket, _link_to_the_house_itself]
 
 
 @pytest.mark.parametrize("plant", BAD)
