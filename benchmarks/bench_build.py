@@ -27,8 +27,8 @@ from pathlib import Path
 
 import docker
 import yaml
-from floor import BASE, base_packages, floor_parts, image_size
 
+from benchmarks.support.floor import BASE, base_packages, floor_parts, image_size
 from builder.buildkit.bake import HOST, bake, host_network
 from builder.matrix.expand import load_matrix
 from builder.render import imagetree

@@ -27,13 +27,12 @@ import time
 from pathlib import Path
 
 import docker
-from freshengine import empty_engine
-from localregistry import LocalRegistry
+
+from benchmarks.support.freshengine import empty_engine
+from benchmarks.support.localregistry import LocalRegistry
+from tests.fakes.synthwheels import rebrand
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.fakes.synthwheels import rebrand  # noqa: E402
 
 MATRIX = ROOT / "examples" / "local.yaml"
 WHEELHOUSE = ROOT / ".rif" / "wheelhouse"

@@ -30,9 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from freshengine import Engine, empty_engine
-from localregistry import LocalRegistry
-from rocmwheels import FILE_LIMIT, payload_chunks
+from benchmarks.support.freshengine import Engine, empty_engine
+from benchmarks.support.localregistry import LocalRegistry
+from benchmarks.support.rocmwheels import FILE_LIMIT, payload_chunks
 
 COMPRESSIONS = ("gzip", "zstd")
 BASE = "debian:12"

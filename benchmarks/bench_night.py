@@ -2,11 +2,11 @@
 
 Replays the decisions of .github/workflows/publish.yml (+ publish-cells.yml) against a real registry on loopback
 (`docker-registry`, distribution, on 127.0.0.1 and a free port, its own storage) that the factory itself filled
-(benchmarks/nightfill.py: every image of matrix.yaml as `builder publish` leaves it, pushed with the factory's
+(benchmarks/support/nightfill.py: every image of matrix.yaml as `builder publish` leaves it, pushed with the factory's
 registry client, small synthetic layers). The plan is the plan job's: the jobs of the matrix rendered as
 `builder publish --plan` renders them (locked, `--locks images`, exactly when the tree has images/*/lock/base.txt),
 looked up by builder.publish.planner, rows as `--format github` prints them; the jobs started follow the workflow's
-`if:` rules (benchmarks/nightjobs.py). Scenarios, each on a copy of the tree:
+`if:` rules (benchmarks/support/nightjobs.py). Scenarios, each on a copy of the tree:
   (a) nothing changed; (b) one base image's digest changed (every combination pinning it);
   (c) one torch wheel's sha256 changed (every lock pinning that file); (d) the matrix 10x (ten image names), unchanged.
 Requests are counted by the registry itself (its access log). Usage: python benchmarks/bench_night.py [--copies 10]
@@ -18,25 +18,21 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.localregistry import LocalRegistry  # noqa: E402
-from benchmarks.nightfill import fill  # noqa: E402
-from benchmarks.nightjobs import workflow_jobs, workflow_locks  # noqa: E402
-from benchmarks.nighttree import Change, change_base, change_torch_wheel, copies, copy_tree  # noqa: E402
-from builder.cli.planning import github  # noqa: E402
-from builder.pipeline.jobs import Job, matrix_jobs  # noqa: E402
-from builder.publish import planner  # noqa: E402
-from builder.publish.promote import Target  # noqa: E402
-from builder.registry.client import RegistryClient  # noqa: E402
-from builder.render.sources import WheelSource  # noqa: E402
+from benchmarks.support.localregistry import LocalRegistry
+from benchmarks.support.nightfill import fill
+from benchmarks.support.nightjobs import workflow_jobs, workflow_locks
+from benchmarks.support.nighttree import Change, change_base, change_torch_wheel, copies, copy_tree
+from builder.cli.planning import github
+from builder.pipeline.jobs import Job, matrix_jobs
+from builder.publish import planner
+from builder.publish.promote import Target
+from builder.registry.client import RegistryClient
+from builder.render.sources import WheelSource
 
 NAMESPACE = "rocm"
 

@@ -14,22 +14,20 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import sys
 import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from builder.pipeline.jobs import Job, by_combination, matrix_jobs
+from builder.publish import planner
+from builder.publish.promote import Target
+from builder.registry.client import RegistryClient
+from builder.render.sources import WheelSource
+from tests.fakes.scripted_registry import Reply, Seen, serve
+from tests.fakes.stored_registry import Store, publish_all
 
-from builder.pipeline.jobs import Job, by_combination, matrix_jobs  # noqa: E402
-from builder.publish import planner  # noqa: E402
-from builder.publish.promote import Target  # noqa: E402
-from builder.registry.client import RegistryClient  # noqa: E402
-from builder.render.sources import WheelSource  # noqa: E402
-from tests.fakes.scripted_registry import Reply, Seen, serve  # noqa: E402
-from tests.fakes.stored_registry import Store, publish_all  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET_S = 30.0
 

@@ -46,15 +46,15 @@ import uuid
 from pathlib import Path
 
 import docker
-import rocmwheels
-from freshengine import Engine, empty_engine
-from rocmwheels import Sizes, WheelSet
-from scalelayouts import new_layout, old_layout
-from scaleplumbing import BASE, FAMILIES, FLAVORS, GB, MB, WHEEL_CACHE, Resources, size, terminate
-from scalesupply import forget_wheels, make_supply, write_matrix
-from scaletable import no_old, print_notes, print_table, rows
-from scaletiming import timing
 
+from benchmarks.support import rocmwheels
+from benchmarks.support.freshengine import Engine, empty_engine
+from benchmarks.support.rocmwheels import Sizes, WheelSet
+from benchmarks.support.scalelayouts import new_layout, old_layout
+from benchmarks.support.scaleplumbing import BASE, FAMILIES, FLAVORS, GB, MB, WHEEL_CACHE, Resources, size, terminate
+from benchmarks.support.scalesupply import forget_wheels, make_supply, write_matrix
+from benchmarks.support.scaletable import no_old, print_notes, print_table, rows
+from benchmarks.support.scaletiming import timing
 from builder.core import facts
 
 # ---------------------------------------------------------------- main

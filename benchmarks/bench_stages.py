@@ -8,7 +8,7 @@ importing and exporting BuildKit's cache through a loopback registry (--cache-re
   built once, and each job imports them;
 - one machine (`builder build` of the whole tree): one bake.
 Printed per way: bakes, stages executed (summed over the bakes, each counted by what it is made of: the same
-OS base in two Dockerfiles is one stage; benchmarks/stagecount.py), distinct stages of the tree, their ratio
+OS base in two Dockerfiles is one stage; benchmarks/support/stagecount.py), distinct stages of the tree, their ratio
 (target 1.0) and seconds.
 
 The tree: debian-12, ROCm 7.1 and 7.2 lines, torch from a local wheelhouse of synthetic TheRock-shaped wheels
@@ -24,26 +24,21 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import docker
 
-import docker  # noqa: E402
-import stagecount  # noqa: E402
-from freshengine import empty_engine  # noqa: E402
-from localregistry import LocalRegistry  # noqa: E402
-
-from builder.buildkit.bake import HOST  # noqa: E402
-from builder.buildkit.export import Cache  # noqa: E402
-from builder.pipeline import jobs, lifecycle  # noqa: E402
-from builder.render import sharedstages  # noqa: E402
-from builder.render.sources import WheelSource  # noqa: E402
-from tests.fakes.synthwheels import therock_like  # noqa: E402
+from benchmarks.support import stagecount
+from benchmarks.support.freshengine import empty_engine
+from benchmarks.support.localregistry import LocalRegistry
+from builder.buildkit.bake import HOST
+from builder.buildkit.export import Cache
+from builder.pipeline import jobs, lifecycle
+from builder.render import sharedstages
+from builder.render.sources import WheelSource
+from tests.fakes.synthwheels import therock_like
 
 TORCH = "{version: '2.13.0', torchvision: null, torchaudio: null}"
 MATRIX = f"""image: rif-bench-stages

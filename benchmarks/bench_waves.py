@@ -17,22 +17,18 @@ needs debian:12 and docker buildx). Every image it makes is removed at the end; 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import docker
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from builder.buildkit.bake import HOST, bake, waves  # noqa: E402
-from builder.matrix.expand import load_matrix  # noqa: E402
-from builder.render import imagetree  # noqa: E402
-from builder.render.dockerfile import RenderedCell, render_images  # noqa: E402
-from builder.render.sources import WheelSource  # noqa: E402
-from tests.fakes.synthwheels import TORCH, therock_like  # noqa: E402
+from builder.buildkit.bake import HOST, bake, waves
+from builder.matrix.expand import load_matrix
+from builder.render import imagetree
+from builder.render.dockerfile import RenderedCell, render_images
+from builder.render.sources import WheelSource
+from tests.fakes.synthwheels import TORCH, therock_like
 
 TARGETS = ["gfx942", "gfx1151", "gfx1200", "gfx1201"]
 MATRIX = ("image: {image}\nmatrix:\n  os: [debian-12]\n  platform: [rocm7.2]\n"

@@ -23,8 +23,8 @@ from builder.pipeline import jobs, lifecycle
 from builder.pipeline.lifecycle import Events
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
-from tests.conftest import ROOT, builder_cli, write_matrix
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix
+from tests.fakes.checkout import ROOT, builder_cli
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
 from tests.fakes.scripted_registry import Scripted, Seen
 
 

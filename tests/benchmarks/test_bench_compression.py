@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other by bare name
-from bench_compression import order, permutation_p
+from benchmarks.bench_compression import order, permutation_p
 
 
 def test_pulls_alternate_abba_with_equal_counts() -> None:

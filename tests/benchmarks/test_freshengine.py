@@ -1,5 +1,6 @@
 """The benchmarks' fresh engine proves it is up, private and empty before a benchmark uses it
-(benchmarks/freshengine.py): the checks on fakes, and one real engine (docker-marked: starts in about a second)."""
+(benchmarks/support/freshengine.py): the checks on fakes, and one real engine (docker-marked: starts in about a
+second)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other by bare name
-import freshengine
-from freshengine import EngineError, check_empty, check_private, containerd_config, wait_up
+from benchmarks.support import freshengine
+from benchmarks.support.freshengine import EngineError, check_empty, check_private, containerd_config, wait_up
 
 PRIVATE = Path("/tmp/bench/engine/containerd.sock")
 EMPTY_DF = [{"Type": t, "TotalCount": "0"} for t in ("Images", "Containers", "Local Volumes", "Build Cache")]

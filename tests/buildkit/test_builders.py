@@ -27,7 +27,7 @@ from builder.buildkit.builders import (
     parse_inspect,
     require_builder,
 )
-from tests.conftest import DATA
+from tests.fakes.checkout import DATA
 
 CAPTURED = DATA / "buildx"
 

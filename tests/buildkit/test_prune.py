@@ -11,7 +11,8 @@ import pytest
 
 from builder.buildkit.prune import LocalName, stale
 from builder.core import tags
-from tests.conftest import builder_cli, labelled_image
+from tests.fakes.checkout import builder_cli
+from tests.fakes.engine import labelled_image
 
 NS = tags.LOCAL_NAMESPACE
 

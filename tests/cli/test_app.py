@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, ROOT, builder_cli
+from tests.fakes.checkout import DATA, ROOT, builder_cli
 from tests.fakes.matrices import ONE_CPU
 
 COMMANDS = ["matrix", "render", "build", "test", "push", "base", "wheelhouse"]

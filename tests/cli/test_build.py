@@ -7,7 +7,7 @@ import pytest
 from builder.buildkit.builders import CURRENT, BuildKit
 from builder.cli.kit import buildkit
 from builder.core.errors import InputError
-from tests.conftest import DATA, builder_cli
+from tests.fakes.checkout import DATA, builder_cli
 
 
 def test_push_without_validation_is_refused() -> None:

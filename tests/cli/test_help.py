@@ -10,7 +10,7 @@ import pytest
 import typer
 
 from builder.cli.app import app
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 COMMAND = typer.main.get_command(app)
 NAMES = sorted(getattr(COMMAND, "commands", {}))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, ROOT, builder_cli
+from tests.fakes.checkout import DATA, ROOT, builder_cli
 from tests.fakes.matrices import ONE_CPU
 
 

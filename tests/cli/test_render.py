@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 
 
 def test_render_writes_one_target_per_image_not_per_tag(tmp_path: Path) -> None:

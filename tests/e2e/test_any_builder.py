@@ -1,8 +1,8 @@
 """Any BuildKit (issue 28, item 5): `builder build --builder NAME` on a second builder gives the very image a
 local build gives.
 
-The second builder is a second dockerd (the project's engine binaries, benchmarks/freshengine.py: its own socket,
-data root and exec root, no bridge, loopback only), reached as a docker context in a DOCKER_CONFIG of the test's
+The second builder is a second dockerd (the project's engine binaries, benchmarks/support/freshengine.py: its own
+socket, data root and exec root, no bridge, loopback only), reached as a docker context in a DOCKER_CONFIG of the test's
 own (~/.docker stays untouched; the buildx plugin is linked in). Its engine gets the base image copied from the
 main engine (docker save | docker load), as a runner would pull it. The image baked there comes back through
 the OCI layout and is loaded into the main engine (DOCKER_HOST), where validation would run; the second engine's
@@ -23,15 +23,13 @@ from pathlib import Path
 import docker
 import pytest
 
+from benchmarks.support.freshengine import empty_engine
 from builder.matrix.expand import load_matrix
 from builder.render.dockerfile import render_images
 from builder.render.sources import WheelSource
-from tests.conftest import ROOT, write_matrix
 from tests.fakes import synthwheels
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix
-
-sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other by bare name
-from freshengine import empty_engine
+from tests.fakes.checkout import ROOT
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
 
 pytestmark = pytest.mark.docker
 

@@ -11,8 +11,8 @@ import pytest
 
 from builder.core.tags import HASH_LABEL, REFERRERS_TAG_RE
 from builder.registry.client import RegistryClient
-from tests.conftest import DATA, builder_cli
 from tests.fakes import synthwheels
+from tests.fakes.checkout import DATA, builder_cli
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = pytest.mark.docker

@@ -16,7 +16,7 @@ from builder.buildkit.export import Cache
 from builder.pipeline import jobs, lifecycle
 from builder.render import sharedstages
 from builder.render.sources import WheelSource
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 from tests.fakes.synthwheels import therock_like
 
 pytestmark = pytest.mark.docker

@@ -15,7 +15,7 @@ import pytest
 
 from builder.buildkit.engine import installed_bytes, run_captured
 from builder.core import tags
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 
 pytestmark = pytest.mark.docker
 

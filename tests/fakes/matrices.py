@@ -7,6 +7,15 @@ line 5 on.
 
 from __future__ import annotations
 
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from builder.core.errors import InputError, Problem
+from builder.core.spec import CellSpec
+from builder.matrix.expand import Expansion, expand_matrix, load_matrix
+
 BARE_TORCH = "{version: '2.13.0', torchvision: null, torchaudio: null}"  # torch alone: one wheel in a wheelhouse
 
 
@@ -19,3 +28,51 @@ def cpu_matrix(*torch: str, image: str | None = None) -> str:
 
 
 ONE_CPU = cpu_matrix()  # the one-cell CPU matrix
+
+
+# --- matrix files: shared by the tests of yamlsrc, schema, matrix, spec, tags and compat -------------------
+
+# Lines 1-4; error cases append from line 5 on.
+BASE = ONE_CPU  # the name the matrix tests use
+CPU_TAG = "cpu_debian12_py3.11_torch2.13.0_runtime"
+
+
+def write_matrix(tmp_path: Path, text: str) -> Path:
+    file = tmp_path / "matrix.yaml"
+    file.write_text(textwrap.dedent(text), encoding="utf-8")
+    return file
+
+
+def load_cells(tmp_path: Path, text: str) -> list[CellSpec]:
+    return load_matrix(write_matrix(tmp_path, text))
+
+
+def expand_text(tmp_path: Path, text: str) -> Expansion:
+    return expand_matrix(write_matrix(tmp_path, text))
+
+
+def problems_of(file: Path) -> list[Problem]:
+    with pytest.raises(InputError) as info:
+        load_matrix(file)
+    assert str(info.value) == "\n".join(str(p) for p in info.value.problems)
+    return info.value.problems
+
+
+def inc(body: str) -> str:
+    """BASE plus one include entry on line 6."""
+    return BASE + "include:\n  - {" + body + "}\n"
+
+# Every cell of this product can work: torch 2.13 and 2.12 have pytorch.org wheels for ROCm 7.2 carrying gfx942
+# and gfx950, for Python 3.11 (debian-12) and 3.12 (ubuntu-24.04).
+PRODUCT = """\
+matrix:
+  os: [debian-12, ubuntu-24.04]
+  platform: [cpu, rocm7.2]
+  torch: ["2.13.0", "2.12.1"]
+  gfx: [gfx94X-dcgpu, gfx950-dcgpu]
+  flavor: [runtime, devel]
+"""
+
+
+def axes(cell: CellSpec) -> tuple[str, str, str, str | None, str]:
+    return cell.os, cell.platform, cell.torch, cell.gfx, cell.flavor

@@ -37,8 +37,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from tests.conftest import unavailable
 from tests.fakes.loopback import check_address
+from tests.fakes.policy import unavailable
 
 LOOPBACK = "127.0.0.1"
 

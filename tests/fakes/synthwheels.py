@@ -2,7 +2,7 @@
 
 Tests get small wheels shaped like TheRock's split: torch (the common part, with per-target extras) and one
 device package per gfx target, so they can build family images without multi-GB downloads. The ROCm-scale
-benchmarks (benchmarks/rocmwheels.py) write wheels of gigabytes through the same `write`, which streams each
+benchmarks (benchmarks/support/rocmwheels.py) write wheels of gigabytes through the same `write`, which streams each
 file's chunks into the archive and hashes them on the way, so no payload is ever held in memory whole."""
 
 from __future__ import annotations

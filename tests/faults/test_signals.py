@@ -14,7 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.conftest import DATA, ROOT, builder_cli
+from tests.fakes.checkout import DATA, ROOT, builder_cli
 
 pytestmark = pytest.mark.docker
 

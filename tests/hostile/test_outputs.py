@@ -159,8 +159,7 @@ def test_render_check_reads_the_tree_as_hostile_input(tmp_path: Path) -> None:
 
     from builder.render import imagetree
     from builder.render.dockerfile import render_all
-    from tests.conftest import load_cells
-    from tests.fakes.matrices import ONE_CPU
+    from tests.fakes.matrices import ONE_CPU, load_cells
 
     rendered = render_all(load_cells(tmp_path, ONE_CPU))
     out = tmp_path / "tree"

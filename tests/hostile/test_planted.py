@@ -22,8 +22,7 @@ from builder.publish import record
 from builder.render import contenthash, imagetree, lockfile, resolve
 from builder.render.dockerfile import WheelSource, render_all
 from builder.site.records import MARKER
-from tests.conftest import load_cells
-from tests.fakes.matrices import ONE_CPU
+from tests.fakes.matrices import ONE_CPU, load_cells
 
 KINDS = ["hard link", "FIFO", "symbolic link"]
 MATRIX = ONE_CPU

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from builder.matrix.expand import Expansion
-from tests.conftest import (
+from tests.fakes.matrices import (
     BASE,
     CPU_TAG,
     PRODUCT,
     axes,
+    cpu_matrix,
     expand_text,
     inc,
     load_cells,
     problems_of,
     write_matrix,
 )
-from tests.fakes.matrices import cpu_matrix
 
 
 def rules_of(expansion: Expansion) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from builder.matrix.expand import expand_matrix
 from builder.matrix.explain import family_gap_lines, family_gaps, line_verdicts
 from builder.render import installs
 from builder.smoke.torch_smoke import install
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 from tests.fakes.smoke import ROCM_CELL, fake_torch, outcome, smoke
 
 LINES = list(facts.compat().therock)

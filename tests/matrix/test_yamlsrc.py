@@ -8,12 +8,7 @@ import pytest
 
 from builder.core.errors import Problem
 from builder.matrix.yamlsrc import LocatedYaml, dotted, load_located
-from tests.conftest import (
-    BASE,
-    load_cells,
-    problems_of,
-    write_matrix,
-)
+from tests.fakes.matrices import BASE, load_cells, problems_of, write_matrix
 
 # --- LocatedYaml -----------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 
 from builder.core.tags import HASH_LABEL, IMMUTABLE_SUFFIX_RE, REFERRERS_TAG_RE, short_hash
 from builder.registry.client import RegistryClient
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]

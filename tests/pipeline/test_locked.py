@@ -18,8 +18,8 @@ import docker
 import pytest
 
 from builder.registry.client import RegistryClient
-from tests.conftest import ROOT, builder_cli, write_matrix
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix
+from tests.fakes.checkout import ROOT, builder_cli
+from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
 from tests.fakes.synthwheels import rebrand
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]

@@ -1,4 +1,5 @@
-"""tests/conftest.py: the docker/registry policy (skip locally, error under CI) and the tracked containers."""
+"""tests/conftest.py and the plugins it loads (tests/fakes/: policy, engine, reclaim, warm, containers): the
+docker/registry policy (skip locally, error under CI), the tracked containers, reclaiming and warm images."""
 
 from __future__ import annotations
 
@@ -9,22 +10,12 @@ import docker
 import pytest
 
 from builder.core import tags
-from tests import conftest as suite_conftest
-from tests.conftest import (
-    ENGINE_FIXTURES,
-    MAX_WARM,
-    ROOT,
-    WARM_REPOSITORY,
-    TrackedContainers,
-    Warm,
-    docker_policy,
-    in_ci,
-    labelled_image,
-    reclaiming,
-    short_of_disk,
-    suite_name,
-    warm_ref,
-)
+from tests.fakes.checkout import ROOT
+from tests.fakes.containers import TrackedContainers
+from tests.fakes.engine import labelled_image
+from tests.fakes.policy import ENGINE_FIXTURES, docker_policy, in_ci
+from tests.fakes.reclaim import reclaiming, short_of_disk, suite_name
+from tests.fakes.warm import MAX_WARM, WARM_REPOSITORY, Warm, warm_ref
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 NO_REGISTRY = "127.0.0.1:9"  # nothing listens on port 9
@@ -167,6 +158,21 @@ def test_misspelt_marker_is_an_error(pytester: pytest.Pytester, monkeypatch: pyt
     assert result.ret == pytest.ExitCode.INTERRUPTED
 
 
+
+SUITE_FIXTURES = ["docker_client", "base_image", "wheelhouse", "registry", "namespace", "containers", "server",
+                  "warm_images", "reclaim_module", "reclaim_test"]
+
+
+def test_the_conftest_loads_every_fixture_of_the_suite(pytester: pytest.Pytester,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each concern is a plugin under tests/fakes/: one that tests/conftest.py forgets to load takes its
+    fixtures with it (the hooks above would still fire, so they do not show it)."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("COLUMNS", "200")
+    result = pytester.runpytest_subprocess("-p", "tests.conftest", "-p", "no:cacheprovider", "--fixtures",
+                                           timeout=120)
+    result.stdout.fnmatch_lines_random([f"{name} *-- *tests/fakes/*.py:*" for name in SUITE_FIXTURES])
+
 # --- tracked containers, on the real engine ------------------------------------------------------------------
 
 @pytest.mark.docker
@@ -266,7 +272,7 @@ def test_a_full_set_of_warm_images_gives_up_its_least_reclaimed_for_one_reclaime
 def test_a_factory_build_reclaimed_keeps_its_layers_under_a_warm_name_only(
         docker_client: docker.DockerClient, base_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
     warm = Warm()  # the session's own may be full by now
-    monkeypatch.setattr(suite_conftest, "WARM", warm)
+    monkeypatch.setattr("tests.fakes.warm.WARM", warm)
     readable, content_hash = f"warm{uuid.uuid4().hex[:8]}", "sha256:" + uuid.uuid4().hex * 2
     content = f"rocm-image-factory/reclaim:{tags.immutable_tag(readable, content_hash)}"
     try:
@@ -281,13 +287,16 @@ def test_a_factory_build_reclaimed_keeps_its_layers_under_a_warm_name_only(
     assert made not in {i.id for i in docker_client.images.list(name=WARM_REPOSITORY)}
 
 
+OWN_FIXTURES = {ROOT / "tests" / "fakes" / "engine.py", ROOT / "tests" / "fakes" / "containers.py"}
+
+
 def test_no_fixture_takes_a_name_that_marks_its_tests() -> None:
     """A stand-in fixture named `registry` (or `docker_client`, `containers`) marks every test using it, which the
-    fast tier then deselects: the scripts/setup.sh tests never ran that way. Only tests/conftest.py defines them."""
+    fast tier then deselects: the scripts/setup.sh tests never ran that way. Only the suite's own fakes define them."""
     marking = {"registry", *ENGINE_FIXTURES}
     found = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
-        if path == ROOT / "tests" / "conftest.py":
+        if path in OWN_FIXTURES:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef) and node.name in marking and any(

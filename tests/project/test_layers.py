@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 PACKAGE = ROOT / "builder"
 # A package may import only itself and packages of a lower layer (docs/architecture.md's table, top to bottom).

@@ -21,7 +21,7 @@ import pytest
 
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import latest_cell
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 README_MAX_LINES = 250
 EXTERNAL = ("http://", "https://", "mailto:")

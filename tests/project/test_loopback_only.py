@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from builder.buildkit import bake
-from tests import conftest
-from tests.conftest import ROOT
 from tests.fakes import loopback
+from tests.fakes.checkout import ROOT
+from tests.fakes.engine import bridges
 
 SOURCES = sorted(p for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
                  if p.name != Path(__file__).name)
@@ -219,9 +219,9 @@ def test_the_guard_is_on_in_this_suite() -> None:
 
 
 def test_an_engine_with_any_bridge_network_is_refused_before_a_docker_test_runs() -> None:
-    """The engine half of the guard (tests/conftest.py docker_client): containers a test starts reach nothing
+    """The engine half of the guard (tests/fakes/engine.py docker_client): containers a test starts reach nothing
     but loopback only on an engine whose networks are host and none."""
     engine = [{"Name": "host", "Driver": "host"}, {"Name": "none", "Driver": "null"}]
-    assert conftest.bridges(engine) == []
-    assert conftest.bridges([*engine, {"Name": "bridge", "Driver": "bridge"},
+    assert bridges(engine) == []
+    assert bridges([*engine, {"Name": "bridge", "Driver": "bridge"},
                              {"Name": "ci", "Driver": "macvlan"}]) == ["bridge", "ci"]

@@ -1,4 +1,5 @@
-"""benchmarks/bench_night.py's model of the publish workflow still matches .github/workflows/ (benchmarks/nightjobs.py).
+"""benchmarks/bench_night.py's model of the publish workflow still matches .github/workflows/
+(benchmarks/support/nightjobs.py).
 
 The benchmark counts the jobs a scheduled run starts from the plan's outputs; if a job, its `needs` or its `if`
 changes in the workflow, these fail, so the model is updated with it instead of reporting jobs no run starts.
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import nightjobs
-from benchmarks.nightjobs import ASSUMED, load_jobs, needs_and_if, workflow_jobs, workflow_locks
+from benchmarks.support import nightjobs
+from benchmarks.support.nightjobs import ASSUMED, load_jobs, needs_and_if, workflow_jobs, workflow_locks
 
 FILES = {"publish.yml": nightjobs.PUBLISH, "publish-cells.yml": nightjobs.CELLS}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 FAKE_DOCKER = """#!/bin/sh
 case "$*" in

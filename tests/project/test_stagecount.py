@@ -1,14 +1,9 @@
-"""benchmarks/stagecount.py: which stages a bake executed, from BuildKit's plain log (bench_stages.py's count)."""
+"""benchmarks/support/stagecount.py: which stages a bake executed, from BuildKit's plain log (bench_stages.py's
+count)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import stagecount
-
+from benchmarks.support import stagecount
 from builder.render.contenthash import stage_chains
 from builder.render.sharedstages import key_of
 

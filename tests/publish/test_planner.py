@@ -24,7 +24,7 @@ from builder.publish import planner
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 from tests.fakes.registries import Registry, need_docker_registry
 from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
 from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all

@@ -24,8 +24,9 @@ from builder.pipeline import jobs, lifecycle
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
-from tests.conftest import ROOT, labelled_image, saved_image
 from tests.fakes import synthwheels
+from tests.fakes.checkout import ROOT
+from tests.fakes.engine import labelled_image, saved_image
 from tests.fakes.faultproxy import FaultProxy
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.registries import Registry, free_port, need_docker_registry, write_htpasswd

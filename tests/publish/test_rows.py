@@ -17,7 +17,7 @@ from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images, select, shard
 from builder.publish import rows
 from builder.render.dockerfile import bake_target, group_key
-from tests.conftest import ROOT
+from tests.fakes.checkout import ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 MATRIX_KEY = re.compile(r"\$\{\{\s*matrix\.([A-Za-z_][A-Za-z0-9_-]*)")

@@ -26,7 +26,7 @@ from builder.publish.promote import Target
 from builder.publish.push import _classify
 from builder.registry import hints
 from builder.registry.client import Manifest, RegistryClient, RegistryError
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 from tests.fakes.scripted_registry import (
     CREDS,
     FAST,

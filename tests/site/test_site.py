@@ -21,7 +21,8 @@ from builder.registry import models
 from builder.registry.client import Manifest
 from builder.registry.models import ImageConfig
 from builder.render.dockerfile import bake_target
-from tests.conftest import DATA, ROOT, builder_cli, unavailable
+from tests.fakes.checkout import DATA, ROOT, builder_cli
+from tests.fakes.policy import unavailable
 
 REGISTRY = "registry.example/rocm"
 ROCM_TAG = "rocm7.2_ubuntu24.04_py3.12_torch2.13.0_gfx94X-dcgpu_therock_runtime"

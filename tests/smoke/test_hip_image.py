@@ -20,7 +20,7 @@ import pytest
 
 from builder.buildkit.engine import run_captured
 from builder.smoke import PROGRAM, bundle
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 
 pytestmark = pytest.mark.docker
 

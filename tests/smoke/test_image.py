@@ -17,7 +17,7 @@ import docker
 import pytest
 
 from builder.buildkit.engine import run_captured
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = pytest.mark.docker

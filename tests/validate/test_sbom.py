@@ -16,7 +16,7 @@ from builder.publish.promote import EMPTY_DIGEST, OCI_MANIFEST, Target
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.validate import sbom
-from tests.conftest import builder_cli
+from tests.fakes.checkout import builder_cli
 from tests.fakes.faultproxy import FaultProxy
 
 DEB = [sbom.Package("deb", "libc6", "2.36-9+deb12u1", "amd64"), sbom.Package("deb", "tzdata", "2024a-0+deb12u1", "all"),

@@ -17,7 +17,8 @@ from builder import which
 from builder.core import facts
 from builder.core.errors import InputError
 from builder.matrix.expand import load_matrix
-from tests.conftest import DATA, ROOT, builder_cli, write_matrix
+from tests.fakes.checkout import DATA, ROOT, builder_cli
+from tests.fakes.matrices import write_matrix
 
 HOSTS = DATA / "sysfs"
 

@@ -21,7 +21,7 @@ from builder.render import lockfile
 from builder.render.dockerfile import render_all
 from builder.render.stages import lock_steps
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

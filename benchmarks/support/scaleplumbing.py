@@ -16,13 +16,13 @@ from pathlib import Path
 from types import FrameType
 
 import docker
-import enginestore
-import floor
-from freshengine import Engine
-from localregistry import Image, LocalRegistry, kill_pushes
-from wheelindex import WheelIndex
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.support import enginestore, floor
+from benchmarks.support.freshengine import Engine
+from benchmarks.support.localregistry import Image, LocalRegistry, kill_pushes
+from benchmarks.support.wheelindex import WheelIndex
+
+ROOT = Path(__file__).resolve().parents[2]
 WHEEL_CACHE = Path("/tmp/rif-bench-wheels")
 IMAGE = "rif-bench-pytorch"  # the matrix's image: builder's own tags are rocm-image-factory/rif-bench-pytorch
 BUILDER_REPO = f"rocm-image-factory/{IMAGE}"

@@ -8,11 +8,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import enginestore
-import floor
-import oldlayout
-from localregistry import LocalRegistry
-from scaleplumbing import (
+from benchmarks.support import enginestore, floor, oldlayout
+from benchmarks.support.localregistry import LocalRegistry
+from benchmarks.support.scaleplumbing import (
     BASE,
     FLAVORS,
     Layout,
@@ -25,8 +23,7 @@ from scaleplumbing import (
     start_registry,
     union_bytes,
 )
-from scalesupply import Supply, image_key, trusted_host, write_matrix
-
+from benchmarks.support.scalesupply import Supply, image_key, trusted_host, write_matrix
 from builder.buildkit.bake import host_network
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix

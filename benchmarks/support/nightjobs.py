@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PUBLISH = ROOT / ".github" / "workflows" / "publish.yml"
 CELLS = ROOT / ".github" / "workflows" / "publish-cells.yml"
 

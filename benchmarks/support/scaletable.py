@@ -6,11 +6,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
-from localregistry import Image
-from rocmwheels import WheelSet
-from scaleplumbing import Layout, size, union_bytes
-from scalesupply import Supply
-from scaletiming import Timing
+from benchmarks.support.localregistry import Image
+from benchmarks.support.rocmwheels import WheelSet
+from benchmarks.support.scaleplumbing import Layout, size, union_bytes
+from benchmarks.support.scalesupply import Supply
+from benchmarks.support.scaletiming import Timing
 
 # ---------------------------------------------------------------- figures
 

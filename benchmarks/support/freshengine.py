@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-ENGINE = Path(__file__).resolve().parent.parent / ".rif" / "engine"  # scripts/setup.sh unpacks it here
+ENGINE = Path(__file__).resolve().parents[2] / ".rif" / "engine"  # scripts/setup.sh unpacks it here
 UP_SECONDS = 60.0
 SNAPSHOTTER = "io.containerd.snapshotter.v1.overlayfs"
 DAEMON = {"features": {"containerd-snapshotter": True}, "bridge": "none", "iptables": False, "ip6tables": False,

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from rocmwheels import Wheel
+from benchmarks.support.rocmwheels import Wheel
 
 FILE_CACHE = "max-age=365000000, immutable, public"  # what PyPI sends with every file
 PAGE_CACHE = "max-age=600, public"

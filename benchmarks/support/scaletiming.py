@@ -7,9 +7,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scaleplumbing import FLAVORS, Resources, run_logged
-from scalesupply import Supply, write_matrix
-
+from benchmarks.support.scaleplumbing import FLAVORS, Resources, run_logged
+from benchmarks.support.scalesupply import Supply, write_matrix
 from builder.buildkit.bake import host_network
 from builder.render import imagetree
 

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from rocmwheels import WheelSet
-from scaleplumbing import BASE, IMAGE, PIP_CACHE_ID, Resources
-from wheelindex import WheelIndex
-
+from benchmarks.support.rocmwheels import WheelSet
+from benchmarks.support.scaleplumbing import BASE, IMAGE, PIP_CACHE_ID, Resources
+from benchmarks.support.wheelindex import WheelIndex
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
-from freshengine import Engine
+
+from benchmarks.support.freshengine import Engine
 
 NAMESPACE = "moby"  # dockerd's containerd namespace
 
