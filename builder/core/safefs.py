@@ -161,16 +161,19 @@ def write_named(path: Path, data: bytes, what: str, mode: int = 0o644) -> Path:
 
 
 def check_named(path: Path, what: str) -> None:
-    """Before any work: path can become a file (not a folder; its nearest existing folder is one, writable, on
-    a writable file system), else an OutputError; a full disk is only found when written."""
+    """Before any work: path can become a file (not a folder, a device or a socket: those are never replaced, so
+    `--record /dev/null` cannot turn /dev/null into a file; its nearest existing folder is one, writable, on a
+    writable file system), else an OutputError; a full disk is only found when written. A link or a FIFO
+    planted there is replaced (replace_file), never followed."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
         info = None
     except OSError as exc:
         raise OutputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
-    if info is not None and stat.S_ISDIR(info.st_mode):
-        raise OutputError(f"{path}: cannot write {what}: a directory is there")
+    kind = stat.S_IFMT(info.st_mode) if info is not None else None
+    if kind in (stat.S_IFDIR, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFSOCK):
+        raise OutputError(f"{path}: cannot write {what}: {FILE_KINDS[kind or 0]} is there (never replaced)")
     folder = path.parent
     while not os.path.lexists(folder) and folder != folder.parent:
         folder = folder.parent

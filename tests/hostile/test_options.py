@@ -48,6 +48,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A folder holding a one-cell matrix, with the network, the engine and every program out of reach."""
     here = tmp_path_factory.mktemp("options")
     (here / "matrix.yaml").write_text(ONE_CPU)
+    os.mkfifo(here / "fifo")  # special files to name, inside the folder: a FIFO, a link to /dev/zero
+    (here / "zero").symlink_to("/dev/zero")
     patch = pytest.MonkeyPatch()
     patch.chdir(here)
     for name, value in {"DOCKER_HOST": f"unix://{here}/no-engine.sock", "XDG_CACHE_HOME": str(here / "cache"),
@@ -91,19 +93,28 @@ def _invoke(args: list[str]) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def inside(value: str) -> str:
+    """value, kept inside the test's folder when it names a path: the commands run as this user (root, on the
+    project's machines) and write where --out, --record or --dest say; an absolute path or `..` would reach the
+    machine's own files (a run once replaced /dev/zero this way)."""
+    value = value.replace("..", "_.")
+    return "./" + value.lstrip("/") if value.startswith("/") else value
+
+
 def _args(command: str, param: Any, value: str) -> list[str]:
     sub = COMMAND.commands[command]
     required = [p for p in sub.params if p.required and p is not param]
     args = [command]
     for p in required:  # a plausible value for each other required one
         args += [p.opts[0], "x"] if isinstance(p, TyperOption) else ["x"]
+    value = inside(value)
     args += [param.opts[0], value] if isinstance(param, TyperOption) else [value]
     return args
 
 
 TEXT = st.one_of(st.text(max_size=60), st.text(alphabet="0123456789/²³¹٣-+. \x00\n", max_size=40),
                  st.integers(-(10 ** 60), 10 ** 60).map(str), st.sampled_from(["1/2", "0/0", "9" * 5000 + "/1",
-                                                                                "/dev/zero", ".", "..", "-"]))
+                                                                                "fifo", "zero", ".", "..", "-"]))
 
 
 @settings(max_examples=int(os.environ.get("RIF_OPTION_EXAMPLES", "120")), deadline=None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,30 @@ def test_a_directory_where_the_record_goes_is_refused(tmp_path: Path) -> None:
     (tmp_path / "record.json").mkdir()
     with pytest.raises(safefs.OutputError, match="a directory is there"):
         record.write(tmp_path / "record.json", [])
+
+
+@pytest.mark.parametrize(("kind", "said"), [(stat.S_IFCHR, "a character device"), (stat.S_IFBLK, "a block device")])
+def test_a_device_named_as_the_record_is_never_replaced(tmp_path: Path, kind: int, said: str) -> None:
+    """As root, replacing /dev/null by a file would break every program on the machine (a node made here stands
+    in for it: the test never touches /dev)."""
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, kind | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    before = os.lstat(node)
+    with pytest.raises(safefs.OutputError, match=f"{said} is there"):
+        record.write(node, [])
+    after = os.lstat(node)
+    assert (after.st_mode, after.st_rdev, after.st_ino) == (before.st_mode, before.st_rdev, before.st_ino)
+
+
+def test_a_socket_named_as_the_record_is_never_replaced(tmp_path: Path) -> None:
+    from tests.hostile.test_locks import bind_socket
+
+    bind_socket(tmp_path / "sock")
+    with pytest.raises(safefs.OutputError, match="a socket is there"):
+        record.write(tmp_path / "sock", [])
 
 
 def test_a_planted_link_is_replaced_never_followed(tmp_path: Path) -> None:
