@@ -61,7 +61,7 @@ def json_rows(expansion: Expansion, explain: bool) -> dict[str, Any] | list[dict
             "lines": [{"channel": v.channel, "platform": v.platform, "cells": v.cells, "torch": v.kept,
                        "verdict": v.verdict} for v in line_verdicts(expansion)],
             "families_without_image": family_gaps(expansion)[1],
-            "dropped": [{**cell_row(d.cell), "rule": d.rule, "reason": d.reason} for d in expansion.dropped],
+            "dropped": [{**cell_row(d.cell), "rule": d.rule, "reason": d.explained} for d in expansion.dropped],
             "overridden": [{"tag": d.cell.tag, "rule": d.rule, "reason": d.reason, "override": d.override}
                            for d in expansion.overridden]}
 
@@ -101,7 +101,7 @@ def print_dropped(expansion: Expansion) -> None:
         out.print(safe(text), soft_wrap=True)
     by_reason: dict[tuple[str, str], list[str]] = {}
     for d in expansion.dropped:
-        by_reason.setdefault((d.rule, d.reason), []).append(d.cell.tag)
+        by_reason.setdefault((d.rule, d.explained), []).append(d.cell.tag)
     cells = {d.cell.tag + d.cell.channel for d in expansion.dropped}
     out.print(f"\n{len(cells)} cells of the product dropped (by the matrix's excludes or the compatibility rules):")
     for (rule, reason), tags in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):

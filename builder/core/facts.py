@@ -107,6 +107,7 @@ class TheRockRelease(BaseModel):
     exclude_targets: dict[str, tuple[str, ...]] = {}  # torch minor -> targets it builds no wheels of
     companions: dict[str, dict[str, str]] = {}  # torch minor -> exact companion versions (torchaudio 2.11.0.2)
     prerelease: bool = False  # branched, not tagged: its wheels are release candidates, not on the stable index
+    admit: str | None = None  # a prerelease line: what would admit it to production (--explain says it)
     per_family: PerFamilyRelease | None = None  # a multi-arch line's per-family release beside it (7.13)
 
     def view(self, family: str | None, minor: str) -> TheRockRelease:
@@ -164,7 +165,6 @@ class Compat(BaseModel):
     therock: dict[str, TheRockRelease]  # by its ROCm line, the label its images carry (rocm7.14)
     therock_dev_only_targets: tuple[str, ...] = ()
     whl_next_sub_families: tuple[str, ...] = ()  # sub-family device packages on whl-next (amd-torch-device-gfx115x)
-    no_slim_image: dict[str, str] = {}  # family -> why a stable-index family gets no per-family image (sourced)
     amd_apt: AmdApt
     indexes: dict[str, str]
 
@@ -179,3 +179,49 @@ class Compat(BaseModel):
 @cache
 def compat() -> Compat:
     return Compat.model_validate(_load("compat.yaml"))
+
+
+class FamilyCi(BaseModel):
+    """One linux entry of TheRock's amdgpu_family_matrix.py at a line's commit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runner: str | None  # test-runs-on; None: no GPU runs TheRock's tests of it
+    pytorch: bool = True  # False where the entry says expect_pytorch_failure
+
+
+class ReleaseWorkflow(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    commit: str
+    families: tuple[str, ...]  # rockrel's amdgpu_family choice list: asked for, not proof of a build
+
+
+class TheRockBuild(BaseModel):
+    """A TheRock line's own target list and family matrix (therock_builds.yaml, copied at `commit`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    commit: str
+    targets: tuple[str, ...]
+    families: dict[str, tuple[str, ...]]
+    family_matrix: dict[str, FamilyCi]
+    release_workflow: ReleaseWorkflow | None = None
+
+    def members(self, name: str) -> tuple[str, ...] | None:
+        """The targets the build gives a family (a target is a family of itself); None where it defines none."""
+        if name in self.families:
+            return self.families[name]
+        return (name,) if name in self.targets else None
+
+    def source(self) -> str:
+        return f"ROCm/TheRock cmake/therock_amdgpu_targets.cmake @ {self.ref} ({self.commit[:8]})"
+
+
+@cache
+def therock_builds() -> dict[str, TheRockBuild]:
+    lines = _load("therock_builds.yaml")["lines"]
+    assert isinstance(lines, dict)
+    return {line: TheRockBuild.model_validate(v) for line, v in lines.items()}

@@ -13,15 +13,13 @@ from packaging.version import Version
 
 from builder.core import facts
 from builder.core.spec import ALL_TARGETS, CellSpec, torch_minor
+from builder.matrix import builds, indexes
 from builder.matrix.serving import dev_only, therock_lines, who_serves
 
 if TYPE_CHECKING:
     from builder.matrix.schema import TorchRelease
 
 Rule = Callable[[CellSpec], "str | None"]
-
-INDEX_NAMES = {"per-family": "per-family index", "multi-arch": "multi-arch index (whl-multi-arch)",
-               "whl-next": "whl-next index"}
 
 
 def _minor(cell: CellSpec) -> facts.TorchMinor | None:
@@ -64,17 +62,18 @@ def channel_has_wheels(cell: CellSpec) -> str | None:
         if rocm not in releases:
             return (f"TheRock has no ROCm {rocm} release: its own line is {', '.join(releases)} "
                     "(pytorch.org's rocm7.1/rocm7.2 are another channel's)")
-        have = tuple(line for line, r in releases.items() if r.serves_torch(torch_minor(cell.torch)))
-        where = f"TheRock's {INDEX_NAMES[releases[rocm].index]}"
-    else:
-        if rocm is None:
+        serving = [line for line, r in releases.items() if r.serves_torch(torch_minor(cell.torch)) and
+                   (line == rocm or not r.prerelease)]
+        if rocm in serving:
             return None
-        have = minor.pytorch.rocm
-        where = "the pytorch.org index"
-    if rocm not in have:
-        has = f"it has {', '.join(have)}" if have else "it has none"
-        return f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on {where}; {has}"
-    return None
+        has = ", ".join(f"{line} ({indexes.short_name(releases[line].index)})" for line in serving)
+        return (f"TheRock {rocm} builds no torch {torch_minor(cell.torch)}; "
+                + (f"TheRock lines that do: {has}" if has else "no TheRock line does"))
+    if rocm is None or rocm in minor.pytorch.rocm:
+        return None
+    have = minor.pytorch.rocm
+    return (f"torch {torch_minor(cell.torch)} has no wheels for ROCm {rocm} on the pytorch.org index; "
+            + (f"it has {', '.join(have)}" if have else "it has none"))
 
 
 def _on_line_index(cell: CellSpec) -> facts.TheRockRelease | None:
@@ -93,8 +92,19 @@ def therock_released(cell: CellSpec) -> str | None:
     if release is None or not release.prerelease:
         return None
     released = [line for line, r in facts.compat().therock.items() if not r.prerelease]
-    return (f"TheRock {cell.rocm} is not released yet (release candidates only, +rocm{release.version}rcN, not on "
-            f"{cell.index_url}): use {released[-1]}, or set index_urls.therock to an index that serves it")
+    admit = release.admit or (f"its release tag, and its wheels (+rocm{release.version}) on {cell.index_url}; "
+                              "until then index_urls.therock can name an index that serves its candidates")
+    return (f"TheRock {cell.rocm} is not released yet (no stable wheels on {cell.index_url}): use {released[-1]}; "
+            f"what would admit it: {admit}")
+
+
+def therock_family_build(cell: CellSpec) -> str | None:
+    """A TheRock line serves a family only where its own build defines it with gfx.yaml's targets (a release workflow's
+    choice list may name a family no build of the line defined: 7.13's gfx90X-dcgpu)."""
+    if cell.therock_release is None or cell.gfx in (None, ALL_TARGETS):
+        return None
+    problem = builds.family_problem(cell.rocm or "", cell.gfx)
+    return f"{problem}: no {cell.gfx} image of that line" if problem else None
 
 
 def therock_family_index(cell: CellSpec) -> str | None:
@@ -217,6 +227,7 @@ RULES: list[tuple[str, Rule]] = [
     ("python-wheels", python_wheels),
     ("channel-wheels", channel_has_wheels),
     ("therock-released", therock_released),
+    ("therock-family-build", therock_family_build),
     ("therock-family-index", therock_family_index),
     ("therock-torch-targets", therock_torch_targets),
     ("therock-torch-version", therock_torch_version),

@@ -20,7 +20,7 @@ from builder.core import channels, facts
 from builder.core.errors import InputError, Problem
 from builder.core.spec import CellSpec
 from builder.core.tags import readable_tag
-from builder.matrix import checks, compat, suggest
+from builder.matrix import checks, compat, indexes, suggest
 from builder.matrix.schema import Exclude, Include, MatrixFile, TorchRelease
 from builder.matrix.yamlsrc import LocatedYaml, PathKey, load_located
 
@@ -48,13 +48,19 @@ class Dropped:
     rule: str
     reason: str
     override: str | None = None  # the maintainer's reason for building it anyway
+    decided_on: str = ""  # the line and index the rules read (indexes.decided_on); "" for the matrix's excludes
+
+    @property
+    def explained(self) -> str:
+        """The reason as --explain prints it: with the line and index the decision used."""
+        return f"{self.reason} {self.decided_on}" if self.decided_on else self.reason
 
 
 def why_all_dropped(dropped: list[Dropped]) -> str:
     """Each distinct reason once, with its count: the error a fully dropped matrix must still explain."""
     counts: dict[tuple[str, str], int] = {}
     for d in dropped:
-        counts[(d.rule, d.reason)] = counts.get((d.rule, d.reason), 0) + 1
+        counts[(d.rule, d.explained)] = counts.get((d.rule, d.explained), 0) + 1
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return "".join(f"; {n} dropped by {rule}: {reason}" for (rule, reason), n in ranked)
 
@@ -107,10 +113,12 @@ def expand_matrix(file: Path) -> Expansion:
         if not broken:
             result.cells.append(cell)
         elif draft.path[0] != "include":
-            result.dropped += [Dropped(cell, rule, reason) for rule, reason in broken]
+            on = indexes.decided_on(cell)
+            result.dropped += [Dropped(cell, rule, reason, decided_on=on) for rule, reason in broken]
         elif draft.override:
             result.cells.append(cell)
-            result.overridden += [Dropped(cell, rule, reason, draft.override) for rule, reason in broken]
+            result.overridden += [Dropped(cell, rule, reason, draft.override, indexes.decided_on(cell))
+                                  for rule, reason in broken]
         else:
             problems += [located.problem(draft.path, f"{reason} (rule {rule}; add override: {{reason: ...}} "
                                                      "to build it anyway)") for rule, reason in broken]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from builder.core import facts
+from builder.matrix import builds, indexes
 from builder.matrix.expand import Expansion
 from builder.matrix.serving import dev_only
 
@@ -57,7 +58,7 @@ def line_verdicts(expansion: Expansion) -> list[LineVerdict]:
             v.kept.append(cell.torch)
     for d in expansion.dropped:
         v = line(d.cell.channel, d.cell.platform)
-        key = f"{d.rule}: {d.reason}"
+        key = f"{d.rule}: {d.explained}"
         v.reasons[key] = v.reasons.get(key, 0) + 1
         if not d.rule.startswith("exclude["):
             v.torch_dropped.setdefault(d.cell.torch, key)
@@ -65,17 +66,17 @@ def line_verdicts(expansion: Expansion) -> list[LineVerdict]:
 
 
 def family_gaps(expansion: Expansion) -> tuple[str, dict[str, str]]:
-    """The newest released TheRock line, and each family its stable index serves that the matrix builds no per-family
-    image of, with why (compat.yaml no_slim_image) or a plain "not in this matrix". A matrix that builds nothing of
-    that line (pytorch.org only, an old line) is not asked to: no gaps."""
+    """The newest released TheRock line, and each family its build defines and its stable index serves that the matrix
+    builds no per-family image of. One rule for every family (compat.yaml, "Slim images and test hardware"): whether
+    TheRock's CI tests it on a GPU does not withhold an image. A matrix that builds nothing of that line is not asked
+    to: no gaps."""
     lines = [line for line, r in facts.compat().therock.items() if not r.prerelease]
     line = max(lines, key=Version)
     built = {c.gfx for c in expansion.cells if c.channel == "therock" and c.rocm == line}
     if not built:
         return line, {}
-    reasons = facts.compat().no_slim_image
-    gaps = {family: reasons.get(family, "not in this matrix: add it to matrix.gfx for the therock channel")
-            for family in facts.gfx_families() if family not in built and not dev_only(family)}
+    gaps = {name: "not in this matrix: add it to matrix.gfx for the therock channel"
+            for name in facts.gfx_families() if name not in built and not dev_only(name) and builds.defines(line, name)}
     return line, gaps
 
 
@@ -84,5 +85,6 @@ def family_gap_lines(expansion: Expansion) -> list[str]:
     line, gaps = family_gaps(expansion)
     if not any(c.channel == "therock" and c.rocm == line for c in expansion.cells):
         return []
-    head = f"Families TheRock {line}'s stable index serves without a per-family image here: {'' if gaps else 'none'}"
+    kind = indexes.kind_name(facts.compat().therock[line].index)
+    head = f"Families TheRock {line}'s {kind} serves without a per-family image here: {'' if gaps else 'none'}"
     return [head, *(f"  {family}: {why}" for family, why in gaps.items())]

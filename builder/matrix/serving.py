@@ -10,6 +10,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from builder.core import facts
+from builder.matrix import builds
 
 
 def dev_only(family: str) -> tuple[str, ...]:
@@ -19,10 +20,11 @@ def dev_only(family: str) -> tuple[str, ...]:
 
 
 def therock_lines(family: str) -> list[str]:
-    """The released TheRock lines whose stable index has torch wheels for every target of the family."""
+    """The released TheRock lines whose build defines the family and whose stable index has torch wheels for every
+    target of it."""
     lines = []
     for line, release in facts.compat().therock.items():
-        if release.prerelease:
+        if release.prerelease or not builds.defines(line, family):
             continue
         extra = release.per_family
         if release.index == "per-family":

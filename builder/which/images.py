@@ -38,11 +38,12 @@ def carrying(cells: Iterable[CellSpec], target: str) -> list[CellSpec]:
 
 
 def ranked(cells: list[CellSpec], default_os: str) -> list[CellSpec]:
-    """Best first: the per-family image, then newest ROCm, newest torch, the matrix's first OS, runtime."""
+    """Best first: the per-family image, then newest ROCm, newest torch, the family with fewest targets (an RX 6800 gets
+    gfx103X-dgpu before gfx103X-all: fewer kernels to pull), the matrix's first OS, runtime."""
     order = {id(c): i for i, c in enumerate(cells)}
     return sorted(cells, reverse=True, key=lambda c: (
-        c.gfx != ALL_TARGETS, Version(c.rocm or "0"), Version(c.torch), c.os == default_os, c.flavor == "runtime",
-        -order[id(c)]))
+        c.gfx != ALL_TARGETS, Version(c.rocm or "0"), Version(c.torch), -len(c.gfx_targets), c.os == default_os,
+        c.flavor == "runtime", -order[id(c)]))
 
 
 def image_ref(cell: CellSpec, registry: str | None) -> str:

@@ -29,9 +29,9 @@ PYTORCH = "https://download.pytorch.org/whl/"
 THEROCK = "https://repo.amd.com/rocm/whl-multi-arch/"
 WHL_NEXT = "https://stable.repo.amd.com/rocm/whl-next/"
 # rockrel release/therock-7.12's choice list (no gfx906, though TheRock's tag lists it)
-FAMILIES_7_12 = ("gfx908-dcgpu, gfx90a-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx110X-all, gfx1150, gfx1151, gfx1152, "
-                 "gfx1153, gfx120X-all")
-FAMILIES_7_10 = "gfx90X-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx1150, gfx1151, gfx120X-all"
+FAMILIES_7_12 = ("gfx908-dcgpu, gfx90a-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx103X-dgpu, gfx110X-all, gfx1150, gfx1151, "
+                 "gfx1152, gfx1153, gfx120X-all")
+FAMILIES_7_10 = "gfx90X-dcgpu, gfx94X-dcgpu, gfx950-dcgpu, gfx110X-dgpu, gfx1150, gfx1151, gfx120X-all"
 GFX906_SERVED = "pytorch.org rocm7.2 (torch 2.11-2.14), rocm7.1 (torch 2.10-2.13)"
 NOTHING = ("nothing: no TheRock line publishes it to a stable index (dev and nightly only) and no pytorch.org ROCm "
            "wheel carries it")
@@ -193,21 +193,23 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
      [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.2.0 on the pytorch.org index; it has 7.1, 7.2")]),
     ("therock-with-pytorch-org-rocm-label", Case("ubuntu-24.04", "rocm7.2", "2.13.0", "gfx94X-dcgpu", "therock"),
      [("channel-wheels", "TheRock has no ROCm 7.2 release: its own line is 7.9, 7.10, 7.11, 7.12, 7.13, 7.14, "
-                         "10.0 (pytorch.org's rocm7.1/rocm7.2 are another channel's)")]),
+                         "10.0, 10.1 (pytorch.org's rocm7.1/rocm7.2 are another channel's)")]),
     ("therock-torch2.13-on-rocm7.14", Case("ubuntu-24.04", "rocm7.14", "2.13.0", "gfx94X-dcgpu", "therock"),
-     [("channel-wheels", "torch 2.13 has no wheels for ROCm 7.14 on TheRock's multi-arch index (whl-multi-arch); "
-                         "it has 10.0")]),
+     # each line that does is named with its own index: 10.0 is on whl-next, not 7.14's whl-multi-arch
+     [("channel-wheels", "TheRock 7.14 builds no torch 2.13; TheRock lines that do: 10.0 (whl-next)")]),
     ("therock-torch2.6-nowhere", Case("ubuntu-24.04", "rocm7.14", "2.6.0", "gfx94X-dcgpu", "therock"),
-     [("channel-wheels", "torch 2.6 has no wheels for ROCm 7.14 on TheRock's multi-arch index (whl-multi-arch); "
-                         "it has none")]),
+     [("channel-wheels", "TheRock 7.14 builds no torch 2.6; no TheRock line does")]),
     ("therock-torch2.14-on-rocm10.0", Case("ubuntu-24.04", "rocm10.0", "2.14.0", "gfx94X-dcgpu", "therock"),
-     [("channel-wheels", "torch 2.14 has no wheels for ROCm 10.0 on TheRock's whl-next index; it has none")]),
+     [("channel-wheels", "TheRock 10.0 builds no torch 2.14; no TheRock line does")]),
     ("therock-torch2.11-on-rocm7.12", Case("ubuntu-24.04", "rocm7.12", "2.11.0", "gfx1151", "therock"),
-     [("channel-wheels", "torch 2.11 has no wheels for ROCm 7.12 on TheRock's per-family index; it has 7.13, 7.14, "
-                         "10.0")]),
+     [("channel-wheels", "TheRock 7.12 builds no torch 2.11; TheRock lines that do: 7.13 (whl-multi-arch), 7.14 "
+                         "(whl-multi-arch), 10.0 (whl-next)")]),
     # 7.9-7.12: one index per family, for the families defined at the tag only.
     ("therock-7.12-has-no-gfx90c-index", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx90c-igpu", "therock"),
-     [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
+     [("therock-family-build", "TheRock 7.12's build does not define gfx90c-igpu (ROCm/TheRock "
+                               "cmake/therock_amdgpu_targets.cmake @ therock-7.12 (3031e31e)): no gfx90c-igpu image of "
+                               "that line"),
+      ("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
                                f"extras) and none for gfx90c-igpu: its families are {FAMILIES_7_12}; gfx90c-igpu is "
                                f"served by {NOTHING}")]),
     # rockrel release/therock-7.12 @ f450c729: gfx906 is not in the choice list of its torch release workflow
@@ -227,7 +229,8 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
                                "by TheRock 7.12, 7.13, 7.14, 10.0")]),
     # rockrel release/rocm7.9-torch2.9 (31661dc): torch 2.9 only
     ("therock-7.9-built-no-torch-2.7", Case("ubuntu-24.04", "rocm7.9", "2.7.1", "gfx1151", "therock"),
-     [("channel-wheels", "torch 2.7 has no wheels for ROCm 7.9 on TheRock's per-family index; it has 7.10, 7.11")]),
+     [("channel-wheels", "TheRock 7.9 builds no torch 2.7; TheRock lines that do: 7.10 (whl/<family>/), 7.11 "
+                         "(whl/<family>/)")]),
     # 7.13's per-family release: TheRock's release workflow @ therock-7.13 has no gfx1153 for release/2.9
     ("therock-7.13-torch2.9-without-gfx1153", Case("ubuntu-24.04", "rocm7.13", "2.9.1", "gfx1153", "therock"),
      [("therock-torch-targets", "TheRock 7.13 builds torch 2.9 without gfx1153 (its release build matrix "
@@ -239,7 +242,10 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
                                f"extras) and none for gfx103X-all: its families are {FAMILIES_7_12}; gfx103X-all is "
                                "served by TheRock 7.13, 7.14, 10.0")]),
     ("therock-7.12-has-no-gfx101X-torch", Case("ubuntu-24.04", "rocm7.12", "2.10.0", "gfx101X-dgpu", "therock"),
-     [("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
+     [("therock-family-build", "TheRock 7.12's family matrix expects its torch build of gfx101X-dgpu to fail "
+                               "(expect_pytorch_failure, amdgpu_family_matrix.py @ therock-7.12): no gfx101X-dgpu "
+                               "image of that line"),
+      ("therock-family-index", "TheRock 7.12 published per-family wheels (one index per family, no [device-*] "
                                f"extras) and none for gfx101X-dgpu: its families are {FAMILIES_7_12}; gfx101X-dgpu is "
                                "served by TheRock 7.13, 7.14, 10.0")]),
     ("therock-7.10-gfx110X-dgpu-lacks-gfx1103", Case("ubuntu-24.04", "rocm7.10", "2.9.1", "gfx110X-all", "therock"),
@@ -250,7 +256,7 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
     ("therock-7.9-had-no-gfx90X-torch", Case("ubuntu-24.04", "rocm7.9", "2.9.0", "gfx90X-dcgpu", "therock"),
      [("therock-family-index", "TheRock 7.9 published per-family wheels (one index per family, no [device-*] "
                                "extras) and none for gfx90X-dcgpu: its families are gfx94X-dcgpu, gfx950-dcgpu, "
-                               "gfx1151, gfx120X-all; gfx90X-dcgpu is served by TheRock 7.10, 7.11, 7.13; "
+                               "gfx110X-dgpu, gfx1151, gfx120X-all; gfx90X-dcgpu is served by TheRock 7.10, 7.11; "
                                f"{GFX906_SERVED}")]),
     # therock-7.12's release_portable_linux_pytorch_wheels.yml: no gfx1153 for release/2.8 and release/2.9
     ("therock-7.12-torch2.9-without-gfx1153", Case("ubuntu-24.04", "rocm7.12", "2.9.1", "gfx1153", "therock"),
@@ -264,7 +270,10 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
      [("therock-torch-version", "TheRock 10.0 builds torch 2.12 as 2.12.0 (torch==2.12.0+rocm10.0.0), not 2.12.1: "
                                 "use torch 2.12.0 for the therock channel")]),
     ("therock-7.10-had-no-gfx908-family", Case("ubuntu-24.04", "rocm7.10", "2.8.0", "gfx908-dcgpu", "therock"),
-     [("therock-family-index", "TheRock 7.10 published per-family wheels (one index per family, no [device-*] "
+     [("therock-family-build", "TheRock 7.10's build does not define gfx908-dcgpu (ROCm/TheRock "
+                               "cmake/therock_amdgpu_targets.cmake @ therock-7.10 (599890ba)): no gfx908-dcgpu image "
+                               "of that line"),
+      ("therock-family-index", "TheRock 7.10 published per-family wheels (one index per family, no [device-*] "
                                f"extras) and none for gfx908-dcgpu: its families are {FAMILIES_7_10}; gfx908-dcgpu is "
                                "served by TheRock 7.12, 7.13, 7.14, 10.0; pytorch.org rocm7.2 (torch 2.11-2.14), "
                                "rocm7.14 (torch 2.14)")]),
@@ -301,7 +310,11 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
     ("torch2.15-has-no-verified-rocm-index", Case("ubuntu-24.04", "rocm7.2", "2.15.0", ALL_TARGETS),
      [("channel-wheels", "torch 2.15 has no wheels for ROCm 7.2 on the pytorch.org index; it has none")]),
     ("therock-gfx906-is-dev-only", Case("ubuntu-24.04", "rocm7.14", "2.12.0", "gfx90X-dcgpu", "therock"),
-     [("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
+     [("therock-family-build", "TheRock 7.14's build does not define gfx90X-dcgpu (ROCm/TheRock "
+                               "cmake/therock_amdgpu_targets.cmake @ therock-7.14 (418cd5f6)); its families for those "
+                               "targets are gfx908-dcgpu, gfx90a-dcgpu, gfx906-dgpu: no gfx90X-dcgpu image of that "
+                               "line"),
+      ("therock-stable-targets", "TheRock publishes the device packages of gfx906 to its dev and nightly indexes "
                                  f"only, not {THEROCK}: choose gfx908-dcgpu or gfx90a-dcgpu (TheRock#2869 split "
                                  "gfx90X-dcgpu; both install from it)")]),
     ("therock-cpu", Case("debian-12", "cpu", "2.13.0", None, "therock"),
@@ -395,9 +408,10 @@ def test_a_prerelease_line_is_dropped_from_its_stable_index(tmp_path: Path, monk
     lines = {**data.therock, "10.0": data.therock["10.0"].model_copy(update={"prerelease": True})}
     monkeypatch.setattr(facts, "compat", lambda: data.model_copy(update={"therock": lines}))
     outcome = expand(tmp_path, Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"))
-    assert outcome.dropped == [("therock-released", "TheRock 10.0 is not released yet (release candidates only, "
-                                f"+rocm10.0.0rcN, not on {WHL_NEXT}): use 7.14, or set index_urls.therock to an "
-                                "index that serves it")]
+    assert outcome.dropped == [("therock-released", "TheRock 10.0 is not released yet (no stable wheels on "
+                                f"{WHL_NEXT}): use 7.14; what would admit it: its release tag, and its wheels "
+                                f"(+rocm10.0.0) on {WHL_NEXT}; until then index_urls.therock can name an index that "
+                                "serves its candidates")]
 
 
 # --- where the rules and rocm-facts.md disagreed (fixed), and one that still does (expected failure) ---------
@@ -514,6 +528,8 @@ FACTS_GFX: dict[str, tuple[tuple[str, ...], str | None]] = {
     "gfx101X-dgpu": (("gfx1010", "gfx1011", "gfx1012"), None),
     "gfx103X-all": (tuple(f"gfx103{i}" for i in range(7)), "6.0"),
     "gfx110X-all": (("gfx1100", "gfx1101", "gfx1102", "gfx1103"), "6.0"),
+    "gfx103X-dgpu": (("gfx1030", "gfx1031", "gfx1032", "gfx1034"), "6.0"),  # the discrete halves (TheRock's CMake)
+    "gfx110X-dgpu": (("gfx1100", "gfx1101", "gfx1102"), "6.0"),
     "gfx1151": (("gfx1151",), None),
     "gfx1150": (("gfx1150",), None),
     "gfx1152": (("gfx1152",), None),
@@ -570,12 +586,13 @@ def test_therock_is_its_own_release_line() -> None:
         "7.9": ("7.9.0", ("2.9",)), "7.10": ("7.10.0", ("2.7", "2.8", "2.9")),
         "7.11": ("7.11.0", ("2.7", "2.8", "2.9")), "7.12": ("7.12.0", ("2.8", "2.9", "2.10")),
         "7.13": ("7.13.0", ("2.8", "2.9", "2.10", "2.11")), "7.14": ("7.14.0", ("2.10", "2.11", "2.12")),
-        "10.0": ("10.0.0", ("2.11", "2.12", "2.13"))}
-    assert [line for line, r in releases.items() if r.prerelease] == []
+        "10.0": ("10.0.0", ("2.11", "2.12", "2.13")), "10.1": ("10.1.0", ("2.11", "2.12", "2.13"))}
+    # 10.1: a best-known-configuration branch and nightlies only, no release branch (therock_builds.yaml)
+    assert [line for line, r in releases.items() if r.prerelease] == ["10.1"]
     assert releases["10.0"].hip == ("7.15", "10.0") and releases["7.14"].hip == ("7.14",)
     assert {line: r.index for line, r in releases.items()} == {
         "7.9": "per-family", "7.10": "per-family", "7.11": "per-family", "7.12": "per-family",
-        "7.13": "multi-arch", "7.14": "multi-arch", "10.0": "whl-next"}
+        "7.13": "multi-arch", "7.14": "multi-arch", "10.0": "whl-next", "10.1": "whl-next"}
     assert not {"7.1", "7.2"} & set(releases), "pytorch.org's ROCm labels are not TheRock releases"
     assert set(facts.compat().therock_dev_only_targets) == {"gfx900", "gfx906", "gfx90c"}
 
@@ -728,15 +745,18 @@ def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary()
     reasons = [line for line in dropped.splitlines() if line.startswith("  ") and not line.startswith("      ")]
     # The product keeps old lines (TheRock 7.12/7.13) only so that --explain says why they are dropped, and the
     # families added for slim images have excludes of their own: a few more distinct reasons, still a screen.
-    assert len(reasons) == len(set(reasons)) and len(reasons) < 44, reasons
+    assert len(reasons) == len(set(reasons)) and len(reasons) < 60, reasons
     lines = run.stdout.split("ROCm lines of the product, kept or dropped:")[1].split("cells of the product")[0]
-    assert "therock rocm10.0: kept: 132 cells, torch 2.13.0, 2.12.0; not torch 2.14.1: channel-wheels" in lines
-    # every family TheRock 10.0's stable index serves has a slim image, or the reason it has none (with its source)
-    gaps = run.stdout.split("without a per-family image here:")[1].split("cells of the product")[0]
-    assert [g.split(":")[0].strip() for g in gaps.splitlines() if g.startswith("  ")] == ["gfx125X-dcgpu"]
-    assert "No hardware available for testing yet; build-only" in gaps and "release/therock-10.0 16adc4d8" in gaps
+    assert "therock rocm10.0: kept: 144 cells, torch 2.13.0, 2.12.0; not torch 2.14.1: channel-wheels" in lines
+    # every family TheRock 10.0's build defines and its stable index serves has a slim image: one rule for all,
+    # families without a test runner in TheRock's CI (gfx125X-dcgpu, gfx1152, gfx101X-dgpu) included
+    assert "Families TheRock 10.0's whl-next index serves without a per-family image here: none" in run.stdout
     assert "therock rocm7.14: kept: 14 cells, torch 2.12.0;" in lines
-    assert "therock rocm7.12: dropped\n      channel-wheels: torch 2.12 has no wheels for ROCm 7.12 on TheRock's " \
-           "per-family index; it has 7.14, 10.0" in lines
-    assert "222 cells: rocm7.1_" in dropped
+    # 10.1 has no release branch: out of production, with what would admit it
+    assert "therock rocm10.1: dropped\n      therock-released: TheRock 10.1 is not released yet" in lines
+    assert "what would admit it: a release/therock-10.1 branch or therock-10.1 tag of ROCm/TheRock" in lines
+    assert "therock rocm7.12: dropped\n      channel-wheels: TheRock 7.12 builds no torch 2.12; TheRock lines that " \
+           "do: 7.14 (whl-multi-arch), 10.0 (whl-next) [decided on TheRock 7.12, per-family index " \
+           "https://repo.amd.com/rocm/whl/<family>/]" in lines
+    assert "240 cells: rocm7.1_" in dropped
     assert dropped.strip().splitlines()[-1].startswith("cells dropped per rule (a cell may break several): ")

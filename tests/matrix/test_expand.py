@@ -317,8 +317,9 @@ def test_matrix_whose_cells_are_all_dropped_or_excluded_is_an_error(tmp_path: Pa
     [problem] = problems_of(file)
     assert (problem.line, problem.key, problem.message) == (
         1, "matrix", "the matrix expands to no cells that can be built; 2 dropped by channel-wheels: torch 2.9 has "
-                     "no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4; 1 dropped by exclude[0]: "
-                     "excluded by the matrix (line 7)")
+                     "no wheels for ROCm 7.2 on the pytorch.org index; it has 6.3, 6.4 [decided on pytorch.org "
+                     "rocm7.2, https://download.pytorch.org/whl/rocm7.2]; 1 dropped by exclude[0]: excluded by the "
+                     "matrix (line 7)")
 
 
 def test_duplicate_tags_are_reported_at_the_line_of_the_later_cell(tmp_path: Path) -> None:

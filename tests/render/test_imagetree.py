@@ -30,7 +30,7 @@ def test_rendering_the_production_matrix_into_a_checkout_leaves_git_and_notes_un
     assert (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n" and (out / ".git" / "objects").is_dir()
     assert (out / "notes" / "todo.md").read_text() == "mine"
     files = json.loads((out / imagetree.MANIFEST).read_text())["files"]
-    assert sum(f.startswith("cells/") for f in files) == 202 and sum(f.endswith("/Dockerfile") for f in files) == 37
+    assert sum(f.startswith("cells/") for f in files) == 214 and sum(f.endswith("/Dockerfile") for f in files) == 37
 
 
 def test_only_files_written_before_are_pruned_and_folders_only_when_emptied(tmp_path: Path) -> None:

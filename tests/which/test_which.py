@@ -160,12 +160,13 @@ def test_apu_plus_dgpu_lists_both_recommends_the_dgpu_and_hides_the_igpu(matrix:
     assert answer["exit_code"] == 0  # the RX 6800 has an image
 
 
-# The production matrix: a slim per-family image for RDNA2 and Strix Point (TheRock 10.0 publishes device packages
-# for both to its stable index), not the all-targets image nor an HSA_OVERRIDE_GFX_VERSION line.
+# The production matrix: a slim per-family image for RDNA2 (its discrete half, gfx103X-dgpu: fewest targets) and Strix
+# Point (TheRock 10.0 publishes device packages for both to its stable index), not the all-targets image nor an
+# HSA_OVERRIDE_GFX_VERSION line.
 @pytest.mark.parametrize(("host", "target", "family", "gid"), [
-    ("rx6800xt", "gfx1030", "gfx103X-all", "105"),
+    ("rx6800xt", "gfx1030", "gfx103X-dgpu", "105"),
     ("strix-point", "gfx1150", "gfx1150", "991"),
-    ("apu-rx6800", "gfx1030", "gfx103X-all", "106"),
+    ("apu-rx6800", "gfx1030", "gfx103X-dgpu", "106"),
 ])
 def test_production_matrix_gives_rdna2_and_strix_point_their_family_image(host: str, target: str, family: str,
                                                                           gid: str) -> None:
@@ -371,7 +372,8 @@ def test_cli_bad_gfx_is_exit_2(matrix: Path) -> None:
 
 @pytest.mark.parametrize(("value", "message"), [
     ("gfx942", "unknown gfx family 'gfx942'; gfx942 is a target of family gfx94X-dcgpu: use gfx: [gfx94X-dcgpu]"),
-    ("gfx1100", "unknown gfx family 'gfx1100'; gfx1100 is a target of family gfx110X-all: use gfx: [gfx110X-all]"),
+    ("gfx1100", "unknown gfx family 'gfx1100'; gfx1100 is a target of families gfx110X-all, gfx110X-dgpu: use gfx: "
+                "[gfx110X-all] (or gfx110X-dgpu)"),
     ("MI300X", "unknown gfx family 'MI300X'; MI300X is a GPU of family gfx94X-dcgpu: use gfx: [gfx94X-dcgpu]"),
     ("GFX94X-DCGPU", "unknown gfx family 'GFX94X-DCGPU'; family names are case-sensitive: use gfx: [gfx94X-dcgpu]"),
     # TheRock's gfx900-dgpu family (therock_amdgpu_targets.cmake @ 584db938) is in gfx.yaml now.
@@ -384,3 +386,14 @@ def test_builder_matrix_names_the_family_of_a_target(tmp_path: Path, value: str,
     result = builder_cli("matrix", "-m", str(file))
     assert result.returncode == 2
     assert f"matrix.yaml:5: matrix.gfx[1]: {message}" in result.stderr
+
+
+def test_which_names_the_gfx103X_dgpu_image_for_an_rx_6800_on_7_13(tmp_path: Path) -> None:
+    """Two families carry gfx1030 on the same line and torch: the one with fewer targets is the smaller image."""
+    file = tmp_path / "m.yaml"
+    file.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.13]\n  torch: ['2.11.0']\n"
+                    "  gfx: [gfx90X-dcgpu, gfx103X-all, gfx103X-dgpu, gfx1151]\n  channel: [therock]\n",
+                    encoding="utf-8")
+    run = builder_cli("which", "-m", str(file), "--gfx", "gfx1030", "--rocm", "7.13")
+    assert run.returncode == 0, run.stderr
+    assert "Use rocm7.13_ubuntu24.04_py3.12_torch2.11.0_gfx103X-dgpu_therock_runtime" in run.stdout

@@ -35,6 +35,8 @@ class WheelChannel(Protocol):
     NAMED_IN_TAGS: bool
     # Its wheels carry every gfx target, so a per-family cell is one more tag of the all-targets image.
     SHARES_ALL_TARGETS_IMAGE: bool
+    # The line a cell installs from, in a drop reason: "TheRock {rocm}", "pytorch.org {platform}".
+    LINE: str
 
     def release(self, cell: Cell) -> facts.TheRockRelease | None:
         """The TheRock release the cell installs from (None: the channel has no releases of its own)."""

@@ -12,6 +12,7 @@ from builder.core.channels.base import Cell
 NAME = "local"
 NAMED_IN_TAGS = True
 SHARES_ALL_TARGETS_IMAGE = False
+LINE = "local wheelhouse {platform}"  # how a drop reason names the cell's line ({platform}, {rocm})
 ALL_TARGETS = "all"
 
 

@@ -11,6 +11,7 @@ from builder.core.channels.base import Cell, rocm, torch_minor
 NAME = "pytorch"
 NAMED_IN_TAGS = False
 SHARES_ALL_TARGETS_IMAGE = True
+LINE = "pytorch.org {platform}"  # how a drop reason names the cell's line ({platform}, {rocm})
 
 
 def release(cell: Cell) -> facts.TheRockRelease | None:

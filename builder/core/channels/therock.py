@@ -11,6 +11,7 @@ from builder.core.channels.base import Cell, rocm, torch_minor
 NAME = "therock"
 NAMED_IN_TAGS = True
 SHARES_ALL_TARGETS_IMAGE = False
+LINE = "TheRock {rocm}"  # how a drop reason names the cell's line ({platform}, {rocm})
 
 
 def release(cell: Cell) -> facts.TheRockRelease | None:
