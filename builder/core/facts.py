@@ -110,11 +110,11 @@ class TheRockRelease(BaseModel):
     admit: str | None = None  # a prerelease line: what would admit it to production (--explain says it)
     per_family: PerFamilyRelease | None = None  # a multi-arch line's per-family release beside it (7.13)
 
-    def view(self, family: str | None, minor: str) -> TheRockRelease:
-        """The release as one cell meets it: a multi-arch line's per-family release where that serves the family's
-        torch minor (AMD installs torch 2.11.0+rocm7.13.0 from whl/gfx1151/), else the line itself."""
+    def view(self, gfx: str | None, minor: str) -> TheRockRelease:
+        """The release as one cell meets it: a multi-arch line's per-family release where that serves the gfx
+        family's torch minor (AMD installs torch 2.11.0+rocm7.13.0 from whl/gfx1151/), else the line itself."""
         extra = self.per_family
-        if extra is None or family not in extra.families or minor not in extra.torch:
+        if extra is None or gfx not in extra.families or minor not in extra.torch:
             return self
         return self.model_copy(update={"index": "per-family", "families": extra.families, "torch": extra.torch,
                                        "python": extra.python, "index_dirs": extra.index_dirs,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from builder.core import facts
+from builder.core import channels, facts
 from builder.core.spec import ALL_TARGETS, CellSpec, torch_minor
 from builder.matrix import builds, indexes
 from builder.matrix.serving import dev_only, therock_lines, who_serves
@@ -45,7 +45,7 @@ def python_wheels(cell: CellSpec) -> str | None:
     # TheRock builds no Python that torch itself does not support (therock-7.13's workflow: no 3.14 for torch 2.8)
     have = tuple(p for p in release.python if p in minor.python) if release else minor.python
     if cell.python not in have:
-        where = f" on TheRock {cell.rocm}'s index" if cell.channel == "therock" else ""
+        where = f" on TheRock {cell.rocm}'s index" if cell.wheels.OWN_RELEASES else ""
         return (f"torch {torch_minor(cell.torch)} has no wheels{where} for Python {cell.python} ({cell.os}'s "
                 f"Python); it has {', '.join(have)}")
     return None
@@ -53,9 +53,9 @@ def python_wheels(cell: CellSpec) -> str | None:
 
 def channel_has_wheels(cell: CellSpec) -> str | None:
     minor, rocm = _minor(cell), cell.rocm
-    if minor is None or cell.channel == "local":
+    if minor is None or not cell.wheels.CHECKED:
         return None
-    if cell.channel == "therock":
+    if cell.wheels.OWN_RELEASES:
         if rocm is None:
             return "TheRock's index has ROCm wheels only: build cpu cells from the pytorch channel"
         releases = facts.compat().therock
@@ -154,17 +154,17 @@ def therock_torch_version(cell: CellSpec) -> str | None:
 
 def therock_stable_targets(cell: CellSpec) -> str | None:
     dev_only = facts.compat().therock_dev_only_targets
-    if cell.channel != "therock" or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
+    if not cell.wheels.OWN_RELEASES or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
         return None
     release = _on_line_index(cell)
     missing = [t for t in cell.gfx_targets if t in dev_only]
     if not missing or release is None or release.index == "per-family":
         return None
-    family = cell.gfx or ""
-    if family == "gfx90X-dcgpu":  # the split family: its other halves do install from the stable index
+    gfx = cell.gfx or ""
+    if gfx == "gfx90X-dcgpu":  # the split family: its other halves do install from the stable index
         fix = "choose gfx908-dcgpu or gfx90a-dcgpu (TheRock#2869 split gfx90X-dcgpu; both install from it)"
     else:
-        fix = f"no release of TheRock {cell.rocm} serves {family}; it is served by {who_serves(family)}"
+        fix = f"no release of TheRock {cell.rocm} serves {gfx}; it is served by {who_serves(gfx)}"
     return (f"TheRock publishes the device packages of {', '.join(missing)} to its dev and nightly indexes only, "
             f"not {cell.index_url}: {fix}")
 
@@ -178,16 +178,14 @@ def os_supports_rocm(cell: CellSpec) -> str | None:
 
 
 def gfx_channel(cell: CellSpec) -> str | None:
-    if cell.gfx == ALL_TARGETS and cell.channel == "therock":
-        return ("TheRock's all-targets wheels (device-all) make an 18.6 GB layer (ROCm-docker#166): "
-                "use the pytorch channel for an all-targets image")
-    return None
+    why = cell.wheels.NO_ALL_TARGETS_IMAGE
+    return why if cell.gfx == ALL_TARGETS and why else None
 
 
 def gfx_in_wheels(cell: CellSpec) -> str | None:
     """pytorch.org wheels carry a fixed target list; a family with a target outside it gets no kernels."""
     minor = _minor(cell)
-    if minor is None or cell.channel != "pytorch" or cell.gfx in (None, ALL_TARGETS):
+    if minor is None or not cell.wheels.FIXED_TARGETS or cell.gfx in (None, ALL_TARGETS):
         return None
     wheel_targets = minor.pytorch.targets(cell.rocm)
     missing = [t for t in cell.gfx_targets if t not in wheel_targets]
@@ -254,7 +252,8 @@ def line_companions(channel: str, platform: str, torch: TorchRelease, vision: st
                     audio: str | None) -> tuple[str | None, str | None]:
     """A TheRock line may version a companion its own way (10.0: torchaudio 2.11.0.2 beside torch 2.13.0): its
     exact version replaces the paired default unless the matrix set that companion itself."""
-    release = facts.compat().therock.get(platform.removeprefix("rocm")) if channel == "therock" else None
+    own = channels.of(channel).OWN_RELEASES
+    release = facts.compat().therock.get(platform.removeprefix("rocm")) if own else None
     exact = release.companions.get(torch_minor(torch.version), {}) if release else {}
     explicit = torch.model_fields_set
     return (vision if "torchvision" in explicit else exact.get("torchvision", vision),

@@ -176,7 +176,7 @@ def _gfx_problems(located: LocatedYaml, model: MatrixFile, drafts: list[_Draft])
     problems = []
     if any(p != "cpu" for p in model.matrix.platform) and not model.matrix.gfx:
         problems.append(located.problem(("matrix", "platform"),
-                                        "rocm platforms need at least one family in matrix.gfx"))
+                                        "rocm platforms need at least one gfx family (matrix.gfx)"))
     for d in drafts:
         if d.path[0] != "include":
             continue

@@ -72,7 +72,7 @@ def family_gaps(expansion: Expansion) -> tuple[str, dict[str, str]]:
     to: no gaps."""
     lines = [line for line, r in facts.compat().therock.items() if not r.prerelease]
     line = max(lines, key=Version)
-    built = {c.gfx for c in expansion.cells if c.channel == "therock" and c.rocm == line}
+    built = {c.gfx for c in expansion.cells if c.wheels.OWN_RELEASES and c.rocm == line}
     if not built:
         return line, {}
     gaps = {name: "not in this matrix: add it to matrix.gfx for the therock channel"
@@ -83,7 +83,7 @@ def family_gaps(expansion: Expansion) -> tuple[str, dict[str, str]]:
 def family_gap_lines(expansion: Expansion) -> list[str]:
     """family_gaps as the lines --explain prints after the ROCm lines' verdicts (none for a matrix without the line)."""
     line, gaps = family_gaps(expansion)
-    if not any(c.channel == "therock" and c.rocm == line for c in expansion.cells):
+    if not any(c.wheels.OWN_RELEASES and c.rocm == line for c in expansion.cells):
         return []
     kind = indexes.kind_name(facts.compat().therock[line].index)
     head = f"Families TheRock {line}'s {kind} serves without a per-family image here: {'' if gaps else 'none'}"

@@ -19,18 +19,18 @@ def dev_only(family: str) -> tuple[str, ...]:
     return tuple(t for t in facts.gfx_families()[family].targets if t in dev)
 
 
-def therock_lines(family: str) -> list[str]:
-    """The released TheRock lines whose build defines the family and whose stable index has torch wheels for every
+def therock_lines(gfx: str) -> list[str]:
+    """The released TheRock lines whose build defines the gfx family and whose stable index has torch wheels for every
     target of it."""
     lines = []
     for line, release in facts.compat().therock.items():
-        if release.prerelease or not builds.defines(line, family):
+        if release.prerelease or not builds.defines(line, gfx):
             continue
         extra = release.per_family
         if release.index == "per-family":
-            served = family in release.families
+            served = gfx in release.families
         else:
-            served = not dev_only(family) or (extra is not None and family in extra.families)
+            served = not dev_only(gfx) or (extra is not None and gfx in extra.families)
         if served:
             lines.append(line)
     return lines

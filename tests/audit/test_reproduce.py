@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.audit import layers, origin, reproduce
+from builder.audit import layers, reproduce
 from builder.buildkit.builders import BuildKit
 from builder.buildkit.export import Export
 from builder.core import tags
@@ -23,7 +23,7 @@ from builder.pipeline import jobs, lifecycle
 from builder.pipeline.lifecycle import Events
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
-from tests.fakes.checkout import ROOT, builder_cli
+from tests.fakes.checkout import builder_cli
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
 from tests.fakes.scripted_registry import Scripted, Seen
 
@@ -135,19 +135,6 @@ def test_reproduce_refuses_a_bad_reference() -> None:
 
 
 EXAMPLE_RUNTIME = "cpu_debian12_py3.11_torch2.13.0_runtime"
-
-
-def test_a_matrix_without_the_images_cell_points_at_the_checkouts_matrix_that_has_it() -> None:
-    said = origin.not_in_matrix("r/ns/pytorch:t", EXAMPLE_RUNTIME, ROOT / "matrix.yaml", True, ROOT)
-    assert said == (f"r/ns/pytorch:t is the image of cell {EXAMPLE_RUNTIME!r}, and {ROOT / 'matrix.yaml'} (the "
-                    f"default) has no such cell; it is a cell of {ROOT / 'examples' / 'local.yaml'}: pass --matrix "
-                    f"{ROOT / 'examples' / 'local.yaml'}")
-
-
-def test_a_cell_no_matrix_here_has_asks_for_the_one_it_was_published_from(tmp_path: Path) -> None:
-    said = origin.not_in_matrix("r/ns/pytorch:t", "cpu_nowhere", ROOT / "matrix.yaml", False, tmp_path)
-    assert said.endswith(f"and {ROOT / 'matrix.yaml'} has no such cell: pass --matrix with the matrix it was "
-                         "published from")
 
 
 def test_reproduce_without_matrix_names_the_example_matrix_not_a_cell_option(

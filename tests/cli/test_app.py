@@ -52,15 +52,6 @@ def test_error_text_with_brackets_is_printed_verbatim(tmp_path: Path) -> None:
     assert "'root;id' is not allowed here: it should match pattern '^[a-z_][a-z0-9_-]{0,31}$'" in proc.stderr
 
 
-def test_version_and_flags_shown_as_flags() -> None:
-    proc = builder_cli("--version")
-    assert proc.returncode == 0 and proc.stdout.startswith("builder (rocm-image-factory) ")
-    for command in ("build", "publish", "push", "matrix", "render"):
-        text = builder_cli(command, "--help").stdout
-        assert "<bool>" not in text, command
-    assert "--push " in builder_cli("build", "--help").stdout
-
-
 def test_every_kind_of_matrix_problem_is_reported_in_one_run(tmp_path: Path) -> None:
     m = tmp_path / "m.yaml"
     m.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n  gfx: [all]\n"

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from builder.buildkit.builders import CURRENT, BuildKit
-from builder.cli.kit import buildkit
-from builder.core.errors import InputError
 from tests.fakes.checkout import DATA, builder_cli
 
 
@@ -38,16 +35,3 @@ def test_base_refuses_unknown_and_dnf_os() -> None:
 def test_insecure_registry_without_push_does_not_apply() -> None:
     proc = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--insecure-registry", "reg.lan:5000")
     assert proc.returncode == 2 and "applies with --push only" in proc.stderr
-
-
-def test_the_builder_options_are_checked_before_anything_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert buildkit(None, "default") == CURRENT  # buildx's current builder, BuildKit's own network
-    assert buildkit(" rif-second ", "host") == BuildKit("rif-second", "host")
-    for builder, network, option in ((None, "bridge", "--build-network"), ("", "host", "--builder")):
-        with pytest.raises(InputError) as caught:
-            buildkit(builder, network)
-        assert caught.value.problems[0].key == option
-    monkeypatch.setenv("RIF_BUILD_NETWORK", "bridge")
-    for command in (["build"], ["publish", "--registry", "127.0.0.1:1/x"], ["reproduce", "127.0.0.1:1/x/y:z"]):
-        proc = builder_cli(*command, "--matrix", str(DATA / "e2e.yaml"))
-        assert proc.returncode == 2 and "--build-network: 'bridge': default or host" in proc.stderr, proc.stderr

@@ -76,3 +76,8 @@ matrix:
 
 def axes(cell: CellSpec) -> tuple[str, str, str, str | None, str]:
     return cell.os, cell.platform, cell.torch, cell.gfx, cell.flavor
+
+
+# three TheRock families of one combination (TheRock 7.14, torch 2.12), runtime and devel: six images
+FAMILIES = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n  channel: [therock]\n"
+            "  gfx: [gfx94X-dcgpu, gfx1151, gfx110X-all]\n  flavor: [runtime, devel]\n")

@@ -129,7 +129,7 @@ ERRORS: list[tuple[str, str, list[tuple[int | None, str, str]]]] = [
     ("exclude-gfx-on-cpu-only", BASE + "exclude:\n  - {platform: cpu, gfx: gfx1151}\n",
      [(6, "exclude[0]", "matches no cell of the matrix")]),
     ("rocm-without-gfx-axis", "matrix:\n  os: [debian-12]\n  platform: [cpu, rocm7.2]\n  torch: ['2.1']\n",
-     [(3, "matrix.platform", "rocm platforms need at least one family in matrix.gfx")]),
+     [(3, "matrix.platform", "rocm platforms need at least one gfx family (matrix.gfx)")]),
     ("include-cpu-with-gfx", BASE + "include:\n  - os: debian-12\n    platform: cpu\n    torch: '2.1'\n"
      "    gfx: gfx1151\n", [(9, "include[0].gfx", "a cpu cell has no gfx family")]),
     ("include-rocm-without-gfx", BASE + "include:\n  - os: debian-12\n    platform: rocm7.1\n"

@@ -133,7 +133,7 @@ def test_every_module_of_the_package_is_imported_under_its_own_name() -> None:
 BRANCH = re.compile(r'(family|channel|distro)[a-z_]* *(==|!=|in|not in) |== *"(apt|dnf|therock|pytorch|local)"|'
                     r'"(apt|dnf|therock|pytorch|local)" *(==|!=|in )')
 VARIANTS = (PACKAGE / "core" / "osfamilies", PACKAGE / "core" / "channels", PACKAGE / "smoke")
-MAX_BRANCHES = 15  # what builder/matrix/compat.py's TheRock rules still hold (docs/architecture.md); only down
+MAX_BRANCHES = 0  # each channel and OS family answers for itself (builder/core/channels, builder/core/osfamilies)
 
 
 def test_branches_on_a_variant_name_stay_in_the_variant_modules() -> None:
@@ -141,3 +141,66 @@ def test_branches_on_a_variant_name_stay_in_the_variant_modules() -> None:
              if not any(p.is_relative_to(v) for v in VARIANTS)
              for n, line in enumerate(p.read_text().splitlines(), 1) if BRANCH.search(line)]
     assert len(found) <= MAX_BRANCHES, f"{len(found)} branches on an OS family or channel name: {found}"
+
+
+# --- tests mirror the package: tests/<package>/test_<module>.py for every module with logic -------------------
+
+# A module whose test module has another name, and why.
+TESTED_AS = {
+    # The zipapp's bundle(): tests/smoke/test_smoke.py is torch_smoke/smoke.py's (torch_smoke is tested in tests/smoke).
+    "builder.smoke": "tests/smoke/test_bundle.py",
+    # Two modules named base.py (the interfaces of wheel channels and of OS families): each tested with its registry.
+    "builder.core.channels.base": "tests/core/test_channels.py",
+    "builder.core.osfamilies.base": "tests/core/test_osfamilies.py",
+}
+# Modules with no logic: constants, re-exports or one call, and no function with a branch (checked below).
+NO_LOGIC = {
+    "builder": "the version string",
+    "builder.__main__": "`python -m builder`: calls the CLI's main()",
+    "builder.validate.suite": "where the in-image suite's files are: one constant",
+}
+# The in-image suite is itself tests: pytest runs it inside each image (tests/validate/test_runner*.py).
+IN_IMAGE = "builder.validate.suite."
+BRANCHES = (ast.If, ast.For, ast.While, ast.Try, ast.Match, ast.IfExp, ast.BoolOp, ast.comprehension, ast.With)
+
+
+def mirror_of(module: str) -> str:
+    """builder.<package>[.<subpackage>].<module> -> tests/<package>/test_<module>.py; a package's __init__ is
+    tested as its own name (builder.site -> tests/site/test_site.py), __main__ as main."""
+    parts, init = module.split("."), MODULES[module].name == "__init__.py"
+    name = parts[-1] if init else parts[-1].strip("_")
+    folder = f"{parts[1]}/" if len(parts) > (1 if init else 2) else ""  # builder's own modules: tests/test_*.py
+    return TESTED_AS.get(module, f"tests/{folder}test_{name}.py")
+
+
+def needs_tests(module: str) -> bool:
+    """Every module that holds a statement besides its docstring, imports and __all__ (an empty __init__ does not)."""
+    body = ast.parse(MODULES[module].read_text()).body
+    return module not in NO_LOGIC and not module.startswith(IN_IMAGE) and any(
+        not isinstance(node, ast.Import | ast.ImportFrom) and not (isinstance(node, ast.Expr) and i == 0)
+        and not (isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["__all__"])
+        for i, node in enumerate(body))
+
+
+def test_every_module_with_logic_has_its_test_module() -> None:
+    missing = sorted(f"{m} -> {mirror_of(m)}" for m in MODULES
+                     if needs_tests(m) and not (ROOT / mirror_of(m)).is_file())
+    assert not missing, "modules without their test module: " + ", ".join(missing)
+
+
+def test_modules_said_to_have_no_logic_have_no_branch_and_no_test_module() -> None:
+    for module in NO_LOGIC:
+        tree = ast.parse(MODULES[module].read_text())
+        branches = [n for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                    for n in ast.walk(f) if isinstance(n, BRANCHES)]
+        assert not branches, f"{module} has logic now: give it {mirror_of(module)} and drop it from NO_LOGIC"
+        assert not (ROOT / mirror_of(module)).is_file(), f"{module} has a test module: drop it from NO_LOGIC"
+
+
+def test_the_mirror_names_test_modules_as_the_docs_say() -> None:
+    assert mirror_of("builder.core.tags") == "tests/core/test_tags.py"
+    assert mirror_of("builder.smoke.torch_smoke.gpu") == "tests/smoke/test_gpu.py"
+    assert mirror_of("builder.smoke.torch_smoke.__main__") == "tests/smoke/test_main.py"
+    assert mirror_of("builder.which") == "tests/which/test_which.py"
+    assert mirror_of("builder.__main__") == "tests/test_main.py"
+    assert needs_tests("builder.which") and not needs_tests("builder.core") and not needs_tests("builder.__main__")

@@ -19,7 +19,7 @@ import pytest
 
 from builder.core.tags import HASH_LABEL
 from builder.matrix.expand import expand_matrix
-from builder.pipeline.jobs import Job, by_combination, matrix_jobs, shard_jobs
+from builder.pipeline.jobs import Job, matrix_jobs
 from builder.publish import planner
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
@@ -98,14 +98,6 @@ def test_new_content_is_built_and_an_immutable_tag_with_another_hash_is_an_error
     assert decisions[1].action == "error" and "never overwritten" in decisions[1].reason
 
 
-def test_shards_keep_a_combination_together_and_cover_every_image() -> None:
-    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
-    parts = [shard_jobs(todo, f"{k}/3") for k in (1, 2, 3)]
-    assert sorted(j.tag for p in parts for j in p) == sorted(j.tag for j in todo)
-    owners = {j.combination: k for k, p in enumerate(parts) for j in p}
-    assert all(owners[j.combination] == k for k, p in enumerate(parts) for j in p)
-
-
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/rif-plan/docker.sock", "NO_COLOR": "1",
            "PYTHONPATH": str(ROOT)}
@@ -133,27 +125,6 @@ def test_the_command_plans_without_an_engine_in_every_format(server: Start, tmp_
     text = cli(*base)
     assert text.returncode == 0 and "0 would be built, 2 unchanged; nothing built" in text.stdout, text.stderr
     assert "Docker engine" not in text.stderr
-
-
-def test_usage_errors_name_the_option() -> None:
-    for args, option in ((["--format", "json"], "--format"), (["--move-tags"], "--move-tags"),
-                         (["--plan", "--format", "xml"], "--format"), (["--plan", "--shard", "3/2"], "--shard")):
-        proc = cli("-m", "examples/local.yaml", "--registry", "127.0.0.1:1/x", *args)
-        assert proc.returncode == 2 and option in proc.stderr, (args, proc.stderr)
-
-
-def test_past_github_s_limit_rows_pack_interleaved_combinations_and_keep_every_image() -> None:
-    from builder.publish import rows
-
-    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
-    groups = {name: [j.rendered for j in members if j.rendered is not None]
-              for name, members in by_combination(todo).items()}
-    packed = rows.build_rows(groups, limit=5)
-    assert len(packed) == 5 and [r["group"] for r in packed] == [f"batch-{k}-of-5" for k in range(1, 6)]
-    assert sorted(g for r in packed for g in r["groups"].split()) == sorted(groups)
-    assert sorted(t for r in packed for t in r["cells"].split()) == sorted(j.tag for j in todo)
-    assert all(r["images"] == len(r["cells"].split()) for r in packed)
-    assert [r["group"] for r in rows.build_rows(groups)] == list(groups), "one row per combination when they fit"
 
 
 # -- a real registry (docker-registry on a port of its own), filled through the registry API: no engine ---------

@@ -15,8 +15,10 @@ from builder.core.errors import InputError
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images, select, shard
+from builder.pipeline.jobs import by_combination, matrix_jobs
 from builder.publish import rows
 from builder.render.dockerfile import bake_target, group_key
+from builder.render.sources import WheelSource
 from tests.fakes.checkout import ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
@@ -125,3 +127,17 @@ def test_rows_are_pure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert production_rows()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_past_github_s_limit_rows_pack_interleaved_combinations_and_keep_every_image() -> None:
+    from builder.publish import rows
+
+    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
+    groups = {name: [j.rendered for j in members if j.rendered is not None]
+              for name, members in by_combination(todo).items()}
+    packed = rows.build_rows(groups, limit=5)
+    assert len(packed) == 5 and [r["group"] for r in packed] == [f"batch-{k}-of-5" for k in range(1, 6)]
+    assert sorted(g for r in packed for g in r["groups"].split()) == sorted(groups)
+    assert sorted(t for r in packed for t in r["cells"].split()) == sorted(j.tag for j in todo)
+    assert all(r["images"] == len(r["cells"].split()) for r in packed)
+    assert [r["group"] for r in rows.build_rows(groups)] == list(groups), "one row per combination when they fit"

@@ -19,7 +19,7 @@ from builder.cli.app import app
 from builder.pipeline import jobs
 from builder.publish.promote import Target
 from builder.publish.push import _classify
-from builder.registry.address import check_insecure, host_port, plain_http_ok
+from builder.registry.address import host_port, plain_http_ok
 from builder.registry.client import AuthError, RegistryClient, RegistryError
 from builder.registry.errors import TransientError
 from tests.fakes.checkout import DATA
@@ -211,19 +211,3 @@ def test_every_pushing_command_asks_a_registry_named_insecure_over_http(
     assert result.exit_code == 1, result.output
     assert [s.path for s in reg.seen] == ["/v2/ns/pytorch/tags/list"]  # plain HTTP: the request was read
     assert (tmp_path / "record.json").is_file()
-
-
-@pytest.mark.parametrize("value", ["user:hunter2@reg.lan:5000", "http://reg.lan:5000", "reg.lan:5000/ns",
-                                   "REG.lan", "reg lan", "", "reg.lan:", "https://u:hunter2@reg.lan"])
-def test_a_bad_insecure_registry_is_refused_without_echoing_a_password(value: str) -> None:
-    from builder.core.errors import InputError
-
-    with pytest.raises(InputError) as exc:
-        check_insecure(["reg.lan:5000", value])
-    assert "--insecure-registry" in str(exc.value) and "hunter2" not in str(exc.value)
-    assert len(exc.value.problems) == 1
-
-
-def test_good_insecure_registries_pass() -> None:
-    values = ["reg.lan:5000", "reg.lan", "10.0.0.7:5000", "[fd00::7]:5000", "localhost:5000"]
-    assert check_insecure(values) == frozenset(values) and check_insecure(None) == frozenset()

@@ -22,12 +22,10 @@ from builder.render.installs import os_sdk_steps
 from builder.render.sources import WheelSource
 from tests.fakes import checkout
 from tests.fakes.checkout import DATA, ROOT, builder_cli
-from tests.fakes.matrices import ONE_CPU, load_cells
+from tests.fakes.matrices import FAMILIES, ONE_CPU, load_cells
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("RIF_UPDATE_GOLDEN") == "1"
-FAMILIES = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n  channel: [therock]\n"
-            "  gfx: [gfx94X-dcgpu, gfx1151, gfx110X-all]\n  flavor: [runtime, devel]\n")
 
 
 def golden_cells() -> list[CellSpec]:
@@ -50,21 +48,6 @@ def test_rendering_matches_golden_file(group: str) -> None:
 
 def test_bake_file_matches_golden_file() -> None:
     golden("docker-bake.json", bakefile.dumps(bakefile.definition(render_all(golden_cells()), "images")).decode())
-
-
-def test_bake_file_has_a_target_per_image_and_a_group_per_combination(tmp_path: Path) -> None:
-    rendered = render_all(load_cells(tmp_path, FAMILIES))
-    bake = bakefile.definition(rendered, "images")
-    assert sorted(bake["target"]) == sorted(r.target for r in rendered) and len(rendered) == 6
-    for r in rendered:
-        target = bake["target"][r.target]
-        assert (target["dockerfile"], target["target"]) == (f"{r.group}/Dockerfile", r.stage)
-        assert target["labels"][HASH_LABEL] == r.content_hash
-        assert f"rocm-image-factory/pytorch:{r.cell.tag}" in target["tags"]
-        assert all(re.fullmatch(r"[A-Za-z0-9_-]+", name) for name in [r.target, *bake["group"]])
-    assert bake["group"]["default"]["targets"] == [r.target for r in rendered]
-    [(name, group)] = [(n, g) for n, g in bake["group"].items() if n != "default"]
-    assert name.startswith("combo-") and group["targets"] == [r.target for r in rendered]
 
 
 def test_local_wheelhouse_is_the_same_template_with_another_source(tmp_path: Path) -> None:

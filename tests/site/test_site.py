@@ -257,15 +257,6 @@ def test_hostile_labels_tags_and_records_are_escaped(tmp_path: Path) -> None:
     assert 'class="st st-other"' in files[f"images/pytorch/{CPU_TAG}.html"]  # an unknown status gets no class
 
 
-def test_markdown_fences_and_escapes() -> None:
-    assert site.md_escape("a|b <i> [x](y) *z* snake_case _lead & &amp;") == \
-        "a\\|b \\<i\\> \\[x\\](y) \\*z\\* snake_case \\_lead & \\&amp;"
-    assert site.md_escape("two\nlines") == "two lines"
-    fenced = site.md_fence("echo ```` done")
-    assert fenced.startswith("`````\n") and fenced.endswith("\n`````")
-    assert site.md_escape(fenced) == fenced
-
-
 def test_a_newer_record_without_sizes_keeps_the_older_ones(tmp_path: Path) -> None:
     fake = FakeRegistry()
     digest = fake.push("rocm/pytorch", [CPU_TAG], labels(CPU_TAG, HASH_CPU), [1000], ["x"])
@@ -296,30 +287,6 @@ def test_a_build_that_was_not_pushed_is_matched_by_content_hash(tmp_path: Path) 
     fake.push("rocm/pytorch", [CPU_TAG], labels(CPU_TAG, HASH_CPU), [1000], ["x"])
     record = write_record(tmp_path / "r.json", [record_row(CPU_TAG, HASH_CPU, None, state="validated")])
     assert build(fake, [record]).images[0].installed_bytes == 3_210_000_000
-
-
-def test_write_site_replaces_its_own_pages_and_nothing_else(tmp_path: Path) -> None:
-    out = tmp_path / "site"
-    site.write_site(out, {"index.html": "1", "images/pytorch/a.html": "a"})
-    (out / "CNAME").write_text("images.example.org\n")
-    site.write_site(out, {"index.html": "2", "images/pytorch/b.html": "b"})
-    assert (out / "index.html").read_text() == "2" and (out / "images/pytorch/b.html").is_file()
-    assert not (out / "images/pytorch/a.html").exists() and (out / "CNAME").is_file()
-    foreign = tmp_path / "foreign"
-    foreign.mkdir()
-    (foreign / "keep.txt").write_text("mine")
-    with pytest.raises(site.InputError, match="not empty"):
-        site.write_site(foreign, {"index.html": "x"})
-
-
-def test_cli_refuses_bad_input_before_reading_anything(tmp_path: Path) -> None:
-    proc = builder_cli("catalog", "--out", str(tmp_path / "s"), "--registry", "HTTP://Bad")
-    assert proc.returncode == 2 and "--registry" in proc.stderr
-    proc = builder_cli("catalog", "--out", str(tmp_path / "s"), "--registry", "127.0.0.1:5000/x",
-                       "--repository", "../x")
-    assert proc.returncode == 2 and "not a repository name" in proc.stderr
-    assert not (tmp_path / "s").exists()
-    assert builder_cli("catalog", "--help").returncode == 0
 
 
 # -- a real browser -----------------------------------------------------------------------------------------

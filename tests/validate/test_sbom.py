@@ -11,7 +11,6 @@ import docker
 import pytest
 
 from builder.audit import diff
-from builder.core.errors import InputError
 from builder.publish.promote import EMPTY_DIGEST, OCI_MANIFEST, Target
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
@@ -84,36 +83,6 @@ def test_the_packages_of_raw_facts() -> None:
 def test_parse_refuses_what_is_no_cyclonedx(body: bytes) -> None:
     with pytest.raises(sbom.SbomError):
         sbom.parse(body)
-
-
-# -- diff logic -----------------------------------------------------------------------------------------
-
-def test_diff_says_added_removed_and_changed_per_ecosystem() -> None:
-    a = [*DEB, *PY]
-    b = [sbom.Package("deb", "libc6", "2.36-9+deb12u7", "amd64"), DEB[1],
-         sbom.Package("pypi", "NumPy", "2.2.0"), sbom.Package("pypi", "typing-extensions", "4.12.2"),
-         sbom.Package("pypi", "pip", "24.0"), sbom.Package("pypi", "torch", "2.13.0")]
-    found = diff.diff(a, b)
-    assert [(c.kind, c.ecosystem, c.name, c.before, c.after) for c in found.changes] == [
-        ("changed", "deb", "libc6", "2.36-9+deb12u1", "2.36-9+deb12u7"),
-        ("removed", "deb", "perl-base", "5.36.0-7", None),
-        ("changed", "pypi", "numpy", "2.1.0", "2.2.0"),  # names compare as PEP 503 normalises them
-        ("added", "pypi", "torch", None, "2.13.0")]
-    assert diff.diff(a, list(reversed(a))).changes == []
-
-
-@pytest.mark.parametrize("text", ["127.0.0.1:5000/ns/pytorch:tag_1.0", "ghcr.io/org/pytorch@sha256:" + "a" * 64,
-                                  "localhost:5000/a/b/c:latest"])
-def test_good_references(text: str) -> None:
-    assert str(diff.parse_ref(text, "A")) == text
-
-
-@pytest.mark.parametrize("text", ["pytorch:latest", "ghcr.io/org/pytorch", "ghcr.io/org/PyTorch:x",
-                                  "ghcr.io/org/pytorch@sha256:abc", "ghcr.io/org/pytorch:-x", "ghcr.io/x/y:a b",
-                                  "ghcr.io/org/pytorch:tag@sha256:" + "a" * 64, "x" * 700])
-def test_bad_references_are_input_errors(text: str) -> None:
-    with pytest.raises(InputError):
-        diff.parse_ref(text, "A")
 
 
 # -- the registry ---------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -14,31 +13,12 @@ from typing import Any
 import pytest
 
 from builder import which
-from builder.core import facts
 from builder.core.errors import InputError
 from builder.matrix.expand import load_matrix
-from tests.fakes.checkout import DATA, ROOT, builder_cli
+from tests.fakes.checkout import ROOT, builder_cli
+from tests.fakes.hosts import HOSTS, LOCAL, MATRIX, RUN, SECCOMP
 from tests.fakes.matrices import write_matrix
 
-HOSTS = DATA / "sysfs"
-
-# Per-family TheRock images for three families (TheRock 7.14, which builds torch 2.12 of these two) plus
-# pytorch.org's all-targets image (its two ROCm lines, 7.2 and 7.1), two torch releases, two OSes, both flavors;
-# cpu for the newest torch. The compatibility rules drop therock on 7.2/7.1 and pytorch.org on 7.14.
-MATRIX = """\
-image: pytorch
-matrix:
-  os: [ubuntu-24.04, ubuntu-22.04]
-  platform: [rocm7.2, rocm7.1, rocm7.14, cpu]
-  torch: ["2.13.0", "2.12.0"]
-  gfx: [all, gfx94X-dcgpu, gfx110X-all, gfx1151]
-  channel: [pytorch, therock]
-  flavor: [runtime, devel]
-exclude:
-  - {channel: pytorch, gfx: [gfx94X-dcgpu, gfx110X-all, gfx1151]}
-  - {platform: cpu, channel: therock}
-  - {platform: cpu, torch: "2.12.0"}
-"""
 ALL_ONLY = """\
 matrix:
   os: [ubuntu-24.04]
@@ -46,9 +26,6 @@ matrix:
   torch: ["2.13.0"]
   gfx: [all]
 """
-RUN = "docker run -it --device=/dev/kfd --device=/dev/dri --group-add video"
-SECCOMP = "--security-opt seccomp=unconfined"
-LOCAL = "rocm-image-factory/pytorch:"
 
 
 @pytest.fixture
@@ -65,35 +42,6 @@ def gpus_of(answer: dict[str, Any]) -> list[tuple[str | None, str | None, str, b
     return [(g["target"], g["family"], g["name"], g["igpu"]) for g in answer["gpus"]]
 
 
-# --- the encoding and the PCI table ----------------------------------------------------------------------
-
-@pytest.mark.parametrize(("value", "target"), [
-    (110000, "gfx1100"), (90402, "gfx942"), (90012, "gfx90c"), (90010, "gfx90a"), (110501, "gfx1151"),
-    (120001, "gfx1201"), (100300, "gfx1030"), (110003, "gfx1103"), (90006, "gfx906"), (0, None),
-])
-def test_gfx_target_version_is_major_then_hex_minor_and_stepping(value: int, target: str | None) -> None:
-    assert which.gfx_from_version(value) == target
-
-
-@pytest.mark.parametrize(("value", "target"), [("10.3.0", "gfx1030"), ("11.0.0", "gfx1100"), ("9.0.0", "gfx900"),
-                                               ("9.0.12", "gfx90c"), ("11", None), ("a.b.c", None)])
-def test_override_names_the_target_the_gpu_poses_as(value: str, target: str | None) -> None:
-    assert which.gfx_from_override(value) == target
-
-
-def test_pci_table_targets_are_known_and_overrides_land_on_targets_images_carry() -> None:
-    table = which.pci_table()
-    family_targets = {t for fam in facts.gfx_families().values() for t in fam.targets}
-    wheel_targets = {t for minor in facts.compat().torch.values() for t in minor.pytorch.gfx}
-    for device, entry in table.devices.items():
-        assert entry.target in family_targets | set(table.igpu_targets) | wheel_targets, device
-        assert (entry.kind == "igpu") == (entry.target in table.igpu_targets), device
-    for target, value in table.overrides.items():
-        poses = which.gfx_from_override(value)
-        assert poses in wheel_targets and poses != target, target
-    assert table.lookup(0x74A1) is not None and table.lookup(0x74A1).target == "gfx942"  # type: ignore[union-attr]
-    assert table.lookup(0x744C).revisions["c8"] == "AMD Radeon RX 7900 XTX"  # type: ignore[union-attr]
-    assert table.lookup(0x1586).target == "gfx1151" and table.lookup(0x1638).target == "gfx90c"  # type: ignore[union-attr]
 
 
 # --- the recorded hosts ----------------------------------------------------------------------------------
@@ -327,45 +275,6 @@ def test_bad_options_are_input_errors(matrix: Path, options: dict[str, Any], key
         ask(matrix, "rx7900xtx", **options)
     [problem] = info.value.problems
     assert problem.key == key and text in problem.message
-
-
-# --- the command -----------------------------------------------------------------------------------------
-
-def test_cli_text_for_mi300x(matrix: Path) -> None:
-    result = builder_cli("which", "-m", str(matrix), "--root", str(HOSTS / "mi300x"), "--registry", "ghcr.io/acme")
-    assert result.returncode == 0, result.stderr
-    assert re.search(r"HIP 0-7 +8 x AMD Instinct MI300X  gfx942  family gfx94X-dcgpu  dGPU", result.stdout)
-    assert (f"{RUN} --group-add 109 {SECCOMP} ghcr.io/acme/pytorch:"
-            "rocm7.14_ubuntu24.04_py3.12_torch2.12.0_gfx94X-dcgpu_therock_runtime\n") in result.stdout
-
-
-def test_cli_json_structure(matrix: Path) -> None:
-    result = builder_cli("which", "-m", str(matrix), "--sysfs", str(HOSTS / "apu-rx6800"), "--json",
-                         "--registry", "ghcr.io/acme")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    assert set(data) == {"matrix", "source", "gpus", "other_gpus", "recommended", "unmatched", "cpu_image",
-                         "render_gids", "gid_source", "notes", "exit_code"}
-    assert set(data["gpus"][0]) == {"index", "kfd_node", "pci", "device_id", "revision", "name", "target", "family",
-                                    "igpu", "render_node", "supported"}
-    assert set(data["recommended"]) == {"target", "family", "gpus", "for", "image", "docker_run", "alternatives",
-                                        "choices"}
-    assert set(data["recommended"]["image"]) == {"tag", "ref", "gfx", "gfx_targets", "rocm", "torch", "python", "os",
-                                                 "flavor", "channel"}
-    assert set(data["unmatched"][0]) == {"target", "family", "gpus", "for", "why", "message", "override"}
-    assert set(data["unmatched"][0]["override"]) == {"value", "poses_as", "risk", "image", "docker_run"}
-    assert data["recommended"]["image"]["ref"].startswith("ghcr.io/acme/pytorch:") and data["exit_code"] == 0
-
-
-def test_cli_without_an_amd_gpu_exits_1_with_a_message_not_a_traceback(matrix: Path) -> None:
-    result = builder_cli("which", "-m", str(matrix), "--root", str(HOSTS / "no-amd-gpu"))
-    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
-    assert result.stdout.startswith("no AMD GPU found") and "NVIDIA 0x2684" in result.stdout
-
-
-def test_cli_bad_gfx_is_exit_2(matrix: Path) -> None:
-    result = builder_cli("which", "-m", str(matrix), "--gfx", "gfx94X-dcgpu")
-    assert result.returncode == 2 and "is a family, not a target" in result.stderr
 
 
 # --- an unknown gfx family in a matrix names the family that holds it ------------------------------------

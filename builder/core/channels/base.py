@@ -35,6 +35,14 @@ class WheelChannel(Protocol):
     NAMED_IN_TAGS: bool
     # Its wheels carry every gfx target, so a per-family cell is one more tag of the all-targets image.
     SHARES_ALL_TARGETS_IMAGE: bool
+    # It ships its own ROCm release line (TheRock's 7.9 ... 10.x), whose data (compat.yaml `therock`) decides.
+    OWN_RELEASES: bool
+    # The matrix's compatibility data applies to its wheels (a wheelhouse is taken as it is).
+    CHECKED: bool
+    # Its wheels carry one fixed gfx target list per torch release (pytorch.org's build.sh).
+    FIXED_TARGETS: bool
+    # Why it builds no all-targets image, or None where it does.
+    NO_ALL_TARGETS_IMAGE: str | None
     # The line a cell installs from, in a drop reason: "TheRock {rocm}", "pytorch.org {platform}".
     LINE: str
 

@@ -12,6 +12,10 @@ from builder.core.channels.base import Cell
 NAME = "local"
 NAMED_IN_TAGS = True
 SHARES_ALL_TARGETS_IMAGE = False
+OWN_RELEASES = False
+CHECKED = False
+FIXED_TARGETS = False
+NO_ALL_TARGETS_IMAGE: str | None = None
 LINE = "local wheelhouse {platform}"  # how a drop reason names the cell's line ({platform}, {rocm})
 ALL_TARGETS = "all"
 

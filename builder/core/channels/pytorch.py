@@ -11,6 +11,10 @@ from builder.core.channels.base import Cell, rocm, torch_minor
 NAME = "pytorch"
 NAMED_IN_TAGS = False
 SHARES_ALL_TARGETS_IMAGE = True
+OWN_RELEASES = False
+CHECKED = True
+FIXED_TARGETS = True
+NO_ALL_TARGETS_IMAGE: str | None = None
 LINE = "pytorch.org {platform}"  # how a drop reason names the cell's line ({platform}, {rocm})
 
 

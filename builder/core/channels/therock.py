@@ -11,6 +11,12 @@ from builder.core.channels.base import Cell, rocm, torch_minor
 NAME = "therock"
 NAMED_IN_TAGS = True
 SHARES_ALL_TARGETS_IMAGE = False
+OWN_RELEASES = True
+CHECKED = True
+FIXED_TARGETS = False
+NO_ALL_TARGETS_IMAGE: str | None = (
+    "TheRock's all-targets wheels (device-all) make an 18.6 GB layer (ROCm-docker#166): "
+    "use the pytorch channel for an all-targets image")
 LINE = "TheRock {rocm}"  # how a drop reason names the cell's line ({platform}, {rocm})
 
 

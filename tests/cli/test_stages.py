@@ -1,0 +1,64 @@
+"""`builder publish --shared-stages` (builder.cli.stages): a line per shared stage, the log in a file, an exit code."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from builder.buildkit.bake import BuildResult, OnLine
+from builder.buildkit.export import Cache
+from builder.cli import console, stages
+from builder.core.errors import InputError
+from builder.pipeline import lifecycle
+from builder.pipeline.stagewave import StageOutcome
+from builder.render.sharedstages import SharedStage
+
+
+@pytest.fixture
+def shown(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> io.StringIO:
+    text = io.StringIO()
+    monkeypatch.setattr(console, "out", Console(file=text, width=300, highlight=False))
+    monkeypatch.setattr(console, "err", Console(file=text, width=300, highlight=False))
+    monkeypatch.setattr(stages, "LOG_DIR", tmp_path / "logs")
+    return text
+
+
+def outcome(key: str, ok: bool) -> StageOutcome:
+    return StageOutcome(SharedStage(key, "combo-a", "torch", ("combo-a", "combo-b")),
+                        BuildResult(key, ok, error=None if ok else "exit 1"))
+
+
+def shared(monkeypatch: pytest.MonkeyPatch, outcomes: list[StageOutcome]) -> None:
+    def build(todo: object, options: object, on_line: OnLine) -> list[StageOutcome]:
+        on_line("stage", "\x1b[1m#1 DONE\x1b[0m\n")
+        return outcomes
+    monkeypatch.setattr(lifecycle, "shared_stages", build)
+
+
+OPTIONS = lifecycle.Options(cache=Cache("r.io/ns/buildcache"))
+
+
+def test_without_a_cache_registry_it_is_a_usage_error() -> None:
+    with pytest.raises(InputError) as exc:
+        stages.run_stages([], lifecycle.Options())
+    assert "--cache-registry" in str(exc.value)
+
+
+def test_each_stage_gets_a_line_and_a_failure_exits_1_naming_the_log(shown: io.StringIO, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    shared(monkeypatch, [outcome("stage-1", True), outcome("stage-2", False)])
+    code = stages.run_stages([], OPTIONS)
+    text = shown.getvalue()
+    assert code == 1
+    assert "built stage-1 (torch of 2 combinations, from combo-a) -> r.io/ns/buildcache:stage-1" in text
+    assert "failed stage-2" in text and "  exit 1" in text and "1 shared stage(s) failed" in text
+    log = (tmp_path / "logs" / "shared-stages.log").read_text()
+    assert "#1 DONE" in log and "\x1b" not in log
+
+
+def test_nothing_shared_is_nothing_to_build_and_exit_0(shown: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared(monkeypatch, [])
+    assert stages.run_stages([], OPTIONS) == 0 and "nothing to build" in shown.getvalue()

@@ -1,0 +1,137 @@
+"""builder.pipeline.steps: each step of an image's run writes its outcome into the image's report, with fakes for
+the engine and the registry (the steps against a real engine: tests/pipeline/test_lifecycle.py, tests/e2e)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from docker.errors import ImageNotFound
+
+from builder.buildkit.bake import BuildResult
+from builder.core import tags
+from builder.pipeline import steps
+from builder.publish.record import ImageReport
+from builder.registry.client import Manifest
+from builder.registry.errors import RegistryError
+from builder.validate import sbom
+from builder.validate.runner import Check, ValidationResult
+
+HASH = "sha256:" + "c" * 64
+JOB: Any = SimpleNamespace(tag="t1", repository="pytorch", content_hash=HASH, rendered=object(), local_image="x",
+                           expect={}, labels={})
+PUBLISHED = Manifest(body=b"{}", media_type="application/vnd.oci.image.manifest.v1+json", digest="sha256:" + "d" * 64)
+
+
+class Engine:
+    """images.get answers with an image of the given id for the refs it holds."""
+
+    def __init__(self, held: dict[str, str]) -> None:
+        self.images = self
+        self.held = held
+        self.asked: list[str] = []
+
+    def get(self, ref: str) -> Any:
+        self.asked.append(ref)
+        if ref not in self.held:
+            raise ImageNotFound(ref)
+        return SimpleNamespace(id=self.held[ref])
+
+
+@pytest.fixture(autouse=True)
+def sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(steps, "installed_bytes", lambda client, image_id: 42)
+
+
+def report() -> ImageReport:
+    return ImageReport(tag="t1", repository="pytorch", tags=["t1"], immutable_tag=tags.immutable_tag("t1", HASH),
+                       content_hash=HASH)
+
+
+def test_a_baked_image_is_taken_with_its_size_and_log() -> None:
+    r = report()
+    assert steps.take_build(Engine({}), JOB, BuildResult("t", True, "sha256:1", 3.0, log_tail=["done"]), r)
+    assert (r.state, r.image_id, r.image_bytes, r.build_seconds, r.log_tail) == ("built", "sha256:1", 42, 3.0,
+                                                                                   ["done"])
+
+
+def test_a_failed_bake_fails_the_image_and_a_hash_mismatch_says_the_lock_is_broken() -> None:
+    r = report()
+    assert not steps.take_build(Engine({}), JOB, BuildResult("t", False, error="exit 1"), r)
+    assert (r.failed_stage, r.failure) == ("build", "build: exit 1")
+    r = report()
+    mismatch = BuildResult("t", False, error="exit 1", log_tail=[f"ERROR: THESE PACKAGES {steps.HASH_MISMATCH}."])
+    assert not steps.take_build(Engine({}), JOB, mismatch, r)
+    assert r.failure == f"build: {steps.LOCK_BROKEN}"
+
+
+def test_without_a_bake_the_image_is_found_by_its_content_name_or_fails() -> None:
+    engine = Engine({steps.content_ref(JOB): "sha256:2"})
+    r = report()
+    assert steps.take_build(engine, JOB, None, r) and (r.image_id, r.image_bytes) == ("sha256:2", 42)
+    assert engine.asked == [tags.local_ref("pytorch", tags.immutable_tag("t1", HASH))]
+    pushed: Any = SimpleNamespace(**{**JOB.__dict__, "rendered": None})
+    r = report()
+    assert not steps.take_build(Engine({}), pushed, None, r)
+    assert r.failed_stage == "build" and r.failure is not None and r.failure.startswith("build: no local image x")
+
+
+def test_an_sbom_that_cannot_be_made_fails_the_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(client: object, image_id: str, name: str) -> sbom.Sbom:
+        raise sbom.SbomError("dpkg-query failed")
+    monkeypatch.setattr(sbom, "generate", refuse)
+    r, stages = report(), []
+    r.image_id = "sha256:1"
+    assert steps.make_sbom(Engine({}), JOB, stages.append, r) is None
+    assert stages == ["sbom"] and r.failure == "sbom: dpkg-query failed"
+
+
+class Target:
+    def __init__(self, attach_error: RegistryError | None = None, has: bool = False) -> None:
+        self.error, self.has = attach_error, has
+        self.api = SimpleNamespace(address="r.io")
+
+    def repository(self, name: str) -> str:
+        return f"ns/{name}"
+
+    def attach_sbom(self, report: ImageReport, manifest: Manifest, document: sbom.Sbom) -> None:
+        if self.error:
+            raise self.error
+
+    def has_sbom(self, report: ImageReport, manifest: Manifest) -> bool:
+        return self.has
+
+
+def test_an_sbom_that_cannot_be_attached_fails_the_image_and_names_where_it_was_pushed() -> None:
+    r = report()
+    assert not steps.attach(JOB, Target(RegistryError("denied")), PUBLISHED, None, lambda s: None, r)  # type: ignore[arg-type]
+    assert r.digest == PUBLISHED.digest and r.failure is not None
+    assert r.failure.startswith(f"sbom: cannot attach the SBOM to r.io/ns/pytorch@{PUBLISHED.digest}")
+    assert steps.attach(JOB, Target(), PUBLISHED, None, lambda s: None, report())  # type: ignore[arg-type]
+
+
+def test_repair_makes_an_sbom_only_from_the_very_image_published(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(steps, "make_sbom", lambda *args: pytest.fail("no SBOM is made"))
+    assert steps.repair_sbom(Engine({}), JOB, Target(has=True), PUBLISHED, lambda s: None, report())  # type: ignore[arg-type]
+    assert steps.repair_sbom(Engine({}), JOB, Target(), PUBLISHED, lambda s: None, report())  # type: ignore[arg-type]
+    other = Engine({steps.content_ref(JOB): "sha256:" + "e" * 64})
+    assert steps.repair_sbom(other, JOB, Target(), PUBLISHED, lambda s: None, report())  # type: ignore[arg-type]
+    monkeypatch.setattr(steps, "make_sbom", lambda *args: None)
+    same = Engine({steps.content_ref(JOB): PUBLISHED.digest})
+    assert not steps.repair_sbom(same, JOB, Target(), PUBLISHED, lambda s: None, report())  # type: ignore[arg-type]
+
+
+def test_validation_fails_the_image_or_records_its_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = [Check("smoke", "torch", "fail", "no torch")]
+    monkeypatch.setattr(steps, "validate_image", lambda *args, **kwargs: ValidationResult("x", checks, 1.23456))
+    monkeypatch.setattr(steps, "_packages", lambda client, image_id: ["torch==2.13.0"])
+    r = report()
+    r.image_id = "sha256:1"
+    assert not steps.validate(Engine({}), JOB, False, lambda s: None, r)
+    assert (r.failed_stage, r.validation, r.validate_seconds, r.packages) == ("validate", checks, 1.235, [])
+    checks[0] = Check("smoke", "torch", "pass")
+    r = report()
+    r.image_id = "sha256:1"
+    assert steps.validate(Engine({}), JOB, False, lambda s: None, r)
+    assert (r.state, r.packages) == ("validated", ["torch==2.13.0"])
