@@ -10,6 +10,7 @@ import typer
 
 from builder.cli import console
 from builder.cli.kit import (
+    EXIT_BAD_INPUT,
     EXIT_FAILED,
     PRODUCTION_IMAGES,
     PRODUCTION_MATRIX,
@@ -20,11 +21,12 @@ from builder.cli.kit import (
     handles_errors,
     wheel_source,
 )
+from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import select
-from builder.registry.address import check_insecure
+from builder.registry.address import check_insecure, check_registry
 from builder.render import imagetree, lockfile, oslock, resolve, wheelhouse
 from builder.render.dockerfile import RenderedCell, render_all
 
@@ -107,6 +109,10 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
     if out_dir == PRODUCTION_IMAGES and not production:
         raise usage_error("--out", f"only the production matrix is locked into {PRODUCTION_IMAGES}/ (pass --out DIR)")
+    if data_errors is not None:
+        safefs.check_named(data_errors, "the data errors (--data-errors)")
+    if base_registry is not None:
+        base_registry = check_registry(base_registry, "--base-registry")
     cells = load_matrix(matrix)
     try:
         snapshot = None if apt_snapshot == "off" else oslock.Snapshot.from_env(apt_snapshot, apt_snapshot_time)
@@ -120,9 +126,10 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     done = resolve.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
                           update or check_data, base_registry, check_insecure(insecure), say, write=not check_data,
                           snapshot=snapshot)
-    _report_data_errors(done.errors, data_errors)
+    unwritten = _report_data_errors(done.errors, data_errors)
     if check_data:
         console.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")
+        _refuse(unwritten)
         if done.errors:
             raise typer.Exit(EXIT_FAILED)
         return
@@ -134,6 +141,7 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
                     wheel_source(wheelhouse_dir, out_dir))
     console.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
                    f"images into {safe(out_dir)}")
+    _refuse(unwritten)
     if done.errors:
         raise typer.Exit(EXIT_FAILED)
 
@@ -146,13 +154,24 @@ def warn_unpinned(rendered: list[RenderedCell]) -> None:
                           f"lock/os-*.txt; `builder lock` pins it): {safe(', '.join(groups))}", soft_wrap=True)
 
 
-def _report_data_errors(errors: list[resolve.DataError], markdown: Path | None) -> None:
-    """Each error on stderr, and (for the pull request) as a Markdown list."""
+def _report_data_errors(errors: list[resolve.DataError], markdown: Path | None) -> safefs.OutputError | None:
+    """Each error on stderr, and (for the pull request) as a Markdown list; a list that cannot be written (a full
+    disk) comes back, said once the locks and the tree are written."""
     for e in errors:
         console.err.print(f"[red]data error:[/red] {safe(e.line())}", soft_wrap=True)
     if markdown is not None:
         lines = [f"- `{'`, `'.join(e.cells)}`: `{e.step}` from {e.index}: {e.missing}\n" for e in errors]
-        markdown.write_text("".join(lines), encoding="utf-8")
+        try:
+            safefs.write_named(markdown, "".join(lines).encode(), "the data errors (--data-errors)")
+        except safefs.OutputError as exc:
+            return exc
+    return None
+
+
+def _refuse(unwritten: safefs.OutputError | None) -> None:
+    if unwritten is not None:
+        console.error(str(unwritten))
+        raise typer.Exit(EXIT_BAD_INPUT)
 
 
 @handles_errors

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.core import safefs
+from builder.core.errors import InputError
 from builder.core.logfiles import LOG_DIR
 from builder.core.scratch import scratch_dir
 from builder.core.spec import CellSpec
@@ -31,7 +32,6 @@ from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps, stages_of
 from builder.render.wheelhouse import PLATFORMS
 
-MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged" | "error")
 
 
@@ -221,8 +221,9 @@ def _log(cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
 
 
 def _old_lock(path: Path) -> str | None:
-    """The lock already there: a regular file only (a FIFO would block, a link is not followed), else None."""
+    """The lock already there, when it is one (lockfile.read_lock: a FIFO, a link out of its folder or a line pip
+    would take for an option is no lock); else None, and it is resolved again."""
     try:
-        return safefs.read_regular(path, MAX_LOCK_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        return lockfile.read_lock(path)
+    except (OSError, InputError):
         return None
