@@ -117,7 +117,7 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     try:
         snapshot = None if apt_snapshot == "off" else oslock.Snapshot.from_env(apt_snapshot, apt_snapshot_time)
     except ValueError as exc:
-        raise usage_error("--apt-snapshot-time", str(exc)) from None
+        raise usage_error("--apt-snapshot" if "archive" in str(exc) else "--apt-snapshot-time", str(exc)) from None
 
     def say(group: str, file: str, state: str) -> None:
         if state != "kept":

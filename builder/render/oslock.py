@@ -10,6 +10,7 @@ until `--update` moves it to now (or to --apt-snapshot-time / RIF_APT_SNAPSHOT_T
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,10 @@ class OsStep:
     over: tuple[str, ...] = ()  # packages a step below installed and kept: not installed again
 
 
+# An archive's address: http(s), a host, a path of printable ASCII without spaces or quotes.
+ARCHIVE_URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~%/+\-]*)?")
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Where and when OS packages are pinned from: a mirror for every OS (else the data's), and the timestamp."""
@@ -46,6 +51,9 @@ class Snapshot:
     def from_env(cls, url: str | None = None, time: str | None = None) -> Snapshot:
         url = url or os.environ.get(URL_ENV) or None
         time = time or os.environ.get(TIME_ENV) or None
+        if url is not None and not ARCHIVE_URL.fullmatch(url):
+            raise ValueError(f"snapshot archive {url!r} is not an http(s) URL like https://snapshot.debian.org/archive/"
+                             "debian (or off)")
         if time is not None and not ospins.TIMESTAMP.fullmatch(time):
             raise ValueError(f"snapshot time {time!r} is not a UTC timestamp like 20261101T000000Z")
         return cls(url, time, os.environ.get(TRUSTED_ENV, "") == "yes")

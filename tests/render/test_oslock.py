@@ -163,3 +163,15 @@ def test_a_bad_snapshot_time_is_a_usage_error(tmp_path: Path) -> None:
                                    "--apt-snapshot", "http://127.0.0.1:9", "--apt-snapshot-time", "2026-11-01"])
     assert run.exit_code == 2, run.output
     assert "--apt-snapshot-time" in run.output and "20261101T000000Z" in run.output
+
+
+@pytest.mark.parametrize("url", ["zero", "ftp://x/y", "http://h/a b", "https://h/\u00e9", "http://h/x'y"])
+def test_a_snapshot_archive_that_is_no_http_url_is_refused(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(oslock.URL_ENV, raising=False)
+    with pytest.raises(ValueError, match="is not an http"):
+        oslock.Snapshot.from_env(url)
+    monkeypatch.setenv(oslock.URL_ENV, url)
+    with pytest.raises(ValueError, match="is not an http"):
+        oslock.Snapshot.from_env()
+    monkeypatch.setenv(oslock.URL_ENV, "http://127.0.0.1:8080/debian")
+    assert oslock.Snapshot.from_env().url == "http://127.0.0.1:8080/debian"
