@@ -21,6 +21,9 @@ import pytest
 # starts build their RUN steps on the host's network, as setup.sh's RIF_BUILD_NETWORK=host says, also from a shell
 # that did not source it. The product's default stays BuildKit's own network.
 os.environ.setdefault("RIF_BUILD_NETWORK", "host")
+# No snapshot service is reachable from the tests: `builder lock` pins OS packages only where a test points it at
+# its own loopback archive (tests/fakes/aptarchive.py).
+os.environ.setdefault("RIF_APT_SNAPSHOT", "off")
 
 pytest.register_assert_rewrite("tests.fakes.matrices")  # problems_of asserts, as it did inside this file
 

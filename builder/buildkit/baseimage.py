@@ -7,12 +7,14 @@ rendered Dockerfile builds unchanged here and on a machine that pulls from Docke
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from builder.core import facts, osfamilies
+from builder.buildkit import rootfs
+from builder.core import facts, osfamilies, ospins
 from builder.core.errors import InputError, Problem
 from builder.core.logfiles import LOG_DIR, logged_run
 from builder.core.scratch import scratch_dir
@@ -66,8 +68,9 @@ def _one_line(text: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
-    """Debootstrap a minimal root filesystem for os_name and import it; returns the image reference."""
+def build_base(os_name: str, mirror: str | None, tag: str | None = None, snapshot: str | None = None) -> str:
+    """Debootstrap a minimal root filesystem for os_name and import it; returns the image reference. With a snapshot
+    timestamp it is made from the OS's snapshot archive (or mirror, a snapshot mirror), byte-reproducibly."""
     releases = facts.os_releases()
     if os_name not in releases:
         close = difflib.get_close_matches(os_name, list(releases), n=1, cutoff=0.6)
@@ -78,21 +81,17 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
     if osfamilies.of(release.family).BASE_TOOL != "debootstrap":
         raise InputError([Problem(Path("(command line)"), None, "os",
                                   f"{os_name} is a {release.family} distro; debootstrap builds apt distros only")])
+    if snapshot is not None:
+        return _from_snapshot(os_name, release, mirror, snapshot, tag or release.base)
     mirror = mirror or host_mirror(release.distro)
     if mirror is None:
         raise InputError([Problem(APT_SOURCES, None, "mirror",
                                   f"no {release.distro} mirror in the host's apt sources; pass --mirror URL")])
-    if shutil.which("debootstrap") is None:
-        raise RuntimeError("debootstrap is not installed (apt-get install debootstrap)")
     ref = tag or release.base
     with scratch_dir("rif-rootfs-") as tmp:
         root = tmp / "rootfs"
-        cmd = ["debootstrap", "--variant=minbase"]
-        keyring = DEFAULT_KEYRING.get(release.distro)
-        if keyring and Path(keyring).exists():
-            cmd.append(f"--keyring={keyring}")
-        logged_run([*cmd, release.codename, str(root), mirror], LOG_DIR / f"base-{os_name}.log")
-        slim(root)
+        _debootstrap(os_name, release, root, mirror, [])
+        _slim(root)
         tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         subprocess.run(["docker", "import", "--change", 'CMD ["bash"]', "-", ref], stdin=tar.stdout, check=True)
         if tar.wait() != 0:
@@ -100,7 +99,48 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None) -> str:
     return ref
 
 
-def slim(root: Path) -> None:
+def _debootstrap(os_name: str, release: facts.OsRelease, root: Path, mirror: str, extra: list[str],
+                 env: dict[str, str] | None = None) -> None:
+    if shutil.which("debootstrap") is None:
+        raise RuntimeError("debootstrap is not installed (apt-get install debootstrap)")
+    cmd = ["debootstrap", "--variant=minbase", *extra]
+    keyring = DEFAULT_KEYRING.get(release.distro)
+    if keyring and Path(keyring).exists() and "--no-check-gpg" not in extra:
+        cmd.append(f"--keyring={keyring}")
+    logged_run([*cmd, release.codename, str(root), mirror], LOG_DIR / f"base-{os_name}.log",
+               env={**os.environ, **(env or {})})
+
+
+def snapshot_mirror(release: facts.OsRelease, mirror: str | None, snapshot: str) -> str:
+    """The archive at the snapshot: the mirror given (or RIF_APT_SNAPSHOT), else the OS's first snapshot archive."""
+    base = mirror or os.environ.get("RIF_APT_SNAPSHOT") or (release.snapshot[0].archive if release.snapshot else None)
+    if base is None or base == "off":
+        raise InputError([Problem(Path("(command line)"), None, "--snapshot",
+                                  "this OS has no snapshot archive in builder/data/os.yaml; pass --mirror URL")])
+    return f"{base.rstrip('/')}/{snapshot}/"
+
+
+def _from_snapshot(os_name: str, release: facts.OsRelease, mirror: str | None, snapshot: str, ref: str) -> str:
+    if not ospins.TIMESTAMP.fullmatch(snapshot):
+        raise InputError([Problem(Path("(command line)"), None, "--snapshot",
+                                  f"{snapshot!r} is not a UTC timestamp like 20261101T000000Z")])
+    url, epoch = snapshot_mirror(release, mirror, snapshot), rootfs.epoch_of(snapshot)
+    unsigned = os.environ.get("RIF_APT_SNAPSHOT_TRUSTED") == "yes"  # a test's loopback archive
+    with scratch_dir("rif-rootfs-") as tmp:
+        root = tmp / "rootfs"
+        _debootstrap(os_name, release, root, url, ["--no-check-gpg"] if unsigned else [],
+                     {"SOURCE_DATE_EPOCH": str(epoch)})
+        rootfs.scrub(root, epoch)
+        (root / "etc" / "apt" / "sources.list").write_text(
+            f"deb [check-valid-until=no{' trusted=yes' if unsigned else ''}] {url} {release.codename} main\n")
+        diff_id = rootfs.tar(root, epoch, tmp / "layer.tar")
+        image_id = rootfs.image_archive(tmp / "layer.tar", diff_id, epoch, ref,
+                                        f"builder base {os_name} --snapshot {snapshot} ({url})", tmp / "image.tar")
+        subprocess.run(["docker", "load", "-q", "-i", str(tmp / "image.tar")], check=True, stdout=subprocess.DEVNULL)
+    return f"{ref} ({image_id})"
+
+
+def _slim(root: Path) -> None:
     """Drop what an image never needs: apt lists and caches, debootstrap's logs."""
     for pattern in ("var/lib/apt/lists/*", "var/cache/apt/*.bin", "var/cache/apt/archives/*.deb",
                     "var/log/bootstrap.log", "debootstrap"):

@@ -96,11 +96,14 @@ def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to valid
 def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-12")],
          mirror: Annotated[str | None, typer.Option(help="Package mirror; default: the host's apt sources.")] = None,
          tag: Annotated[str | None, typer.Option(help="Image reference; default: the OS's base, e.g. debian:12.")]
-         = None) -> None:
-    """Make an OS base image with debootstrap and `docker import` (for hosts that cannot pull)."""
+         = None,
+         snapshot: Annotated[str | None, typer.Option("--snapshot", metavar="YYYYMMDDTHHMMSSZ", help=(
+             "Make it from the OS's archive snapshot at this UTC time (--mirror: a snapshot mirror, read at "
+             "MIRROR/TIMESTAMP/), byte-reproducibly: the same timestamp gives the same image ID."))] = None) -> None:
+    """Make an OS base image with debootstrap (for hosts that cannot pull)."""
     connect()
     try:
-        ref = baseimage.build_base(os_name, mirror, tag)
+        ref = baseimage.build_base(os_name, mirror, tag, snapshot)
     except subprocess.CalledProcessError as exc:
         console.error(str(exc))
         raise typer.Exit(EXIT_FAILED) from exc

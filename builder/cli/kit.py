@@ -5,6 +5,7 @@ Every `builder` command uses these, so bad input, interruptions and surprises en
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import tempfile
@@ -27,8 +28,8 @@ from rich.text import Text
 from builder.buildkit.builders import NETWORKS, BuildKit
 from builder.buildkit.engine import EngineUnavailable
 from builder.cli import console
+from builder.core import safefs, wheels
 from builder.core.errors import InputError, usage_error
-from builder.core.safefs import replace_file
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
 from builder.render import imagetree
@@ -38,6 +39,9 @@ from builder.render.sources import WheelSource
 from builder.render.stages import NameClash
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
+# what the file system says of a path a user named (--out, --dest, --record): bad input, said in one line
+FILE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
+                         errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENOENT, errno.EFBIG})
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -120,13 +124,17 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             for problem in exc.problems:
                 console.error(str(problem))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
+        except wheels.WheelhouseError as exc:
+            for line in exc.problems:
+                console.error(line)
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
         except LockProblem as exc:
             for stale in exc.problems:
                 console.error(f"lock: {stale}")
             console.err.print("run `builder lock --matrix MATRIX --out DIR` (or `--update`) and commit the locks")
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except (EngineUnavailable, NotImplementedError, CredentialError, imagetree.TreeError, NameClash,
-                LockError) as exc:
+                LockError, safefs.OutputError) as exc:
             console.error(str(exc))
             raise typer.Exit(EXIT_BAD_INPUT) from exc
         except RegistryError as exc:  # the registry refused or is down before any image was touched
@@ -140,16 +148,26 @@ def handles_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(EXIT_SIGTERM) from None
         except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except OSError as exc:
+            if exc.filename is None or exc.errno not in FILE_FAULTS:
+                raise typer.Exit(_crashed(exc)) from exc
+            console.error(f"{exc.filename}: {exc.strerror}")  # a path an option named: full, read-only, too long
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
         except Exception as exc:
-            log = _crash_log()
-            console.error(f"unexpected {type(exc).__name__}: {exc} (traceback in {log})")
-            raise typer.Exit(EXIT_FAILED) from exc
+            raise typer.Exit(_crashed(exc)) from exc
     return wrapper
+
+
+def _crashed(exc: Exception) -> int:
+    """The crash handler: one line naming the exception and where its traceback went."""
+    log = _crash_log()
+    console.error(f"unexpected {type(exc).__name__}: {exc} (traceback in {log})")
+    return EXIT_FAILED
 
 
 def _crash_log() -> Path:
     path = Path(tempfile.gettempdir()) / f"rif-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    return replace_file(path, traceback.format_exc().encode(), 0o600)  # /tmp is shared: planted names replaced
+    return safefs.replace_file(path, traceback.format_exc().encode(), 0o600)  # /tmp is shared: planted names replaced
 
 
 @contextmanager

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 from builder.cli import console, runs
-from builder.cli.kit import EXIT_FAILED, EXIT_OK
+from builder.cli.kit import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.pipeline import jobs
@@ -34,13 +35,19 @@ def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
 def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,
              registry: str) -> int:
     """Plan (and with move_tags, move the tags that need no build), print it, write the record; exit 1 when the
-    registry could not say for some image (the exit code)."""
+    registry could not say for some image, 2 when the record cannot be written (said after the plan)."""
+    if record_path is not None:
+        safefs.check_named(record_path, "the run record")
     decisions = planner.plan(target, todo)
     if move_tags:
         planner.move_tags(target, decisions)
     reports = planner.reports(decisions, moved=move_tags)
+    unwritten = None
     if record_path is not None:
-        record.write(record_path, reports, registry, True)
+        try:
+            record.write(record_path, reports, registry, True)
+        except safefs.OutputError as exc:
+            unwritten = exc
     failed = [d for d in decisions if d.action == "error"]
     for d in failed:
         console.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
@@ -55,6 +62,9 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
         moving = sum(d.action == "move-tags" for d in decisions)
         console.out.print(f"plan: {counts(decisions)['build']} to build, {moving} to re-tag"
                        f"{' (moved)' if move_tags else ''}, {counts(decisions)['skip']} unchanged")
+    if unwritten is not None:
+        console.error(str(unwritten))
+        return EXIT_BAD_INPUT
     return EXIT_FAILED if failed else EXIT_OK
 
 

@@ -10,6 +10,7 @@ import typer
 
 from builder.cli import console
 from builder.cli.kit import (
+    EXIT_BAD_INPUT,
     EXIT_FAILED,
     PRODUCTION_IMAGES,
     PRODUCTION_MATRIX,
@@ -20,13 +21,14 @@ from builder.cli.kit import (
     handles_errors,
     wheel_source,
 )
+from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import select
-from builder.registry.address import check_insecure
-from builder.render import imagetree, lockfile, resolve, wheelhouse
-from builder.render.dockerfile import render_all
+from builder.registry.address import check_insecure, check_registry
+from builder.render import imagetree, lockfile, oslock, resolve, wheelhouse
+from builder.render.dockerfile import RenderedCell, render_all
 
 
 @handles_errors
@@ -52,6 +54,7 @@ def render(matrix: MatrixOpt = PRODUCTION_MATRIX,
     locks = out_dir if (lockfile.has_locks(out_dir) if locked is None else locked) else None
     source = wheel_source(wheelhouse_dir, locks)
     rendered = render_all(load_matrix(matrix), source)
+    warn_unpinned(rendered)
     if not check:
         imagetree.write(out_dir, rendered, prune or (production and out_dir == PRODUCTION_IMAGES), source)
         groups = len({r.group for r in rendered})
@@ -87,8 +90,18 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
              data_errors: Annotated[Path | None, typer.Option("--data-errors", metavar="FILE", help=(
                  "Also write the data errors as a Markdown list to FILE (empty when there are none), for the lock "
                  "refresh's pull request."))] = None,
+             apt_snapshot: Annotated[str | None, typer.Option(
+                 "--apt-snapshot", metavar="URL|off", envvar=oslock.URL_ENV, help=(
+                     "Pin OS packages from this snapshot mirror for every OS (URL/TIMESTAMP/dists/CODENAME/main), "
+                     "not the OS's snapshot service (builder/data/os.yaml); off: leave OS packages unpinned."))]
+             = None,
+             apt_snapshot_time: Annotated[str | None, typer.Option(
+                 "--apt-snapshot-time", metavar="YYYYMMDDTHHMMSSZ", envvar=oslock.TIME_ENV, help=(
+                     "The snapshot to pin OS packages at (default: the lock's own; with --update, now)."))] = None,
              ) -> None:
     """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256.
+
+    Every OS package of its apt steps is pinned by version from a dated archive snapshot (lock/os-*.txt).
 
     A step no index or registry resolves is a data error of the images that need it: each is reported (cells,
     index, what was missing), every other lock is refreshed anyway, those images are left out of the render, and
@@ -96,38 +109,69 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     production = matrix.resolve() == PRODUCTION_MATRIX.resolve()
     if out_dir == PRODUCTION_IMAGES and not production:
         raise usage_error("--out", f"only the production matrix is locked into {PRODUCTION_IMAGES}/ (pass --out DIR)")
+    if data_errors is not None:
+        safefs.check_named(data_errors, "the data errors (--data-errors)")
+    if base_registry is not None:
+        base_registry = check_registry(base_registry, "--base-registry")
     cells = load_matrix(matrix)
+    try:
+        snapshot = None if apt_snapshot == "off" else oslock.Snapshot.from_env(apt_snapshot, apt_snapshot_time)
+    except ValueError as exc:
+        raise usage_error("--apt-snapshot" if "archive" in str(exc) else "--apt-snapshot-time", str(exc)) from None
 
     def say(group: str, file: str, state: str) -> None:
         if state != "kept":
             console.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
 
     done = resolve.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
-                          update or check_data, base_registry, check_insecure(insecure), say, write=not check_data)
-    _report_data_errors(done.errors, data_errors)
+                          update or check_data, base_registry, check_insecure(insecure), say, write=not check_data,
+                          snapshot=snapshot)
+    unwritten = _report_data_errors(done.errors, data_errors)
     if check_data:
         console.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")
+        _refuse(unwritten)
         if done.errors:
             raise typer.Exit(EXIT_FAILED)
         return
     failed = done.failed_cells  # their images have no lock to render from: left out, and listed above
     cells = [c for c in cells if c.content_cell().tag not in failed and c.tag not in failed]
     rendered = render_all(cells, wheel_source(wheelhouse_dir, out_dir))
+    warn_unpinned(rendered)
     imagetree.write(out_dir, rendered, production and out_dir == PRODUCTION_IMAGES,
                     wheel_source(wheelhouse_dir, out_dir))
     console.out.print(f"{len(done.written)} lock files changed, {len(done.kept)} unchanged; rendered {len(rendered)} "
                    f"images into {safe(out_dir)}")
+    _refuse(unwritten)
     if done.errors:
         raise typer.Exit(EXIT_FAILED)
 
 
-def _report_data_errors(errors: list[resolve.DataError], markdown: Path | None) -> None:
-    """Each error on stderr, and (for the pull request) as a Markdown list."""
+def warn_unpinned(rendered: list[RenderedCell]) -> None:
+    """Say (stderr) which combinations install OS packages at whatever the live archive serves today."""
+    groups = sorted({r.group for r in rendered if not r.os_pinned})
+    if groups:
+        console.err.print(f"[yellow]warning:[/yellow] the OS layer of {len(groups)} combinations is unpinned (no "
+                          f"lock/os-*.txt; `builder lock` pins it): {safe(', '.join(groups))}", soft_wrap=True)
+
+
+def _report_data_errors(errors: list[resolve.DataError], markdown: Path | None) -> safefs.OutputError | None:
+    """Each error on stderr, and (for the pull request) as a Markdown list; a list that cannot be written (a full
+    disk) comes back, said once the locks and the tree are written."""
     for e in errors:
         console.err.print(f"[red]data error:[/red] {safe(e.line())}", soft_wrap=True)
     if markdown is not None:
         lines = [f"- `{'`, `'.join(e.cells)}`: `{e.step}` from {e.index}: {e.missing}\n" for e in errors]
-        markdown.write_text("".join(lines), encoding="utf-8")
+        try:
+            safefs.write_named(markdown, "".join(lines).encode(), "the data errors (--data-errors)")
+        except safefs.OutputError as exc:
+            return exc
+    return None
+
+
+def _refuse(unwritten: safefs.OutputError | None) -> None:
+    if unwritten is not None:
+        console.error(str(unwritten))
+        raise typer.Exit(EXIT_BAD_INPUT)
 
 
 @handles_errors

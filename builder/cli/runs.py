@@ -9,8 +9,9 @@ from rich.table import Table
 
 from builder.buildkit.engine import connect
 from builder.cli import console
-from builder.cli.kit import EXIT_FAILED, EXIT_OK, Progress, terminates
+from builder.cli.kit import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Progress, terminates
 from builder.cli.progress import RunView
+from builder.core import safefs
 from builder.core.text import safe
 from builder.pipeline import jobs, lifecycle
 from builder.publish.promote import Target
@@ -30,18 +31,23 @@ def target(registry: str, insecure: frozenset[str]) -> Target:
 def run(todo: list[jobs.Job], options: lifecycle.Options, progress: Progress, report_path: Path | None,
         registry: str | None) -> int:
     """Run the jobs, print the summary, and write the record whatever happens (interruptions included); the exit
-    code."""
+    code. A record that cannot be written is refused before the run, or (a full disk) said after the summary: 2."""
+    if report_path is not None:
+        safefs.check_named(report_path, "the run record")
     client = connect()
     view = RunView([j.tag for j in todo], progress.value, console=console.out)
     with terminates(), view.running():
-        reports = lifecycle.run_and_record(client, todo, options, view.events(), report_path, registry)
+        reports, unwritten = lifecycle.run_and_record(client, todo, options, view.events(), report_path, registry)
     if progress == Progress.json:
         print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
     else:
         rehearsal = "no push" if options.no_push else ""
         print_reports(reports, registry, rehearsal, view.log_dir)
-        if report_path is not None:
+        if report_path is not None and unwritten is None:
             console.out.print(f"run record: {safe(report_path)}")
+    if unwritten is not None:
+        console.error(str(unwritten))
+        return EXIT_BAD_INPUT
     return EXIT_FAILED if any(r.failed for r in reports) else EXIT_OK
 
 

@@ -14,6 +14,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 
+class SnapshotSource(BaseModel):
+    """One archive of a dated snapshot service: `{archive}/{timestamp}/dists/{suite}/{component}/...`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    archive: str
+    suites: tuple[str, ...]
+    components: tuple[str, ...] = ("main",)
+
+
 class OsRelease(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -23,6 +33,7 @@ class OsRelease(BaseModel):
     family: Literal["apt", "dnf"]
     base: str
     rocm_since: str
+    snapshot: tuple[SnapshotSource, ...] = ()  # where `builder lock` pins its OS packages (apt only)
 
 
 class GfxFamily(BaseModel):

@@ -31,6 +31,11 @@ class UnsafePath(OSError):
     """Not a file this program reads or writes: its message says why (a link, a FIFO, too large, outside)."""
 
 
+class OutputError(Exception):
+    """A file an option names could not be written (a full disk, a read-only file system, a file where a folder
+    should be): one line naming the option, the file and why."""
+
+
 def read_regular(path: Path, limit: int, *, follow: bool = False, cut: bool = False) -> bytes:
     """The bytes of a regular file: not through a final link unless follow, at most limit (cut: the first
     limit, else an UnsafePath past it)."""
@@ -53,6 +58,36 @@ def read_regular(path: Path, limit: int, *, follow: bool = False, cut: bool = Fa
     if len(data) > limit and not cut:
         raise UnsafePath(errno.EFBIG, f"more than {limit:,} bytes, over the limit of {limit:,} bytes", str(path))
     return data[:limit]
+
+
+def read_text(path: Path, limit: int, root: Path | None = None) -> str:
+    """A regular file's strict UTF-8 text, at most limit bytes; a link is followed only while it stays inside
+    root (default: the folder it was found in). Every refusal is an UnsafePath naming the file."""
+    try:
+        data = read_regular(resolve_inside(path, root), limit)
+    except (UnsafePath, FileNotFoundError):
+        raise
+    except OSError as exc:
+        raise UnsafePath(exc.errno or errno.EIO, f"cannot read: {exc.strerror or exc}", str(path)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnsafePath(errno.EILSEQ, f"not UTF-8 text (byte {exc.start})", str(path)) from None
+
+
+def resolve_inside(path: Path, root: Path | None = None) -> Path:
+    """path, or where its links lead when that is still inside root (default: path's own folder); a link out
+    of it is an UnsafePath (a wheelhouse entry linked to ~/.ssh/id_rsa is never read)."""
+    if not path.is_symlink():
+        return path
+    folder = (root if root is not None else path.parent).resolve()
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise UnsafePath(errno.ELOOP, "a symbolic link that leads nowhere (or loops)", str(path)) from None
+    if not target.is_relative_to(folder):
+        raise UnsafePath(errno.EXDEV, f"a symbolic link out of {folder}: not followed", str(path))
+    return target
 
 
 def _refuse_kind(path: Path, follow: bool) -> None:
@@ -113,10 +148,51 @@ def replace_file(path: Path, data: bytes, mode: int = 0o644) -> Path:
     return path
 
 
+def write_named(path: Path, data: bytes, what: str, mode: int = 0o644) -> Path:
+    """The file an option names (--record, --report, --data-errors; what: its role, for the error), written by
+    replace_file (a link planted there is replaced, never followed), its folders made; any failure is one
+    OutputError."""
+    try:
+        check_named(path, what)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return replace_file(path, data, mode)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
+
+
+def check_named(path: Path, what: str) -> None:
+    """Before any work: path can become a file (not a folder, a device or a socket: those are never replaced, so
+    `--record /dev/null` cannot turn /dev/null into a file; its nearest existing folder is one, writable, on a
+    writable file system), else an OutputError; a full disk is only found when written. A link or a FIFO
+    planted there is replaced (replace_file), never followed."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
+    kind = stat.S_IFMT(info.st_mode) if info is not None else None
+    if kind in (stat.S_IFDIR, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFSOCK):
+        raise OutputError(f"{path}: cannot write {what}: {FILE_KINDS[kind or 0]} is there (never replaced)")
+    folder = path.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    why = ("not a directory" if not folder.is_dir() else
+           "on a read-only file system" if os.statvfs(folder).f_flag & os.ST_RDONLY else
+           "not writable" if not os.access(folder, os.W_OK | os.X_OK) else "")
+    if why:
+        raise OutputError(f"{path}: cannot write {what}: {folder} is {why}")
+
+
 def copy_file(source: Path, path: Path, mode: int = 0o644) -> Path:
     """path holds a copy of source (a wheel where a hard link cannot be made), by replace_file's rules, with
-    source's times (as shutil.copy2: an incremental build-context sync sees the same file)."""
-    with source.open("rb") as src, _fresh(path, mode, keep_name=False) as f:
+    source's times (as shutil.copy2: an incremental build-context sync sees the same file). source is opened
+    as read_regular opens: never through a final link, never a FIFO or device."""
+    fd = os.open(source, _READ | os.O_NOFOLLOW)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePath(errno.EINVAL, "not a regular file", str(source))
+    with os.fdopen(fd, "rb") as src, _fresh(path, mode, keep_name=False) as f:
         shutil.copyfileobj(src, f, 1 << 20)
         f.flush()  # before the times: a later write would move them
         info = os.fstat(src.fileno())

@@ -22,6 +22,7 @@ from builder.buildkit.bake import BuildResult, OnLine, bake, require_buildx, wav
 from builder.buildkit.builders import CURRENT, BuilderUnusable, BuildKit, require_builder
 from builder.buildkit.export import Cache, Export
 from builder.core import tags
+from builder.core.safefs import OutputError
 from builder.core.scratch import scratch_dir
 from builder.pipeline import stagewave, steps
 from builder.pipeline.jobs import Job, require_inputs
@@ -181,10 +182,13 @@ def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, event
 
 
 def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events,
-                   record_path: Path | None, registry: str | None) -> list[ImageReport]:
-    """run(), and the run record written whatever happens: images never reached are `not-attempted`."""
+                   record_path: Path | None,
+                   registry: str | None) -> tuple[list[ImageReport], OutputError | None]:
+    """run(), and the run record written whatever happens: images never reached are `not-attempted`; a record
+    that could not be written comes back beside the reports, so the run's summary is still printed."""
     reports: list[ImageReport] = []
     finished = False
+    unwritten = None
     try:
         run(client, jobs, options, events, reports)
         finished = True
@@ -195,8 +199,11 @@ def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Option
                 reports.append(job.report())
                 reports[-1].state = "not-attempted"
         if record_path is not None:
-            record.write(record_path, reports, registry, finished)
-    return reports
+            try:
+                record.write(record_path, reports, registry, finished)
+            except OutputError as exc:
+                unwritten = exc
+    return reports, unwritten
 
 
 def run_image(client: docker.DockerClient, job: Job, options: Options, prepared: Prepared | None = None,

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from builder.core.safefs import replace_file
+from builder.core import safefs
 from builder.validate.runner import Check
 
 State = Literal["planned", "not-attempted", "built", "validated", "published", "skipped", "failed",
@@ -69,9 +69,9 @@ class ImageReport:
 
 
 def write(path: Path, reports: list[ImageReport], registry: str | None = None, finished: bool = True) -> None:
-    """The run record; written whatever happened, so every selected image is accounted for."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """The run record; written whatever happened, so every selected image is accounted for (a planted link or
+    FIFO at path is replaced, never written through; a full disk is one safefs.OutputError)."""
     data = {"registry": registry, "complete": finished,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "images": [r.as_json() for r in reports]}
-    replace_file(path, json.dumps(data, indent=2).encode())  # a link or FIFO at path is replaced, never written
+    safefs.write_named(path, json.dumps(data, indent=2).encode(), "the run record")

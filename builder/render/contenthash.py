@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from builder.core import wheels
 from builder.core.safefs import read_regular, replace_file
 
 MAX_CACHE_BYTES = 64 << 20  # a line per wheel ever hashed
+_SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
 
 _FROM = re.compile(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 _BIND = re.compile(r"--mount=(\S*type=bind\S*)")
@@ -91,16 +93,18 @@ def wheelhouse_digest(wheelhouse: Path) -> str:
     """sha256 over every wheel's name and sha256: a changed wheel changes the content hash."""
     cache_file = _digest_cache_file()
     try:
-        known: dict[str, str] = json.loads(read_regular(cache_file, MAX_CACHE_BYTES))  # a FIFO: not waited on
-    except (OSError, ValueError):
-        known = {}
+        cached = json.loads(read_regular(cache_file, MAX_CACHE_BYTES))  # a FIFO: not waited on
+    except (OSError, ValueError, RecursionError):
+        cached = {}
+    known: dict[str, str] = {k: v for k, v in cached.items() if isinstance(v, str) and _SHA256.fullmatch(v)} \
+        if isinstance(cached, dict) else {}  # a cache is input too: only digests are taken from it
     digest = hashlib.sha256()
-    for wheel in sorted(wheelhouse.glob("*.whl")):
-        st = wheel.stat()
-        key = f"{wheel.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    for wheel in wheels.wheels(wheelhouse):  # checked first: a FIFO or a link out is refused, never hashed
+        st = wheel.file.stat()
+        key = f"{wheel.file}|{st.st_size}|{st.st_mtime_ns}"
         if key not in known:
             known[key] = _file_sha256(wheel)
-        digest.update(wheel.name.encode() + b"\0" + known[key].encode())
+        digest.update(wheel.path.name.encode() + b"\0" + known[key].encode())
     with contextlib.suppress(OSError):
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         replace_file(cache_file, json.dumps(known).encode())
@@ -113,9 +117,9 @@ def _digest_cache_file() -> Path:
     return base / "rocm-image-factory" / "wheel-sha256.json"
 
 
-def _file_sha256(path: Path) -> str:
+def _file_sha256(wheel: wheels.Wheel) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    with os.fdopen(wheels.open_wheel(wheel), "rb") as fh:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()

@@ -28,7 +28,7 @@ from builder.core import osfamilies
 from builder.core.spec import CellSpec
 from builder.core.tags import CELL_FILE, RIF_DIR, VENV_DIR
 from builder.matrix.selection import plan_images
-from builder.render import contenthash, labels, lockfile
+from builder.render import contenthash, labels, lockfile, oslock
 from builder.render.contenthash import stage_chains
 from builder.render.installs import devel_packages, runtime_packages, venv_packages
 from builder.render.sources import INDEX, LOCK_MOUNT, PIP_CACHE, WHEELS_MOUNT, WheelSource, step_wheels
@@ -49,6 +49,7 @@ class RenderedCell:
     files: dict[str, bytes] = field(repr=False)  # build-tree path -> bytes, for the stages of this image
     content_hash: str
     source: WheelSource
+    os_pinned: bool = False  # every OS package step installs exactly its lock (lock/os-*.txt)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -149,6 +150,8 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
     first = members[0]
     locks = lockfile.read_fresh(source.locks, group, lock_steps(members)) if source.locks else {}
     lock_dir = f"{group}/{lockfile.LOCK_DIR}"
+    os_locks = oslock.read_group(source.locks / lock_dir, members) if source.locks else {}
+    os_pinned = bool(os_locks) and set(os_locks) == {s.file for s in oslock.steps(members)}
     text = _template().render(
         combo=first, group=group, images=[stages[stage_name(c)] for c in members],
         runtimes=list(runtimes.values()), develops=list(develops.values()),
@@ -162,7 +165,7 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
         rif_dir=RIF_DIR, venv_dir=VENV_DIR, cell_json=CELL_FILE, smoke_program=SMOKE_PROGRAM,
         base_ref=lockfile.pinned_base(locks[lockfile.BASE_FILE]) if locks else first.os_release.base,
         locked=bool(locks), lock_dir=lock_dir, lock_mount=LOCK_MOUNT,
-        filled={name for name, data in locks.items() if lockfile.pins_of(data)},
+        filled={name for name, data in locks.items() if lockfile.pins_of(data)}, os_locks=os_locks,
     )
     chains = stage_chains(text)
     out = []
@@ -180,7 +183,7 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
                                                 labels.image_labels(cell, ""),
                                                 source.wheelhouse if source.locks is None else None)
         out.append(RenderedCell(cell, group, stage, text, {**copied, **mounted, **_base_lock(locks, lock_dir)},
-                                content_hash, source))
+                                content_hash, source, os_pinned))
     return out
 
 

@@ -11,6 +11,7 @@ maintainer's files) is never touched.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from builder.core import safefs
+from builder.core import safefs, wheels
 from builder.render import bakefile
 from builder.render.dockerfile import RenderedCell, tree_files
 from builder.render.lockfile import BASE_FILE, LOCK_DIR, pins_of
@@ -69,9 +70,9 @@ def written_before(tree: Path) -> set[str]:
 
 def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSource | None = None) -> list[Path]:
     """Write the tree and its manifest; with prune, remove what the factory wrote before and no longer renders."""
-    if tree.exists() and not tree.is_dir():
-        raise TreeError(f"{tree} is not a directory")
     try:
+        if tree.exists() and not tree.is_dir():  # in the try: a name too long for the file system is an OSError
+            raise TreeError(f"{tree} is not a directory")
         files = contents(tree, rendered)
         for rel, data in files.items():
             path = tree / rel
@@ -140,32 +141,42 @@ def _link_wheels(tree: Path, source: WheelSource, rendered: list[RenderedCell]) 
     --require-hashes, not this, judges the bytes)."""
     if source.wheelhouse is None:
         return set()
-    wheels = sorted(source.wheelhouse.glob("*.whl"))
+    found = wheels.wheels(source.wheelhouse)  # each a regular file inside the wheelhouse, named as a wheel
     if source.locks is None:
-        return {_link(wheel, tree, WHEELS_DIR) for wheel in wheels}
+        return {_link(wheel, tree, WHEELS_DIR) for wheel in found}
     names = set()
     for path, data in tree_files(rendered).items():
         if f"/{LOCK_DIR}/" not in path or path.endswith("/" + BASE_FILE):
             continue
         text = data.decode()
         wanted = {(_norm(p.name), p.version) for p in pins_of(text)}
-        for wheel in wheels:
-            name, version = wheel.name.split("-")[:2]
-            if (_norm(name), version) in wanted:
+        for wheel in found:
+            if (_norm(wheel.name), str(wheel.version)) in wanted or (_norm(wheel.name), _filed(wheel)) in wanted:
                 names.add(_link(wheel, tree, step_wheels(text)))
     return names
 
 
-def _link(wheel: Path, tree: Path, folder: str) -> str:
+def _filed(wheel: wheels.Wheel) -> str:
+    """The version as the wheel's file name spells it (a lock pins what pip reported)."""
+    return wheel.path.name.split("-")[1]
+
+
+def _link(wheel: wheels.Wheel, tree: Path, folder: str) -> str:
+    """The wheel in the tree: a hard link when its mode is no more than a wheel needs (0644), else a copy with
+    that mode; a link is never made to or through anything but the checked file."""
     (tree / folder).mkdir(parents=True, exist_ok=True)
-    dest = tree / folder / wheel.name
-    if not (dest.is_file() and os.path.samefile(wheel, dest)):  # the same file: BuildKit's sync sees nothing new
-        dest.unlink(missing_ok=True)
-        try:
-            os.link(wheel, dest)
-        except OSError:
-            safefs.copy_file(wheel, dest)  # beside it, then renamed: nothing planted there is written through
-    return f"{folder}/{wheel.name}"
+    name = wheel.path.name
+    dest = tree / folder / name
+    if dest.is_file() and not dest.is_symlink() and os.path.samefile(wheel.file, dest):
+        return f"{folder}/{name}"  # the same file: BuildKit's sync sees nothing new
+    dest.unlink(missing_ok=True)
+    try:
+        if os.stat(wheel.file, follow_symlinks=False).st_mode & 0o7777 & ~wheels.WHEEL_MODE:
+            raise PermissionError(errno.EPERM, "more permission than a wheel needs: copied instead")
+        os.link(wheel.file, dest, follow_symlinks=False)
+    except OSError:
+        safefs.copy_file(wheel.file, dest, wheels.WHEEL_MODE)  # beside, renamed: nothing planted is written through
+    return f"{folder}/{name}"
 
 
 def _current(path: Path, size: int) -> bytes | None:
@@ -209,9 +220,17 @@ def drift(tree: Path, rendered: list[RenderedCell]) -> list[str]:
     files = contents(tree, rendered)
     for rel, data in files.items():
         path = tree / rel
-        if not path.is_file():
+        try:  # read as hostile input: a FIFO planted where a Dockerfile goes never holds the check
+            held = safefs.read_regular(path, len(data))
+        except FileNotFoundError:
             problems.append(f"{path}: missing")
-        elif path.read_bytes() != data:
+            continue
+        except OSError as exc:
+            held = None
+            if exc.errno != errno.EFBIG:
+                problems.append(f"{path}: {exc.strerror or exc}")
+                continue
+        if held != data:
             problems.append(f"{path}: differs from the rendered template")
     listed = written_before(tree)
     problems += [f"{tree / p}: no cell of the matrix renders here" for p in sorted(listed - set(files))

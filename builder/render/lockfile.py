@@ -18,13 +18,28 @@ reads and writes the format (render reads it, `builder lock` writes it); resolut
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from builder.core import safefs
+from builder.core.errors import InputError, Problem
 
 LOCK_DIR = "lock"
 BASE_FILE = "base.txt"
 _HEADER = "# rif-lock "
 _NOTE = "# Written by `builder lock`; refresh with `builder lock --update`, never by hand.\n"
+MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
+# The only lines a lock holds after its header (what pip_text and base_text write): a comment, a blank line, a
+# pin `NAME==VERSION \` and its one `    --hash=sha256:<64 hex>`; in base.txt, one reference by digest. Nothing
+# else, so no option (--extra-index-url, --trusted-host, -r FILE), URL or marker ever reaches pip.
+_PIN = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==([A-Za-z0-9.+!_-]{1,64}) \\", re.ASCII)
+_HASH = re.compile(r"    --hash=sha256:[0-9a-f]{64}", re.ASCII)
+_COMMENT = re.compile(r"(#[ -\[\]-~]*)?", re.ASCII)  # printable ASCII, no backslash: pip splits lines at \f too
+_HEADER_LINE = re.compile(r"# rif-lock [ -~]*", re.ASCII)
+_REFERENCE = re.compile(r"[a-z0-9][A-Za-z0-9._/:-]{0,250}@sha256:[0-9a-f]{64}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -75,7 +90,7 @@ def inputs_of(text: str) -> dict[str, object] | None:
         return None
     try:
         data = json.loads(first.removeprefix(_HEADER))
-    except ValueError:
+    except (ValueError, RecursionError):  # a header nested 100,000 deep is no header
         return None
     return data if isinstance(data, dict) else None
 
@@ -101,19 +116,76 @@ def pins_of(text: str) -> list[Pin]:
     return pins
 
 
+def grammar_problems(path: Path, text: str) -> list[Problem]:
+    """Each line of a lock that is not what `builder lock` writes, by file and line; none for a good lock."""
+    lines = text.split("\n")
+    if inputs_of(text) is None or not _HEADER_LINE.fullmatch(lines[0]):
+        return [Problem(path, 1, "lock", "the first line is not `# rif-lock {...}`: not a lock `builder lock` wrote")]
+    problems, names, references, open_pin = [], set(), 0, 0
+    for number, line in enumerate(lines[1:], start=2):
+        if open_pin:
+            if not _HASH.fullmatch(line):
+                problems.append(_bad(path, number, "a pin's line must be followed by `    --hash=sha256:<64 hex>`"))
+            open_pin = 0
+        elif (pin := _PIN.fullmatch(line)) is not None and path.name != BASE_FILE:
+            open_pin = number
+            name = re.sub(r"[-_.]+", "-", pin[1]).lower()
+            if name in names or not _version(pin[2]):
+                problems.append(_bad(path, number, "pinned twice" if name in names else "not a version"))
+            names.add(name)
+        elif _REFERENCE.fullmatch(line) and path.name == BASE_FILE:
+            references += 1
+        elif not _COMMENT.fullmatch(line):
+            problems.append(_bad(path, number, f"{line[:80]!r} is not a pin with its hash (options, includes, URLs "
+                                               "and markers are refused)"))
+    if open_pin:
+        problems.append(_bad(path, open_pin, "a pin without its hash"))
+    if path.name == BASE_FILE and references != 1:
+        problems.append(_bad(path, len(lines), "base.txt must hold one reference pinned by @sha256:<64 hex>"))
+    return problems
+
+
+def _bad(path: Path, line: int, message: str) -> Problem:
+    return Problem(path, line, "lock", message)
+
+
+def _version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def read_lock(path: Path) -> str:
+    """A lock file's text, read as hostile input: a regular file (a link only inside its folder), at most
+    MAX_LOCK_BYTES, UTF-8, and in the grammar; else an InputError naming the file (and line)."""
+    try:
+        text = safefs.read_text(path, MAX_LOCK_BYTES)
+    except safefs.UnsafePath as exc:
+        raise InputError([Problem(path, None, "lock", f"cannot read: {exc.strerror}")]) from None
+    problems = grammar_problems(path, text)
+    if problems:
+        raise InputError(problems)
+    return text
+
+
 def lock_path(tree: Path, group: str, step: Step) -> Path:
     return tree / group / LOCK_DIR / step.file
 
 
 def read_fresh(tree: Path, group: str, steps: list[Step]) -> dict[str, str]:
     """file -> text for every step, or LockProblem naming each lock that is missing or stale."""
-    found, problems = {}, []
+    found, problems, bad = {}, [], []
     for step in steps:
         path = lock_path(tree, group, step)
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
+            text = read_lock(path)
+        except FileNotFoundError:
             problems.append(f"{path}: missing")
+            continue
+        except InputError as exc:
+            bad += exc.problems
             continue
         recorded = inputs_of(text)
         if recorded != step.inputs:
@@ -121,6 +193,8 @@ def read_fresh(tree: Path, group: str, steps: list[Step]) -> dict[str, str]:
                             f"{_describe(step.inputs)})")
             continue
         found[step.file] = text
+    if bad:  # a lock that breaks the grammar renders nothing, stale or not
+        raise InputError(bad)
     if problems:
         raise LockProblem(problems)
     return found

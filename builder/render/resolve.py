@@ -19,19 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.core import safefs
+from builder.core.errors import InputError
 from builder.core.logfiles import LOG_DIR
 from builder.core.scratch import scratch_dir
 from builder.core.spec import CellSpec
 from builder.registry import credentials
 from builder.registry.client import RegistryClient
 from builder.registry.errors import RegistryError
-from builder.render import lockfile
+from builder.render import aptindex, lockfile, oslock
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps, stages_of
 from builder.render.wheelhouse import PLATFORMS
 
-MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged" | "error")
 
 
@@ -65,10 +65,12 @@ class LockReport:
 
 def lock_tree(cells: list[CellSpec], tree: Path, wheelhouse: Path | None = None, update: bool = False,
               base_registry: str | None = None, insecure: frozenset[str] = frozenset(),
-              on_step: OnStep = lambda g, f, s: None, write: bool = True) -> LockReport:
+              on_step: OnStep = lambda g, f, s: None, write: bool = True,
+              snapshot: oslock.Snapshot | None = None) -> LockReport:
     """Resolve every combination's steps into lock files (write=False: resolve every step, write none: `--check-data`).
     A step that fails is a DataError of the images needing it and the steps built on it are skipped (those images
-    are reported already); every other step is still resolved."""
+    are reported already); every other step is still resolved. With a snapshot, each combination's OS package steps
+    are pinned too (oslock)."""
     report = LockReport()
     groups: dict[str, list[CellSpec]] = {}
     for rendered in render_all(cells, WheelSource(wheelhouse)):
@@ -102,7 +104,28 @@ def lock_tree(cells: list[CellSpec], tree: Path, wheelhouse: Path | None = None,
                 safefs.write_inside(tree, path.relative_to(tree).as_posix(), new.encode())
             (report.written if changed else report.kept).append(path)
             on_step(group, step.file, ("written" if write else "resolved") if changed else "unchanged")
+        if snapshot is not None:
+            _lock_os(group, members, tree, snapshot, update, write, report, on_step)
     return report
+
+
+def _lock_os(group: str, members: list[CellSpec], tree: Path, snapshot: oslock.Snapshot, update: bool, write: bool,
+             report: LockReport, on_step: OnStep) -> None:
+    """The combination's OS package locks (oslock); an archive that cannot serve them is a data error of every
+    image of the combination."""
+    lock_dir = tree / group / lockfile.LOCK_DIR
+    try:
+        texts = oslock.lock_group(members, lock_dir, snapshot, update)
+    except aptindex.ArchiveError as exc:
+        where = snapshot.url or "the OS's snapshot archive"
+        report.errors.append(DataError(tuple(c.tag for c in members), where, "os-*.txt", str(exc)))
+        on_step(group, "os-*.txt", "error")
+        return
+    for file, text in texts.items():
+        rel = f"{group}/{lockfile.LOCK_DIR}/{file}"
+        changed = oslock.write(tree, rel, text) if write else _old_lock(tree / rel) != text
+        (report.written if changed else report.kept).append(tree / rel)
+        on_step(group, file, ("written" if write else "resolved") if changed else "kept")
 
 
 def _resolve_step(step: lockfile.Step, texts: dict[str, str], cell: CellSpec, wheelhouse: Path | None,
@@ -198,8 +221,9 @@ def _log(cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
 
 
 def _old_lock(path: Path) -> str | None:
-    """The lock already there: a regular file only (a FIFO would block, a link is not followed), else None."""
+    """The lock already there, when it is one (lockfile.read_lock: a FIFO, a link out of its folder or a line pip
+    would take for an option is no lock); else None, and it is resolved again."""
     try:
-        return safefs.read_regular(path, MAX_LOCK_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        return lockfile.read_lock(path)
+    except (OSError, InputError):
         return None

@@ -65,9 +65,19 @@ def make(ref: str, mirror: str | None = None) -> None:
         if KEYRING.exists():
             cmd.append(f"--keyring={KEYRING}")
         logged_run([*cmd, SUITE, str(root), mirror], LOG_DIR / "apptainer-runner.log")
-        baseimage.slim(root)
+        _slim(root)
         tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         subprocess.run(["docker", "import", "--change", 'CMD ["bash"]', "-", ref], stdin=tar.stdout, check=True,
                        stdout=subprocess.DEVNULL)
         if tar.wait() != 0:
             raise RuntimeError("tar of the Apptainer runner's root filesystem failed")
+
+
+def _slim(root: Path) -> None:
+    """What the runner never needs: apt's lists and downloaded packages, debootstrap's leftovers."""
+    for pattern in ("var/lib/apt/lists/*", "var/cache/apt/*.bin", "var/cache/apt/archives/*.deb", "debootstrap"):
+        for path in root.glob(pattern):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -14,6 +17,9 @@ from builder.pipeline.jobs import Job, by_combination, matrix_jobs
 from builder.publish.planner import Decision
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import DATA, ROOT
+from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
+from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all
+from tests.publish.test_planner import example_jobs
 
 
 def test_usage_errors_name_the_option() -> None:
@@ -59,3 +65,106 @@ def test_github_rows_are_the_combinations_with_an_image_to_build_with_all_their_
     assert [r["group"] for r in rows] == [first]
     assert sorted(rows[0]["cells"].split()) == sorted(j.tag for j in combinations[first])
     assert json.loads(planning.github([Decision(j, "skip", "") for j in todo])) == {"include": []}
+
+
+# -- error paths and hostile answers (issue 39) ----------------------------------------
+# `builder publish --plan`'s error paths, in process against a scripted registry (no engine): an image the
+# registry could not decide exits 1 and is named; a tag move the registry refuses under --move-tags is that
+# image's error (exit 1), never dropped; whatever a registry answers (status, headers, body), it ends as that
+# image's error.
+
+Start = Callable[[Callable[[Seen], Reply]], Scripted]
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local.yaml"
+
+
+@pytest.fixture(autouse=True)
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default --record lands in the test's folder; retries back off in no time."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/rif-plan/docker.sock")
+    monkeypatch.delenv("RIF_REGISTRY", raising=False)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+
+
+def plan(address: str, *extra: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["publish", "--plan", "-m", str(EXAMPLE), "--registry", f"{address}/rocm",
+                                      *extra], env={"COLUMNS": "300", "NO_COLOR": "1"})
+    return result.exit_code, " ".join(result.output.split())
+
+
+def faulty(store: Store, job: Job, reply: Reply) -> Callable[[Seen], Reply]:
+    """The store's answers, except reply for every manifest request about job's tags."""
+    names = {*job.tags, job.report().immutable_tag}
+
+    def answer(seen: Seen) -> Reply:
+        ref = seen.path.split("?")[0].rsplit("/manifests/", 1)
+        return reply if len(ref) == 2 and ref[1] in names else store.answer(seen)
+    return answer
+
+
+def test_an_image_the_registry_cannot_decide_exits_1_and_is_named(server: Start) -> None:
+    store = Store()
+    runtime, devel = example_jobs()
+    scripted = server(faulty(store, devel, oci_error(403, "DENIED", "no")))
+    code, output = plan(scripted.address)
+    assert code == 1, output
+    assert f"plan failed {devel.tag}" in output and f"plan failed {runtime.tag}" not in output
+    record = {i["tag"]: i["state"] for i in json.loads(Path("publish-record.json").read_text())["images"]}
+    assert record == {runtime.tag: "would-build", devel.tag: "failed"}
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "github"])
+def test_every_format_exits_1_on_an_undecided_image(server: Start, fmt: str) -> None:
+    store = Store()
+    _, devel = example_jobs()
+    scripted = server(faulty(store, devel, oci_error(403, "DENIED", "no")))
+    code, output = plan(scripted.address, "--format", fmt)
+    assert code == 1, output
+
+
+def test_a_refused_move_is_that_image_s_error(server: Start) -> None:
+    store = Store()
+    runtime, devel = todo = example_jobs()
+    publish_all(store, todo)
+    store.manifests["rocm/pytorch:latest"] = store.manifests[f"rocm/pytorch:{devel.tag}"]
+
+    def refuse_puts(seen: Seen) -> Reply:
+        return oci_error(403, "DENIED", "tags are frozen") if seen.method == "PUT" else store.answer(seen)
+    scripted = server(refuse_puts)
+    code, output = plan(scripted.address, "--move-tags")
+    assert code == 1, output
+    assert f"plan failed {runtime.tag}" in output and "moving latest" in output
+    record = {i["tag"]: i["state"] for i in json.loads(Path("publish-record.json").read_text())["images"]}
+    assert record[runtime.tag] == "failed"
+    assert store.digest("rocm/pytorch", "latest") == store.digest("rocm/pytorch", devel.tag)  # nothing moved
+
+
+BIG = 1 << 40
+REPLIES: list[Reply] = [
+    (418, {}, b""), (400, {}, b"\xff\xfe"), (403, {"Content-Type": "application/json"}, b'{"errors": 7}'),
+    (404, {"Content-Type": "application/json"}, b'{"errors": [{"code": ' + b"[" * 5000 + b"]}"),
+    (301, {}, b""), (302, {"Location": "ftp://127.0.0.1/x"}, b""), (307, {"Location": "\x7f://"}, b""),
+    (401, {"WWW-Authenticate": "Bearer realm"}, b""), (401, {"WWW-Authenticate": "Bogus \x01"}, b""),
+    (401, {"WWW-Authenticate": 'Bearer realm="file:///etc/passwd"'}, b""), (401, {}, b""),
+    (429, {"Retry-After": "99999999999999999999"}, b""), (503, {"Retry-After": "-1"}, b""),
+    (500, {}, b"x" * 100_000),
+    (200, {"Content-Type": MANIFEST_TYPE}, b"not json"), (200, {"Content-Type": MANIFEST_TYPE}, b"[]"),
+    (200, {"Content-Type": MANIFEST_TYPE}, b'{"schemaVersion": 2, "config": 5, "layers": "x"}'),
+    (200, {"Content-Type": "text/html"}, b"<html>"),
+    (200, {"Content-Type": MANIFEST_TYPE, "Content-Length": "-5"}, b""),
+    (200, {"Content-Type": MANIFEST_TYPE, "Docker-Content-Digest": "sha256:" + "0" * 64}, b"{}"),
+    (200, {"Content-Type": MANIFEST_TYPE, "Docker-Content-Digest": "md5:\x00"}, b"{}"),
+    (200, {"Content-Type": MANIFEST_TYPE}, b'{"schemaVersion": 2, "config": {"digest": "sha256:' + b"c" * 64
+     + b'", "size": ' + str(BIG).encode() + b'}, "layers": []}'),
+]
+
+
+@pytest.mark.parametrize("reply", REPLIES, ids=[f"{i}-{r[0]}" for i, r in enumerate(REPLIES)])
+def test_whatever_the_registry_answers_is_that_image_s_error(server: Start, reply: Reply) -> None:
+    store = Store()
+    runtime, devel = example_jobs()
+    scripted = server(faulty(store, devel, reply))
+    code, output = plan(scripted.address)
+    assert code in (0, 1), output
+    assert "unexpected" not in output and "Traceback" not in output
+    assert f"plan failed {runtime.tag}" not in output  # the other image is decided as ever

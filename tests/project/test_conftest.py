@@ -3,6 +3,7 @@ docker/registry policy (skip locally, error under CI), the tracked containers, r
 
 from __future__ import annotations
 
+import ast
 import uuid
 
 import docker
@@ -12,7 +13,7 @@ from builder.core import tags
 from tests.fakes.checkout import ROOT
 from tests.fakes.containers import TrackedContainers
 from tests.fakes.engine import labelled_image
-from tests.fakes.policy import docker_policy, in_ci
+from tests.fakes.policy import ENGINE_FIXTURES, docker_policy, in_ci
 from tests.fakes.reclaim import reclaiming, short_of_disk, suite_name
 from tests.fakes.warm import MAX_WARM, WARM_REPOSITORY, Warm, warm_ref
 
@@ -284,3 +285,21 @@ def test_a_factory_build_reclaimed_keeps_its_layers_under_a_warm_name_only(
     finally:
         docker_client.images.remove(warm_ref(readable))
     assert made not in {i.id for i in docker_client.images.list(name=WARM_REPOSITORY)}
+
+
+OWN_FIXTURES = {ROOT / "tests" / "fakes" / "engine.py", ROOT / "tests" / "fakes" / "containers.py"}
+
+
+def test_no_fixture_takes_a_name_that_marks_its_tests() -> None:
+    """A stand-in fixture named `registry` (or `docker_client`, `containers`) marks every test using it, which the
+    fast tier then deselects: the scripts/setup.sh tests never ran that way. Only the suite's own fakes define them."""
+    marking = {"registry", *ENGINE_FIXTURES}
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path in OWN_FIXTURES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name in marking and any(
+                    "fixture" in ast.unparse(d) for d in node.decorator_list):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert found == []

@@ -42,8 +42,9 @@ SNAPSHOT = r"""snap() {
 
 
 @pytest.fixture()
-def registry() -> Iterator[str]:
-    """A stand-in for the local registry: /v2/ answers 200, which is all setup.sh asks of it."""
+def stand_in_registry() -> Iterator[str]:
+    """A stand-in for the local registry: /v2/ answers 200, which is all setup.sh asks of it. Not named
+    `registry`: that name marks a test `registry` (tests/conftest.py), which the fast tier deselects."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             self.send_response(200)
@@ -85,7 +86,7 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(0o755)
 
 
-def _interactive(checkout: Path, registry: str, driver_status: str, extra_env: dict[str, str] | None = None
+def _interactive(checkout: Path, stand_in_registry: str, driver_status: str, extra_env: dict[str, str] | None = None
                  ) -> subprocess.CompletedProcess[str]:
     script = (SNAPSHOT + "set -o noclobber; trap 'echo hup' HUP; cd /; before=$(snap)\n"
               f"source {checkout}/scripts/setup.sh; rc=$?\n"
@@ -94,48 +95,50 @@ def _interactive(checkout: Path, registry: str, driver_status: str, extra_env: d
               "echo \"DOCKER_HOST=${DOCKER_HOST-unset}\"; echo \"RIF_TEST_REGISTRY=$RIF_TEST_REGISTRY\"\n"
               "echo \"PATH=$PATH\"; echo \"RIF_BUILD_NETWORK=${RIF_BUILD_NETWORK-unset}\"\n")
     env = {"PATH": f"{checkout.parent / 'bin'}:/usr/bin:/bin", "HOME": str(checkout.parent), "TERM": "dumb",
-           "RIF_TEST_REGISTRY": registry, "DRIVER_STATUS": driver_status,
+           "RIF_TEST_REGISTRY": stand_in_registry, "DRIVER_STATUS": driver_status,
            "RIF_ENGINE_RUN": str(checkout.parent / "run"), **(extra_env or {})}
     return subprocess.run(["bash", "--norc", "--noprofile", "-i", "-c", script], capture_output=True, text=True,
                           env=env, stdin=subprocess.DEVNULL, timeout=120, check=False)
 
 
-def test_sourcing_exports_what_it_says_and_leaves_the_shell_as_it_was(checkout: Path, registry: str) -> None:
-    proc = _interactive(checkout, registry, SNAPSHOTTER, {"DOCKER_HOST": "unix:///run/elsewhere.sock"})
+def test_sourcing_exports_what_it_says_and_leaves_the_shell_as_it_was(checkout: Path, stand_in_registry: str) -> None:
+    proc = _interactive(checkout, stand_in_registry, SNAPSHOTTER, {"DOCKER_HOST": "unix:///run/elsewhere.sock"})
     assert "alive rc=0" in proc.stdout, proc.stdout + proc.stderr
     assert "unchanged" in proc.stdout, proc.stdout + proc.stderr
     assert f"PATH={checkout}/.venv/bin:" in proc.stdout
-    assert f"RIF_TEST_REGISTRY={registry}" in proc.stdout
+    assert f"RIF_TEST_REGISTRY={stand_in_registry}" in proc.stdout
     assert "DOCKER_HOST=unix:///run/elsewhere.sock" in proc.stdout  # a modern engine already answering: kept
     assert "RIF_BUILD_NETWORK=host" in proc.stdout  # the engine has no bridge: its builds need the host's network
 
 
-def test_a_failing_setup_returns_instead_of_closing_the_shell(checkout: Path, registry: str) -> None:
+def test_a_failing_setup_returns_instead_of_closing_the_shell(checkout: Path, stand_in_registry: str) -> None:
     """An engine without the containerd image store: the script's `return 1`, which used to be `exit 1`."""
-    proc = _interactive(checkout, registry, OVERLAY)
+    proc = _interactive(checkout, stand_in_registry, OVERLAY)
     assert "does not use the containerd image store" in proc.stderr
     assert "alive rc=1" in proc.stdout, proc.stdout + proc.stderr
     assert "unchanged" in proc.stdout, proc.stdout + proc.stderr
     assert f"{checkout}/.venv/bin" not in proc.stdout  # nothing exported from a failed set-up
 
 
-def test_a_script_that_sources_it_with_errexit_still_stops_on_failure(checkout: Path, registry: str) -> None:
+def test_a_script_that_sources_it_with_errexit_still_stops_on_failure(checkout: Path, stand_in_registry: str) -> None:
     """scripts/test.sh and example.sh rely on `set -e` ending them when the set-up fails."""
     script = f"set -euo pipefail\nsource {checkout}/scripts/setup.sh\necho went-on\n"
     env = {"PATH": f"{checkout.parent / 'bin'}:/usr/bin:/bin", "HOME": str(checkout.parent),
-           "RIF_TEST_REGISTRY": registry, "DRIVER_STATUS": OVERLAY, "RIF_ENGINE_RUN": str(checkout.parent / "run")}
+           "RIF_TEST_REGISTRY": stand_in_registry, "DRIVER_STATUS": OVERLAY,
+           "RIF_ENGINE_RUN": str(checkout.parent / "run")}
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 1
     assert "went-on" not in proc.stdout
 
 
-def test_exports_reach_a_script_that_sources_it(checkout: Path, registry: str) -> None:
+def test_exports_reach_a_script_that_sources_it(checkout: Path, stand_in_registry: str) -> None:
     """RIF_STARTED must reach scripts/stop.sh, which reads it from the environment of the script that sourced."""
     script = (f"set -euo pipefail\nsource {checkout}/scripts/setup.sh\n"
               "bash -c 'echo \"child sees ${RIF_STARTED+set} $RIF_TEST_REGISTRY $DOCKER_HOST\"'\n")
     env = {"PATH": f"{checkout.parent / 'bin'}:/usr/bin:/bin", "HOME": str(checkout.parent),
-           "RIF_TEST_REGISTRY": registry, "DRIVER_STATUS": SNAPSHOTTER, "RIF_ENGINE_RUN": str(checkout.parent / "run"),
+           "RIF_TEST_REGISTRY": stand_in_registry, "DRIVER_STATUS": SNAPSHOTTER,
+           "RIF_ENGINE_RUN": str(checkout.parent / "run"),
            "RIF_DOCKER_HOST": "unix:///run/ours.sock"}
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert f"child sees set {registry} unix:///run/ours.sock" in proc.stdout
+    assert f"child sees set {stand_in_registry} unix:///run/ours.sock" in proc.stdout

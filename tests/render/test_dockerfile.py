@@ -77,12 +77,12 @@ def test_content_hash_changes_with_every_input(tmp_path: Path) -> None:
     base = render_cell(cell).content_hash
     assert render_cell(cell.model_copy(update={"torch": "2.12.0"})).content_hash != base
     assert render_cell(cell.model_copy(update={"expect_torch": "2.12.0"})).content_hash != base
-    (tmp_path / "a.whl").write_bytes(b"one")
+    (tmp_path / "a-1.0-py3-none-any.whl").write_bytes(b"one")
     with_wheels = render_cell(cell, WheelSource(tmp_path)).content_hash
     assert with_wheels != base
     other = tmp_path / "other"
     other.mkdir()
-    (other / "a.whl").write_bytes(b"two")
+    (other / "a-1.0-py3-none-any.whl").write_bytes(b"two")
     assert render_cell(cell, WheelSource(other)).content_hash != with_wheels
 
 
@@ -126,7 +126,7 @@ def test_user_line_numbers_do_not_change_the_hash(tmp_path: Path) -> None:
 def test_tree_holds_exactly_what_the_dockerfiles_copy_and_bind(tmp_path: Path) -> None:
     wheels = tmp_path / "wh"
     wheels.mkdir()
-    (wheels / "x.whl").write_bytes(b"x")
+    (wheels / "x-1.0-py3-none-any.whl").write_bytes(b"x")
     source = WheelSource(wheels)
     rendered = render_all(golden_cells(), source)
     tree = tmp_path / "tree"
@@ -136,11 +136,12 @@ def test_tree_holds_exactly_what_the_dockerfiles_copy_and_bind(tmp_path: Path) -
     # each bind mount is a folder holding exactly the one file its step installs (no mount stub in any layer)
     copied = {"rif/torch-smoke.pyz" if b == "rif" else f"{b}/cell.json" for b in bound}
     assert "rif" in bound and {f"cells/{r.cell.tag}" for r in rendered} <= bound
-    expected = {imagetree.MANIFEST, imagetree.BAKE_FILE, "wheels/x.whl", *copied,
+    expected = {imagetree.MANIFEST, imagetree.BAKE_FILE, "wheels/x-1.0-py3-none-any.whl", *copied,
                 *(f"{r.group}/Dockerfile" for r in rendered)}
     assert files == sorted(expected)
     assert os.access(tree / "rif" / "torch-smoke.pyz", os.X_OK)
-    assert (tree / "wheels" / "x.whl").stat().st_ino == (wheels / "x.whl").stat().st_ino  # a link, not a copy
+    wheel = "x-1.0-py3-none-any.whl"
+    assert (tree / "wheels" / wheel).stat().st_ino == (wheels / wheel).stat().st_ino  # a link, not a copy
 
 
 def test_committed_images_match_the_production_matrix() -> None:

@@ -3,7 +3,7 @@ apt repository for a pytorch.org devel image's SDK."""
 
 from __future__ import annotations
 
-from builder.core import facts
+from builder.core import facts, ospins
 
 NAME = "apt"
 RUNTIME_PACKAGES: tuple[str, ...] = ("python3", "ca-certificates")
@@ -24,6 +24,36 @@ def cache_mounts(os_name: str) -> list[str]:
 
 def install_commands(packages: list[str]) -> list[str]:
     return ["apt-get update", f"apt-get install -y --no-install-recommends {' '.join(packages)}"]
+
+
+# A locked step reads only the snapshot: apt is pointed at a sources folder inside the cache mount (never in a
+# layer), so the image keeps the base's own sources for whoever extends it.
+_SNAPSHOT_DIR = "/var/cache/apt/rif-snapshot"
+_SNAPSHOT_APT = f"apt-get -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts={_SNAPSHOT_DIR}"
+# `Inst NAME[:ARCH] [OLD] (VERSION ...)` of a simulated install -> NAME=VERSION
+_PLANNED = r"sed -n 's/^Inst \([^ :]*\)[^ ]* \(\[[^]]*\] \)\{0,1\}(\([^ ]*\) .*/\1=\3/p'"
+
+
+def pinned_install_commands(lock: ospins.OsLock) -> list[str]:
+    """Install exactly the lock's packages from its snapshot: a simulated install first, and the step fails, naming
+    them, if apt would install anything the lock does not pin (a base that moved, an archive that differs)."""
+    options = "[check-valid-until=no" + (" trusted=yes]" if lock.trusted else "]")
+    lines = " ".join(f"'deb {options} {s.url} {s.suite} {' '.join(s.components)}'" for s in lock.sources)
+    pins = " ".join(f"{p.name}={p.version}" for p in sorted(lock.packages, key=lambda p: p.name))
+    return [
+        f"rm -rf {_SNAPSHOT_DIR} && mkdir -p {_SNAPSHOT_DIR}",
+        f"printf '%s\\n' {lines} > {_SNAPSHOT_DIR}/snapshot.list",
+        f"{_SNAPSHOT_APT} update",
+        f"printf '%s\\n' {pins} > {_SNAPSHOT_DIR}/pinned",
+        f"xargs -a {_SNAPSHOT_DIR}/pinned {_SNAPSHOT_APT} -s install --no-install-recommends > {_SNAPSHOT_DIR}/plan",
+        f"{_PLANNED} {_SNAPSHOT_DIR}/plan > {_SNAPSHOT_DIR}/planned",  # no pipe: a failing simulation fails the step
+        f"sort -o {_SNAPSHOT_DIR}/pinned {_SNAPSHOT_DIR}/pinned",
+        f"sort -o {_SNAPSHOT_DIR}/planned {_SNAPSHOT_DIR}/planned",
+        f"comm -23 {_SNAPSHOT_DIR}/planned {_SNAPSHOT_DIR}/pinned > {_SNAPSHOT_DIR}/unpinned",
+        f"if [ -s {_SNAPSHOT_DIR}/unpinned ]; then echo 'apt would install packages the lock does not pin "
+        f"(snapshot {lock.snapshot}):' >&2; cat {_SNAPSHOT_DIR}/unpinned >&2; exit 1; fi",
+        f"{_SNAPSHOT_APT} install -y --no-install-recommends {pins}",
+    ]
 
 
 def remove_command(packages: list[str]) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from builder.core import ospins
+
 
 class OsFamily(Protocol):
     """One OS family: a module (apt.py, dnf.py) with these names."""
@@ -29,6 +31,10 @@ class OsFamily(Protocol):
 
     def install_commands(self, packages: list[str]) -> list[str]:
         """The shell commands that install packages (without recommends)."""
+        ...
+
+    def pinned_install_commands(self, lock: ospins.OsLock) -> list[str]:
+        """The shell commands that install exactly a lock's packages from its snapshot, failing on anything else."""
         ...
 
     def remove_command(self, packages: list[str]) -> str:

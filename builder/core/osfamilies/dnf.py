@@ -4,6 +4,8 @@ cannot make its base (pull or import it)."""
 
 from __future__ import annotations
 
+from builder.core import ospins
+
 NAME = "dnf"
 RUNTIME_PACKAGES: tuple[str, ...] = ("python3", "ca-certificates")
 # python3-libs itself requires the pip and setuptools wheels ensurepip uses: nothing to add, nothing to remove.
@@ -25,6 +27,11 @@ def cache_mounts(os_name: str) -> list[str]:
 
 def install_commands(packages: list[str]) -> list[str]:
     return [f"dnf install -y {_OPTIONS} {' '.join(packages)}"]
+
+
+def pinned_install_commands(lock: ospins.OsLock) -> list[str]:
+    raise NotImplementedError("dnf: installing OS packages pinned from a dated snapshot is not supported yet "
+                              "(no snapshot archive for rpm distributions in builder/data/os.yaml)")
 
 
 def remove_command(packages: list[str]) -> str:

@@ -1,0 +1,140 @@
+"""A combination's OS package locks: which apt steps it has, the snapshot they read, and their closures.
+
+Two steps install OS packages: the base's runtime and venv packages (`os-base.txt`) and, where the combination
+has a devel image, its toolchain (`os-devel.txt`, over what the base step leaves: its runtime packages). `builder
+lock` resolves each against the OS's archive at one snapshot timestamp (builder/data/os.yaml, or one mirror for
+every OS: --apt-snapshot / RIF_APT_SNAPSHOT) and writes its lock; a render reads them back. The snapshot is kept
+until `--update` moves it to now (or to --apt-snapshot-time / RIF_APT_SNAPSHOT_TIME).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from builder.core import ospins, safefs
+from builder.core.errors import InputError
+from builder.core.spec import CellSpec
+from builder.render import aptindex
+from builder.render.installs import devel_packages, runtime_packages, venv_packages
+
+BASE_STEP = "os-base.txt"
+DEVEL_STEP = "os-devel.txt"
+URL_ENV = "RIF_APT_SNAPSHOT"  # one archive for every OS: an air-gapped site's mirror, a test's loopback archive
+TIME_ENV = "RIF_APT_SNAPSHOT_TIME"
+TRUSTED_ENV = "RIF_APT_SNAPSHOT_TRUSTED"  # yes: the mirror is unsigned and trusted as it is (a test's)
+
+
+@dataclass(frozen=True)
+class OsStep:
+    file: str
+    wants: tuple[str, ...]
+    over: tuple[str, ...] = ()  # packages a step below installed and kept: not installed again
+
+
+# An archive's address: http(s), a host, a path of printable ASCII without spaces or quotes.
+ARCHIVE_URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~%/+\-]*)?")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Where and when OS packages are pinned from: a mirror for every OS (else the data's), and the timestamp."""
+
+    url: str | None = None
+    time: str | None = None
+    trusted: bool = False
+
+    @classmethod
+    def from_env(cls, url: str | None = None, time: str | None = None) -> Snapshot:
+        url = url or os.environ.get(URL_ENV) or None
+        time = time or os.environ.get(TIME_ENV) or None
+        if url is not None and not ARCHIVE_URL.fullmatch(url):
+            raise ValueError(f"snapshot archive {url!r} is not an http(s) URL like https://snapshot.debian.org/archive/"
+                             "debian (or off)")
+        if time is not None and not ospins.TIMESTAMP.fullmatch(time):
+            raise ValueError(f"snapshot time {time!r} is not a UTC timestamp like 20261101T000000Z")
+        return cls(url, time, os.environ.get(TRUSTED_ENV, "") == "yes")
+
+    def sources(self, cell: CellSpec, time: str) -> tuple[ospins.Source, ...]:
+        release = cell.os_release
+        if self.url is not None:
+            return (ospins.Source(f"{self.url.rstrip('/')}/{time}/", release.codename, ("main",)),)
+        return tuple(ospins.Source(f"{s.archive.rstrip('/')}/{time}/", suite, s.components)
+                     for s in release.snapshot for suite in s.suites)
+
+
+def steps(members: list[CellSpec]) -> list[OsStep]:
+    """The OS package steps of a combination's Dockerfile, none where its OS has no snapshot archive in the data."""
+    first = members[0]
+    if not first.os_release.snapshot:
+        return []
+    runtime = tuple(runtime_packages(first))
+    found = [OsStep(BASE_STEP, runtime + tuple(venv_packages(first)))]
+    if any(c.flavor == "devel" for c in members):
+        found.append(OsStep(DEVEL_STEP, tuple(devel_packages(first)), over=runtime))
+    return found
+
+
+def lock_group(members: list[CellSpec], lock_dir: Path, snapshot: Snapshot, update: bool) -> dict[str, str]:
+    """file -> the text of each OS step's lock, resolved again where missing, stale or updated (else kept)."""
+    cell = members[0]
+    old = {s.file: _old(lock_dir / s.file) for s in steps(members)}
+    kept_time = next((o.snapshot for o in old.values() if o is not None), None)
+    time = snapshot.time or (None if update else kept_time) or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    sources = snapshot.sources(cell, time)
+    texts: dict[str, str] = {}
+    index: aptindex.Index | None = None
+    for step in steps(members):
+        current = old[step.file]
+        if (current is not None and not update and current.snapshot == time and current.wants == step.wants
+                and current.os == cell.os and current.sources == sources):
+            texts[step.file] = current.text()
+            continue
+        index = index or aptindex.load(sources)
+        present = index.base_set()
+        if step.over:
+            present |= {p.name for p in index.closure(step.over, present)}
+        packages = tuple(index.closure(step.wants, present))
+        if current is not None and current.wants == step.wants and set(current.packages) == set(packages):
+            texts[step.file] = current.text()  # the archive moved, this closure did not: the lock stays as it is
+            continue
+        texts[step.file] = ospins.OsLock(cell.os, step.wants, time, sources, packages, snapshot.trusted).text()
+    return texts
+
+
+def _old(path: Path) -> ospins.OsLock | None:
+    try:
+        return ospins.read(path)
+    except InputError:
+        return None
+
+
+def read_group(lock_dir: Path, members: list[CellSpec]) -> dict[str, ospins.OsLock]:
+    """The OS locks a locked render installs from (a missing one leaves that step unpinned, warned about); one that
+    does not parse, or was resolved for other packages, is an error naming it."""
+    found = {}
+    for step in steps(members):
+        path = lock_dir / step.file
+        if not path.exists() and not path.is_symlink():
+            continue
+        lock = ospins.read(path)
+        if lock.wants != step.wants or lock.os != members[0].os:
+            raise ospins.stale(path, f"resolved for {lock.os}: {' '.join(lock.wants)}; the matrix now asks for "
+                                     f"{members[0].os}: {' '.join(step.wants)} (run `builder lock`)")
+        found[step.file] = lock
+    return found
+
+
+def write(tree: Path, rel: str, text: str) -> bool:
+    """Write a lock file when its text changed; whether it did."""
+    path = tree / rel
+    try:
+        if safefs.read_regular(path, ospins.MAX_BYTES).decode("utf-8") == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    safefs.write_inside(tree, rel, text.encode())
+    return True

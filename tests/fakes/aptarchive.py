@@ -1,0 +1,97 @@
+"""A loopback apt snapshot archive: dated folders `<root>/<TIMESTAMP>/dists/<codename>/main/binary-amd64/`, each with
+a Packages index (gzip) and a Release file listing its SHA256, served by `python3 -m http.server` on 127.0.0.1.
+
+Packages are tiny real .debs (dpkg-deb --build), or, for tests that only resolve, index entries alone.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Deb:
+    name: str
+    version: str
+    depends: str = ""
+    priority: str = "optional"
+    provides: str = ""
+
+
+def _control(deb: Deb, size: int, sha: str) -> str:
+    lines = [f"Package: {deb.name}", f"Version: {deb.version}", "Architecture: all", f"Priority: {deb.priority}",
+             "Maintainer: rif tests <rif@example.invalid>", f"Description: fake {deb.name}"]
+    lines += [f"Depends: {deb.depends}"] if deb.depends else []
+    lines += [f"Provides: {deb.provides}"] if deb.provides else []
+    if sha:
+        lines += [f"Filename: pool/{deb.name}_{deb.version}_all.deb", f"Size: {size}", f"SHA256: {sha}"]
+    return "\n".join(lines) + "\n"
+
+
+def build_deb(deb: Deb, pool: Path) -> Path:
+    """A real, installable .deb that puts one file under /usr/share/<name>/ (made once: a snapshot's files stay)."""
+    out = pool / f"{deb.name}_{deb.version}_all.deb"
+    if out.exists():
+        return out
+    src = pool.parent / f".src-{deb.name}-{deb.version}"
+    (src / "DEBIAN").mkdir(parents=True)
+    (src / "DEBIAN" / "control").write_text(_control(deb, 0, ""))
+    (src / "usr" / "share" / deb.name).mkdir(parents=True)
+    (src / "usr" / "share" / deb.name / "version").write_text(deb.version + "\n")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(src), str(out)], check=True,
+                   capture_output=True)
+    return out
+
+
+def write_snapshot(root: Path, stamp: str, codename: str, debs: list[Deb], real: bool = False) -> None:
+    """One dated snapshot of one suite: its index (and .debs when real) and a Release naming the index's hash."""
+    top = root / stamp
+    pool = top / "pool"
+    pool.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for deb in debs:
+        if real:
+            data = build_deb(deb, pool).read_bytes()
+            entries.append(_control(deb, len(data), hashlib.sha256(data).hexdigest()))
+        else:
+            entries.append(_control(deb, 1, hashlib.sha256(f"{deb.name}{deb.version}".encode()).hexdigest()))
+    folder = top / "dists" / codename / "main" / "binary-amd64"
+    folder.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(entries).encode()
+    (folder / "Packages").write_bytes(text)
+    (folder / "Packages.gz").write_bytes(gzip.compress(text, mtime=0))
+    hashes = "".join(f" {hashlib.sha256(p.read_bytes()).hexdigest()} {p.stat().st_size} main/binary-amd64/{p.name}\n"
+                     for p in (folder / "Packages", folder / "Packages.gz"))
+    (top / "dists" / codename / "Release").write_text(
+        f"Origin: rif-test\nLabel: rif-test\nSuite: {codename}\nCodename: {codename}\n"
+        "Date: Sun, 01 Nov 2026 00:00:00 UTC\nArchitectures: amd64 all\nComponents: main\nSHA256:\n" + hashes)
+
+
+class Served:
+    """`python3 -m http.server` on a free loopback port, serving root."""
+
+    def __init__(self, root: Path) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(self.port),
+                                      "--directory", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{self.port}"
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("http.server did not start")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)

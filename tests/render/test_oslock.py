@@ -1,0 +1,177 @@
+"""OS package locks against a loopback snapshot archive (two dated snapshots, two suites), without an engine."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli.app import app
+from builder.core import ospins
+from builder.core.errors import InputError
+from builder.core.spec import CellSpec
+from builder.render import lockfile, oslock, resolve
+from builder.render.dockerfile import render_all
+from builder.render.sources import WheelSource
+from builder.render.stages import lock_steps
+from tests.fakes import checkout
+from tests.fakes.aptarchive import Deb, Served, write_snapshot
+from tests.fakes.matrices import load_cells, write_matrix
+
+T1, T2 = "20261101T000000Z", "20261201T000000Z"
+MATRIX = "matrix:\n  os: [debian-12, debian-13]\n  platform: [cpu]\n  torch: ['2.14.1']\n  flavor: [runtime, devel]\n"
+COMMON = [Deb("libc6", "2.36-9", priority="required"), Deb("python3", "3.11.2-1", "libpython3-stdlib, libc6"),
+          Deb("libpython3-stdlib", "3.11.2-1"), Deb("ca-certificates", "20230311", "openssl (>= 3)"),
+          Deb("python3-venv", "3.11.2-1", "python3"), Deb("python3-pip-whl", "23.0.1"),
+          Deb("python3-setuptools-whl", "66.1.1"), Deb("build-essential", "12.9", "gcc | c-compiler"),
+          Deb("gcc", "12.2.0", provides="c-compiler"), Deb("python3-dev", "3.11.2-1", "python3"),
+          Deb("git", "2.39.5"), Deb("ninja-build", "1.11.1")]
+
+
+def archive(root: Path, trixie_openssl: str, extra: list[Deb]) -> None:
+    """bookworm and trixie at T1; at T2 trixie has trixie_openssl and bookworm gains packages no image installs."""
+    write_snapshot(root, T1, "bookworm", [*COMMON, Deb("openssl", "3.0.11-1")])
+    write_snapshot(root, T1, "trixie", [*COMMON, Deb("openssl", "3.5.1-1")])
+    write_snapshot(root, T2, "bookworm", [*COMMON, Deb("openssl", "3.0.11-1"), *extra])
+    write_snapshot(root, T2, "trixie", [*COMMON, Deb("openssl", trixie_openssl)])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    archive(tmp_path / "archive", "3.5.4-1", [Deb("cowsay", "3.03")])
+    server = Served(tmp_path / "archive")
+    yield server.url
+    server.close()
+
+
+def groups(cells: list[CellSpec]) -> dict[str, list[CellSpec]]:
+    found: dict[str, list[CellSpec]] = {}
+    for rendered in render_all(cells):
+        found.setdefault(rendered.group, []).append(rendered.cell)
+    return found
+
+
+def lock_all(tree: Path, cells: list[CellSpec], snapshot: oslock.Snapshot, update: bool) -> set[str]:
+    """Lock every combination; the lock files whose text changed."""
+    changed = set()
+    for group, members in groups(cells).items():
+        for file, text in oslock.lock_group(members, tree / group / "lock", snapshot, update).items():
+            if oslock.write(tree, f"{group}/lock/{file}", text):
+                changed.add(f"{group}/{file}")
+    return changed
+
+
+def test_a_lock_pins_each_steps_closure_at_its_snapshot(tmp_path: Path, served: str) -> None:
+    cells, tree = load_cells(tmp_path, MATRIX), tmp_path / "tree"
+    assert len(lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False)) == 4
+    base = ospins.read(tree / "cpu_debian13_py3.13_torch2.14.1" / "lock" / "os-base.txt")
+    assert base.snapshot == T1 and base.sources == (ospins.Source(f"{served}/{T1}/", "trixie", ("main",)),)
+    assert {f"{p.name}={p.version}" for p in base.packages} == {
+        "python3=3.11.2-1", "libpython3-stdlib=3.11.2-1", "ca-certificates=20230311", "openssl=3.5.1-1",
+        "python3-venv=3.11.2-1", "python3-pip-whl=23.0.1", "python3-setuptools-whl=66.1.1"}
+    assert all(len(p.sha256) == 64 for p in base.packages)
+    devel = ospins.read(tree / "cpu_debian13_py3.13_torch2.14.1" / "lock" / "os-devel.txt")
+    assert {p.name for p in devel.packages} == {"build-essential", "gcc", "python3-dev", "git", "ninja-build"}
+
+
+def test_update_changes_exactly_the_locks_whose_closure_moved(tmp_path: Path, served: str) -> None:
+    cells, tree = load_cells(tmp_path, MATRIX), tmp_path / "tree"
+    lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False)
+    assert lock_all(tree, cells, oslock.Snapshot(served, None, trusted=True), update=False) == set()  # kept
+    changed = lock_all(tree, cells, oslock.Snapshot(served, T2, trusted=True), update=True)
+    assert changed == {"cpu_debian13_py3.13_torch2.14.1/os-base.txt"}
+    moved = ospins.read(tree / "cpu_debian13_py3.13_torch2.14.1" / "lock" / "os-base.txt")
+    assert moved.snapshot == T2 and "openssl:all=3.5.4-1" in moved.text()
+    kept = ospins.read(tree / "cpu_debian12_py3.11_torch2.14.1" / "lock" / "os-base.txt")
+    assert kept.snapshot == T1
+
+
+def fake_wheel_locks(tree: Path, cells: list[CellSpec]) -> None:
+    """Wheel and base locks a render accepts (no wheels): what this test does not look at."""
+    for group, members in groups(cells).items():
+        for step in lock_steps(members):
+            text = (lockfile.base_text(step, "debian:12@sha256:" + "0" * 64) if step.file == lockfile.BASE_FILE
+                    else lockfile.pip_text(step, []))
+            (tree / group / "lock").mkdir(parents=True, exist_ok=True)
+            (tree / group / "lock" / step.file).write_text(text)
+
+
+def test_a_locked_render_installs_exactly_the_pins_from_the_snapshot(tmp_path: Path, served: str) -> None:
+    cells, tree = load_cells(tmp_path, MATRIX), tmp_path / "tree"
+    fake_wheel_locks(tree, cells)
+    assert not any(r.os_pinned for r in render_all(cells, WheelSource(locks=tree)))
+    lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False)
+    rendered = render_all(cells, WheelSource(locks=tree))
+    assert all(r.os_pinned for r in rendered)
+    text = next(r.dockerfile for r in rendered if r.cell.os == "debian-13")
+    assert f"'deb [check-valid-until=no trusted=yes] {served}/{T1}/ trixie main'" in text
+    installs = [line for line in text.splitlines() if " install -y " in line]
+    assert len(installs) == 2 and all("openssl=3.5.1-1" in line or "gcc=12.2.0" in line for line in installs)
+    assert "comm -23" in text and "apt would install packages the lock does not pin" in text
+    (tmp_path / "Dockerfile").write_text(text)  # every apt-get install names its versions: DL3008 (not ignored) holds
+    config = (checkout.ROOT / ".hadolint.yaml").read_text().replace("  - DL3008\n", "")
+    (tmp_path / "hadolint.yaml").write_text(config)
+    lint = subprocess.run([checkout.hadolint(), "--config", str(tmp_path / "hadolint.yaml"), "--no-color",
+                           str(tmp_path / "Dockerfile")], capture_output=True, text=True, check=False)
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_a_stale_or_broken_os_lock_is_an_error_naming_it(tmp_path: Path, served: str) -> None:
+    cells, tree = load_cells(tmp_path, MATRIX), tmp_path / "tree"
+    fake_wheel_locks(tree, cells)
+    lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False)
+    path = tree / "cpu_debian12_py3.11_torch2.14.1" / "lock" / "os-base.txt"
+    good = path.read_text()
+    path.write_text(good.replace("for: python3 ", "for: python2 "))
+    with pytest.raises(InputError, match=r"os-base\.txt: for: resolved for debian-12: python2"):
+        render_all(cells, WheelSource(locks=tree))
+    path.write_text(good.replace("pin: python3:all=", "pin: python3:all "))
+    with pytest.raises(InputError, match=r"os-base\.txt:\d+: pin:"):
+        render_all(cells, WheelSource(locks=tree))
+
+
+def test_an_unlocked_render_warns_that_its_os_layer_is_unpinned(tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, MATRIX)
+    run = CliRunner().invoke(app, ["render", "--matrix", str(matrix), "--out", str(tmp_path / "tree")])
+    assert run.exit_code == 0, run.output
+    assert "OS layer of 2 combinations is unpinned" in run.output
+
+
+def test_builder_lock_writes_the_os_locks_and_an_unreachable_archive_is_a_data_error(tmp_path: Path,
+                                                                                       served: str) -> None:
+    cells, tree, wheels = load_cells(tmp_path, MATRIX)[:1], tmp_path / "tree", tmp_path / "wheels"
+    wheels.mkdir()  # no wheel: those steps are data errors, the OS locks are written all the same
+    [group] = groups(cells)
+    base = lock_steps(cells)[0]
+    (tree / group / "lock").mkdir(parents=True)
+    (tree / group / "lock" / base.file).write_text(lockfile.base_text(base, "debian:12@sha256:" + "0" * 64))
+    report = resolve.lock_tree(cells, tree, wheels, snapshot=oslock.Snapshot(served, T1, trusted=True))
+    assert {p.name for p in report.written} == {"os-base.txt"}
+    assert ospins.read(report.written[0]).snapshot == T1
+    nowhere = "http://127.0.0.1:9"  # nothing listens there
+    again = resolve.lock_tree(cells, tree, wheels, snapshot=oslock.Snapshot(nowhere, T2, trusted=True))
+    [error] = [e for e in again.errors if e.step == "os-*.txt"]
+    assert error.cells == (cells[0].tag,) and error.index == nowhere
+
+
+def test_a_bad_snapshot_time_is_a_usage_error(tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, MATRIX)
+    run = CliRunner().invoke(app, ["lock", "--matrix", str(matrix), "--out", str(tmp_path / "tree"),
+                                   "--apt-snapshot", "http://127.0.0.1:9", "--apt-snapshot-time", "2026-11-01"])
+    assert run.exit_code == 2, run.output
+    assert "--apt-snapshot-time" in run.output and "20261101T000000Z" in run.output
+
+
+@pytest.mark.parametrize("url", ["zero", "ftp://x/y", "http://h/a b", "https://h/\u00e9", "http://h/x'y"])
+def test_a_snapshot_archive_that_is_no_http_url_is_refused(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(oslock.URL_ENV, raising=False)
+    with pytest.raises(ValueError, match="is not an http"):
+        oslock.Snapshot.from_env(url)
+    monkeypatch.setenv(oslock.URL_ENV, url)
+    with pytest.raises(ValueError, match="is not an http"):
+        oslock.Snapshot.from_env()
+    monkeypatch.setenv(oslock.URL_ENV, "http://127.0.0.1:8080/debian")
+    assert oslock.Snapshot.from_env().url == "http://127.0.0.1:8080/debian"
