@@ -299,7 +299,8 @@ def test_digest_mismatch_guard_fails_the_image_and_moves_no_tag(
     options = lifecycle.Options(validate=False, target=target, sbom=False)  # no venv to inventory
 
     def job(content_hash: str) -> jobs.Job:
-        return jobs.Job(tag, "pytorch", [tag, "latest"], content_hash, {}, None, local_image=image_id)
+        return jobs.Job(tag=tag, repository="pytorch", tags=[tag, "latest"], content_hash=content_hash, expect={},
+                        labels=None, local_image=image_id)
 
     # The run believes it validated other content than what the pushed immutable tag holds.
     claimed = "sha256:" + uuid.uuid4().hex * 2
