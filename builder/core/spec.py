@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from builder.core import channels, facts
+from builder.core import channels, facts, osfamilies
 from builder.core.channels.base import WheelChannel
+from builder.core.osfamilies.base import OsFamily
 from builder.core.tags import readable_tag
 
 Flavor = Literal["runtime", "devel"]
@@ -63,6 +64,11 @@ class CellSpec(BaseModel):
             minor = facts.compat().torch.get(torch_minor(self.torch))
             return minor.pytorch.targets(self.rocm) if minor else ()
         return facts.gfx_families()[self.gfx].targets
+
+    @property
+    def os_family(self) -> OsFamily:
+        """The OS family of the cell's OS: every answer that differs between package managers comes from it."""
+        return osfamilies.of(self.os_release.family)
 
     @property
     def wheels(self) -> WheelChannel:

@@ -14,7 +14,7 @@ from docker.errors import ImageNotFound
 from builder.buildkit import builders, preflight
 from builder.buildkit.builders import CURRENT, BuildKit
 from builder.buildkit.engine import connect, run_captured
-from builder.core import osfamilies, tags
+from builder.core import tags
 from builder.core.errors import usage_error
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select, shard
@@ -54,7 +54,7 @@ class Job:
             return None
         cell = self.rendered.cell
         name = next((t for t in self.tags if t != tags.LATEST), self.tag)
-        base_tool = osfamilies.of(cell.os_release.family).BASE_TOOL
+        base_tool = cell.os_family.BASE_TOOL
         return preflight.Need(tag=name, os=cell.os, base_tool=base_tool, dockerfile=self.rendered.dockerfile,
                               python=cell.python, requirements=tuple(requirements(cell)))
 

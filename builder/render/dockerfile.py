@@ -24,7 +24,6 @@ from pathlib import Path
 import jinja2
 
 from builder import smoke
-from builder.core import osfamilies
 from builder.core.spec import CellSpec
 from builder.core.tags import CELL_FILE, RIF_DIR, VENV_DIR
 from builder.matrix.selection import plan_images
@@ -156,7 +155,7 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
         combo=first, group=group, images=[stages[stage_name(c)] for c in members],
         runtimes=list(runtimes.values()), develops=list(develops.values()),
         runtime_packages=runtime_packages(first), venv_packages=venv_packages(first),
-        devel_packages=devel_packages(first), os_family=osfamilies.of(first.os_release.family),
+        devel_packages=devel_packages(first), os_family=first.os_family,
         mounts=source.mounts(), pip_source=source.pip_args(first), wheel_source_comment=source.describe(first),
         lock_mounts={name: [PIP_CACHE, f"--mount=type=bind,source={step_wheels(text)},target={WHEELS_MOUNT}"]
                      for name, text in locks.items()} if source.wheelhouse else {},

@@ -7,7 +7,6 @@ pin them.
 
 from __future__ import annotations
 
-from builder.core import osfamilies
 from builder.core.spec import CellSpec
 
 
@@ -48,7 +47,7 @@ def os_sdk_steps(cell: CellSpec) -> list[str]:
     """A devel image's ROCm SDK from AMD's repository for the OS's package manager (pytorch.org's wheels), else
     nothing: the OS family writes the steps, the channel says which release."""
     release = cell.wheels.os_sdk_release(cell)
-    return [] if release is None else osfamilies.of(cell.os_release.family).sdk_steps(release, cell.os)
+    return [] if release is None else cell.os_family.sdk_steps(release, cell.os)
 
 
 def requirements(cell: CellSpec) -> list[str]:
@@ -59,14 +58,14 @@ def requirements(cell: CellSpec) -> list[str]:
 
 
 def runtime_packages(cell: CellSpec) -> list[str]:
-    return list(osfamilies.of(cell.os_release.family).RUNTIME_PACKAGES)
+    return list(cell.os_family.RUNTIME_PACKAGES)
 
 
 def venv_packages(cell: CellSpec) -> list[str]:
     """What `python3 -m venv` needs, removed once the venv exists."""
-    return list(osfamilies.of(cell.os_release.family).VENV_PACKAGES)
+    return list(cell.os_family.VENV_PACKAGES)
 
 
 def devel_packages(cell: CellSpec) -> list[str]:
     """A toolchain for extensions, over the runtime image."""
-    return list(osfamilies.of(cell.os_release.family).DEVEL_PACKAGES)
+    return list(cell.os_family.DEVEL_PACKAGES)
