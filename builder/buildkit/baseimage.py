@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from builder.buildkit import rootfs
-from builder.core import facts, osfamilies, ospins
+from builder.core import facts, osfamilies, ospins, tags
 from builder.core.errors import InputError, Problem
 from builder.core.logfiles import LOG_DIR, logged_run
 from builder.core.scratch import scratch_dir
@@ -135,7 +135,8 @@ def _from_snapshot(os_name: str, release: facts.OsRelease, mirror: str | None, s
             f"deb [check-valid-until=no{' trusted=yes' if unsigned else ''}] {url} {release.codename} main\n")
         diff_id = rootfs.tar(root, epoch, tmp / "layer.tar")
         image_id = rootfs.image_archive(tmp / "layer.tar", diff_id, epoch, ref,
-                                        f"builder base {os_name} --snapshot {snapshot} ({url})", tmp / "image.tar")
+                                        f"builder base {os_name} --snapshot {snapshot} ({url})", tmp / "image.tar",
+                                        labels={tags.SNAPSHOT_LABEL: snapshot})  # `builder lock` records it
         subprocess.run(["docker", "load", "-q", "-i", str(tmp / "image.tar")], check=True, stdout=subprocess.DEVNULL)
     return f"{ref} ({image_id})"
 

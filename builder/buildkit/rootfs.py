@@ -67,12 +67,14 @@ def tar(root: Path, epoch: int, out: Path) -> str:
     return digest.hexdigest()
 
 
-def image_archive(layer: Path, diff_id: str, epoch: int, ref: str, note: str, out: Path) -> str:
-    """A docker-save archive of one layer, its config dated at epoch; the config's digest (the image ID)."""
+def image_archive(layer: Path, diff_id: str, epoch: int, ref: str, note: str, out: Path,
+                  labels: dict[str, str] | None = None) -> str:
+    """A docker-save archive of one layer, its config dated at epoch (and carrying labels); the config's digest
+    (the image ID)."""
     created = datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     config = json.dumps({
         "architecture": "amd64", "os": "linux", "created": created,
-        "config": {"Env": [f"PATH={PATH}"], "Cmd": ["bash"]},
+        "config": {"Env": [f"PATH={PATH}"], "Cmd": ["bash"], **({"Labels": labels} if labels else {})},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
         "history": [{"created": created, "created_by": note}],
     }, sort_keys=True, separators=(",", ":")).encode()

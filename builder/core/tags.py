@@ -20,6 +20,7 @@ LABEL_PREFIX = "org.rocm-image-factory."
 HASH_LABEL = LABEL_PREFIX + "content-hash"
 TAG_LABEL = LABEL_PREFIX + "tag"
 IMAGE_LABEL = LABEL_PREFIX + "image"  # the repository name the image is published under
+SNAPSHOT_LABEL = LABEL_PREFIX + "snapshot"  # a base made by `builder base --snapshot T`: T (a lock records it)
 RIF_DIR = "/opt/rif"  # the factory's files inside every image
 VENV_DIR = "/opt/venv"  # the Python environment with torch, first on PATH
 CELL_FILE = "cell.json"  # the image's expectations, read by torch-smoke

@@ -3,7 +3,8 @@
 They live beside each Dockerfile, at `<tree>/<combination>/lock/`, one file per step that installs
 something, so a refresh is a reviewable diff of exactly what moved:
 
-    base.txt               the base image, by digest
+    base.txt               the base image, by digest (and the snapshot it was made from, when `builder base
+                           --snapshot` made it)
     torch.txt              torch alone (the largest layer)
     torch-deps.txt         torch's dependencies
     <stage>-device.txt     a GPU family's device packages
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from builder.core import safefs
+from builder.core import ospins, safefs
 from builder.core.errors import InputError, Problem
 
 LOCK_DIR = "lock"
@@ -33,13 +34,16 @@ _HEADER = "# rif-lock "
 _NOTE = "# Written by `builder lock`; refresh with `builder lock --update`, never by hand.\n"
 MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 # The only lines a lock holds after its header (what pip_text and base_text write): a comment, a blank line, a
-# pin `NAME==VERSION \` and its one `    --hash=sha256:<64 hex>`; in base.txt, one reference by digest. Nothing
-# else, so no option (--extra-index-url, --trusted-host, -r FILE), URL or marker ever reaches pip.
+# pin `NAME==VERSION \` and its one `    --hash=sha256:<64 hex>`; in base.txt, one reference by digest and at most
+# one `snapshot: <UTC timestamp>`. Nothing else, so no option (--extra-index-url, --trusted-host, -r FILE), URL or
+# marker ever reaches pip.
 _PIN = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==([A-Za-z0-9.+!_-]{1,64}) \\", re.ASCII)
 _HASH = re.compile(r"    --hash=sha256:[0-9a-f]{64}", re.ASCII)
 _COMMENT = re.compile(r"(#[ -\[\]-~]*)?", re.ASCII)  # printable ASCII, no backslash: pip splits lines at \f too
 _HEADER_LINE = re.compile(r"# rif-lock [ -~]*", re.ASCII)
 _REFERENCE = re.compile(r"[a-z0-9][A-Za-z0-9._/:-]{0,250}@sha256:[0-9a-f]{64}", re.ASCII)
+SNAPSHOT_KEY = "snapshot: "  # base.txt: the archive snapshot the base image was made from (builder base --snapshot)
+_SNAPSHOT = re.compile(SNAPSHOT_KEY + ospins.TIMESTAMP.pattern, re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,9 @@ def pip_text(step: Step, pins: list[Pin]) -> str:
     return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{body}"
 
 
-def base_text(step: Step, pinned: str) -> str:
-    return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{pinned}\n"
+def base_text(step: Step, pinned: str, snapshot: str | None = None) -> str:
+    made = f"{SNAPSHOT_KEY}{snapshot}\n" if snapshot else ""
+    return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{pinned}\n{made}"
 
 
 def inputs_of(text: str) -> dict[str, object] | None:
@@ -97,10 +102,17 @@ def inputs_of(text: str) -> dict[str, object] | None:
 
 def pinned_base(text: str) -> str:
     """The digest-pinned reference in a base.txt (its one line that is not a comment)."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip() and not ln.startswith("#") and not ln.startswith(SNAPSHOT_KEY)]
     if len(lines) != 1 or "@sha256:" not in lines[0]:
         raise ValueError("base.txt must hold one reference pinned by @sha256:")
     return lines[0]
+
+
+def snapshot_of(text: str) -> str | None:
+    """The snapshot a base.txt says its base image was made from (`builder base --snapshot`); None for any other."""
+    found = [ln for ln in text.splitlines() if _SNAPSHOT.fullmatch(ln)]
+    return found[0].removeprefix(SNAPSHOT_KEY) if found else None
 
 
 def pins_of(text: str) -> list[Pin]:
@@ -121,7 +133,7 @@ def grammar_problems(path: Path, text: str) -> list[Problem]:
     lines = text.split("\n")
     if inputs_of(text) is None or not _HEADER_LINE.fullmatch(lines[0]):
         return [Problem(path, 1, "lock", "the first line is not `# rif-lock {...}`: not a lock `builder lock` wrote")]
-    problems, names, references, open_pin = [], set(), 0, 0
+    problems, names, references, snapshots, open_pin = [], set(), 0, 0, 0
     for number, line in enumerate(lines[1:], start=2):
         if open_pin:
             if not _HASH.fullmatch(line):
@@ -135,6 +147,11 @@ def grammar_problems(path: Path, text: str) -> list[Problem]:
             names.add(name)
         elif _REFERENCE.fullmatch(line) and path.name == BASE_FILE:
             references += 1
+        elif line.startswith(SNAPSHOT_KEY) and path.name == BASE_FILE:
+            snapshots += 1
+            if not _SNAPSHOT.fullmatch(line) or snapshots > 1:
+                problems.append(_bad(path, number, "a second snapshot" if snapshots > 1 else
+                                     f"{line[:80]!r} is not `snapshot: <UTC timestamp like 20261101T000000Z>`"))
         elif not _COMMENT.fullmatch(line):
             problems.append(_bad(path, number, f"{line[:80]!r} is not a pin with its hash (options, includes, URLs "
                                                "and markers are refused)"))

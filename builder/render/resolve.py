@@ -3,7 +3,8 @@
 Wheels: the host's pip resolves each step for the image's Python and platform (`pip install --dry-run
 --report`, isolated from the host's pip configuration) against the cell's index or a wheelhouse, with the
 earlier steps' pins as constraints, so the layers of a combination never disagree; the report carries every
-wheel's sha256. The base image: the registry's digest of its tag (Docker Hub, or a mirror with --base-registry).
+wheel's sha256. The base image: the registry's digest of its tag (Docker Hub, or a mirror with --base-registry); a base that
+`builder base --snapshot T` made (its label says T) is recorded with its snapshot.
 Without --update only missing and stale locks are resolved; everything else keeps its pins.
 A step that cannot be resolved is a data error of the images that need it (the compatibility data promises wheels
 or a base tag the index or registry does not serve): it is reported, and every other lock is still refreshed.
@@ -18,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.core import safefs
+from builder.core import ospins, safefs, tags
 from builder.core.errors import InputError
 from builder.core.logfiles import LOG_DIR
 from builder.core.scratch import scratch_dir
 from builder.core.spec import CellSpec
-from builder.registry import credentials
+from builder.registry import credentials, models
 from builder.registry.client import RegistryClient
 from builder.registry.errors import RegistryError
 from builder.render import aptindex, lockfile, oslock
@@ -132,7 +133,9 @@ def _resolve_step(step: lockfile.Step, texts: dict[str, str], cell: CellSpec, wh
                   base_registry: str | None, insecure: frozenset[str]) -> str:
     if step.file == lockfile.BASE_FILE:
         try:
-            return lockfile.base_text(step, pin_base(step.wants[0], base_registry, insecure))
+            pinned = pin_base(step.wants[0], base_registry, insecure)
+            made = base_snapshot(pinned, insecure) if base_registry else None  # Docker Hub's carry no such label
+            return lockfile.base_text(step, pinned, made)
         except RegistryError as exc:  # unreachable, refused: this base is not resolved either
             raise LockError(f"base image {step.wants[0]}: {exc}") from exc
     after = [p for f in step.after for p in lockfile.pins_of(texts[f])]
@@ -171,6 +174,24 @@ def pin_base(ref: str, base_registry: str | None, insecure: frozenset[str]) -> s
     if not digest:
         raise LockError(f"base image {full}:{tag}: no such tag in {host}")
     return f"{full}:{tag}@{digest}"
+
+
+def base_snapshot(pinned: str, insecure: frozenset[str]) -> str | None:
+    """The snapshot a digest-pinned base on a mirror was made from (its SNAPSHOT_LABEL, which `builder base
+    --snapshot` sets); None for an image without it or an index (no config of its own). A label that is not a UTC
+    timestamp is a LockError: the lock never records what it cannot read back."""
+    name, _, digest = pinned.partition("@")
+    host, _, rest = name.partition("/")
+    repository = rest.rpartition(":")[0] if ":" in rest.rsplit("/", 1)[-1] else rest
+    api = RegistryClient(host, credentials.lookup(host), insecure=insecure)
+    manifest = api.manifest(repository, digest)
+    if manifest is None or models.parse(models.ManifestDoc, manifest.body, f"base image {pinned}").is_index:
+        return None
+    found = api.config(repository, manifest).labels.get(tags.SNAPSHOT_LABEL)
+    if found is not None and not ospins.TIMESTAMP.fullmatch(found):
+        raise LockError(f"base image {pinned}: its {tags.SNAPSHOT_LABEL} label {found[:40]!r} is not a UTC "
+                        "timestamp like 20261101T000000Z")
+    return found
 
 
 def resolve(step: lockfile.Step, after: list[lockfile.Pin], cell: CellSpec,

@@ -167,3 +167,35 @@ def test_render_check_fails_on_a_missing_or_stale_lock(tmp_path: Path) -> None:
     lock.write_text(lock.read_text().replace('"numpy"', '"numpy<2"'))  # resolved for what the matrix no longer asks
     stale = builder_cli("render", "--matrix", str(matrix), "--out", str(tree), "--check")
     assert stale.returncode == 2 and "runtime-gfx1151.txt: stale" in stale.stderr
+
+
+SNAP = "20261101T000000Z"
+
+
+def test_a_base_lock_records_the_snapshot_its_base_was_made_from_and_reads_it_strictly() -> None:
+    step = Step("base.txt", ("debian:12",))
+    pinned = "mirror.example/debian:12@sha256:" + "c" * 64
+    made = lockfile.base_text(step, pinned, SNAP)
+    assert f"\nsnapshot: {SNAP}\n" in made and lockfile.base_text(step, pinned) == made.replace(f"snapshot: {SNAP}\n",
+                                                                                                 "")
+    assert (lockfile.pinned_base(made), lockfile.snapshot_of(made)) == (pinned, SNAP)
+    assert lockfile.snapshot_of(lockfile.base_text(step, pinned)) is None
+    assert lockfile.grammar_problems(Path("base.txt"), made) == []
+    for bad, said in ((made.replace(SNAP, "2026-11-01"), "is not `snapshot: <UTC timestamp"),
+                      (made + f"snapshot: {SNAP}\n", "a second snapshot")):
+        [problem] = lockfile.grammar_problems(Path("base.txt"), bad)
+        assert said in problem.message, problem
+    pip = lockfile.pip_text(Step("torch.txt", ("torch==2.13.0",), "3.11"), []) + f"snapshot: {SNAP}\n"
+    assert lockfile.grammar_problems(Path("torch.txt"), pip)  # only base.txt may say it
+
+
+def test_a_base_snapshot_leaves_the_render_as_it_was(tmp_path: Path) -> None:
+    """The snapshot is a record of where the base came from: the digest in FROM already pins it."""
+    cells = load_cells(tmp_path, TWO_OS)
+    tree = tmp_path / "tree"
+    write_locks(tree, cells)
+    before = {r.cell.tag: (r.dockerfile, r.content_hash) for r in render_all(cells, WheelSource(locks=tree))}
+    for path in tree.glob("*/lock/base.txt"):
+        path.write_text(path.read_text() + f"snapshot: {SNAP}\n")
+    after = {r.cell.tag: (r.dockerfile, r.content_hash) for r in render_all(cells, WheelSource(locks=tree))}
+    assert after == before
