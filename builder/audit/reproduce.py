@@ -11,6 +11,11 @@ The published side is a registry's data, read as hostile: its manifest must name
 long-name header whole into memory, and follows a GNU sparse map block after block), at most MAX_ENTRIES paths,
 MAX_TAR_BYTES and LAYER_DEADLINE_S, and every line printed from it is made printable first (a file name is any
 bytes: an escape sequence, a newline that forges a line).
+
+A locked image was published with the lock it was built from (an artifact referring to its manifest,
+builder.render.lockrecord): the rebuild uses that lock, not the checkout's, so an image published from an older
+lock still reproduces. The artifact must refer to this very manifest, hold one blob of the lock's media type
+within its size, and pass lockrecord's checks (digest, names, every file's grammar), or nothing is rebuilt.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from builder.core.scratch import scratch_dir
 from builder.core.text import printable
 from builder.registry import models
 from builder.registry.client import RegistryClient
+from builder.registry.errors import RegistryError
 from builder.registry.transport import MAX_BLOB_BYTES, is_digest
+from builder.render import lockrecord
 
 MAX_FILES_SHOWN = 20
 
@@ -138,7 +145,47 @@ def diff_configs(a: bytes, b: bytes) -> list[str]:
         raise ReproduceError("an image config is not a JSON object") from None
 
 
-Rebuild = Callable[[str, str, Path, str], str]  # (cell tag, content hash, layout, compression) -> manifest digest
+@dataclass(frozen=True)
+class Published:
+    """What a rebuild needs to know of the published image."""
+
+    tag: str  # its cell's tag (label)
+    content_hash: str  # its content hash (label)
+    compression: str  # its layers' compression
+    lock: lockrecord.Recorded | None = None  # the lock it was built from, as recorded with it; None: none recorded
+    lock_artifact: str = ""  # the digest of the artifact that records it
+
+
+Rebuild = Callable[[Published, Path], str]  # (the published image, layout) -> the rebuild's manifest digest
+
+
+def recorded_lock(ref: str, repository: str, digest: str,
+                  api: RegistryClient) -> tuple[str, lockrecord.Recorded] | None:
+    """The lock recorded with the image of manifest digest (its artifact's digest and the lock); None when none is."""
+    try:
+        listed = api.referrers(repository, digest, lockrecord.MEDIA_TYPE)
+        if not listed:
+            return None
+        artifact = listed[-1].digest
+        if not is_digest(artifact):
+            raise ReproduceError(f"{ref}: its lock record is listed under no sha256 digest: refused")
+        found = api.manifest(repository, artifact)  # checked against that digest by the client
+        if found is None:
+            raise ReproduceError(f"{ref}: its lock record {artifact} is listed but missing")
+        doc = models.parse(models.ManifestDoc, found.body, f"{ref}: its lock record {artifact}")
+        blobs = [layer for layer in doc.layers if layer.media_type == lockrecord.MEDIA_TYPE]
+        if doc.subject is None or doc.subject.digest != digest or len(blobs) != 1 or not is_digest(blobs[0].digest):
+            raise ReproduceError(f"{ref}: its lock record {artifact} is not one lock blob referring to {digest}: "
+                                 "refused")
+        if (blobs[0].size or 0) > lockrecord.MAX_BYTES:
+            raise ReproduceError(f"{ref}: its lock record {artifact} says {blobs[0].size} bytes, over the "
+                                 f"{lockrecord.MAX_BYTES} a lock record may have: refused")
+        body = api.blob(repository, blobs[0].digest, lockrecord.MAX_BYTES)
+        return artifact, lockrecord.parse(body, blobs[0].digest, f"{ref}: its lock record {artifact}")
+    except lockrecord.RecordError as exc:
+        raise ReproduceError(f"{exc}: refused") from None
+    except RegistryError as exc:  # a shape error, a blob over the cap, a digest that does not match
+        raise ReproduceError(f"{ref}: its lock record cannot be read: {exc}") from None
 
 
 def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuild: Rebuild) -> Verdict:
@@ -153,9 +200,12 @@ def check(ref: str, repository: str, reference: str, api: RegistryClient, rebuil
     tag, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
     if not tag or not content_hash:
         raise ReproduceError(f"{ref} was not built by rocm-image-factory (no {tags.TAG_LABEL} label)")
+    lock = recorded_lock(ref, repository, manifest.digest, api)
+    published = Published(str(tag), str(content_hash), compression_of(manifest.body), lock[1] if lock else None,
+                          lock[0] if lock else "")
     with scratch_dir("rif-reproduce-") as tmp:
         layout = tmp / "layout"
-        digest = rebuild(str(tag), str(content_hash), layout, compression_of(manifest.body))
+        digest = rebuild(published, layout)
         image = ocilayout.by_digest(layout, digest)
 
         def published_blob(blob: str) -> IO[bytes]:  # blob: a sha256 digest (compare's _blobs_of checked it)

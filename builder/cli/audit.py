@@ -29,11 +29,14 @@ from builder.cli.kit import (
 )
 from builder.cli.progress import RunView
 from builder.core.errors import InputError, usage_error
+from builder.core.scratch import scratch_dir
 from builder.core.text import safe
 from builder.pipeline import jobs, lifecycle
 from builder.registry.address import check_insecure
+from builder.render.sources import WheelSource
 
 if TYPE_CHECKING:
+    from builder.audit import reproduce
     from builder.audit.diff import Diff, Inventory
 
 
@@ -76,6 +79,8 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
                   ) -> None:
     """Rebuild a published image from this repository without BuildKit's cache and compare it byte for byte.
 
+    A locked image is rebuilt from the lock recorded with it (not the checkout's), unless --locks names one.
+
     Exit 0 when the rebuild's manifest digest is the published one; 1 when it differs (the first differing
     layer and its files are named) or cannot be rebuilt; 2 for a bad reference.
     """
@@ -86,25 +91,26 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     ref = diff.parse_ref(image, "REF")
     kit = buildkit(builder, build_network)
     api = RegistryClient(ref.registry, credentials.lookup(ref.registry), insecure=check_insecure(insecure))
-    source = wheel_source(wheelhouse_dir, locks)
 
-    def rebuild(tag: str, content_hash: str, layout: Path, compression: str) -> str:
-        try:
-            [job] = jobs.matrix_jobs(matrix, [tag], None, source)
-        except InputError as exc:
-            if not any(p.key == "--cell" for p in exc.problems):
-                raise
-            default = matrix.resolve() == PRODUCTION_MATRIX.resolve()
-            raise usage_error("--matrix", origin.not_in_matrix(str(ref), tag, matrix, default)) from None
-        if job.content_hash != content_hash:
-            raise reproduce.ReproduceError(
-                f"{ref} was built from other inputs (content hash {content_hash}) than {matrix} and this checkout "
-                f"give {tag} ({job.content_hash}): check out the commit that published it")
-        view = RunView([job.tag], progress.value, console=console.err)
-        with terminates(), view.running():
-            built = lifecycle.rebuild(job, source, layout, compression, view.events(), kit)
+    def rebuild(published: reproduce.Published, layout: Path) -> str:
+        with scratch_dir("rif-reproduce-locks-") as scratch:
+            source = _lock_source(published, matrix, wheelhouse_dir, locks, scratch)
+            try:
+                [job] = jobs.matrix_jobs(matrix, [published.tag], None, source)
+            except InputError as exc:
+                if not any(p.key == "--cell" for p in exc.problems):
+                    raise
+                default = matrix.resolve() == PRODUCTION_MATRIX.resolve()
+                raise usage_error("--matrix", origin.not_in_matrix(str(ref), published.tag, matrix, default)) from None
+            if job.content_hash != published.content_hash:
+                raise reproduce.ReproduceError(
+                    f"{ref} was built from other inputs (content hash {published.content_hash}) than {matrix} and this "
+                    f"checkout give {published.tag} ({job.content_hash}): check out the commit that published it")
+            view = RunView([job.tag], progress.value, console=console.err)
+            with terminates(), view.running():
+                built = lifecycle.rebuild(job, source, layout, published.compression, view.events(), kit)
         if not built.ok or built.manifest_digest is None:
-            raise reproduce.ReproduceError(f"{tag}: the rebuild failed: {built.error}")
+            raise reproduce.ReproduceError(f"{published.tag}: the rebuild failed: {built.error}")
         return built.manifest_digest
 
     try:
@@ -115,6 +121,28 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
     for line in verdict.lines():
         print(line)
     raise typer.Exit(EXIT_OK if verdict.identical else EXIT_FAILED)
+
+
+def _lock_source(published: reproduce.Published, matrix: Path, wheelhouse_dir: Path | None, locks: Path | None,
+                 scratch: Path) -> WheelSource:
+    """Which lock the rebuild uses, said in one line: --locks when given, else the lock recorded with the image
+    (written into scratch as `builder lock` leaves a tree), else the checkout as it is."""
+    from builder.audit import origin
+
+    if locks is not None:
+        recorded = published.lock_artifact
+        unused = f" (the lock recorded with the image, {recorded}, is not used)" if published.lock else ""
+        print(f"using the locks of --locks {safe(str(locks))}, as given{unused}")
+        return wheel_source(wheelhouse_dir, locks)
+    if published.lock is None:
+        print("no lock is recorded with the image: rebuilding from this checkout as it is (--locks DIR: from DIR)")
+        return wheel_source(wheelhouse_dir)
+    group = origin.combination(matrix, published.tag)
+    if group is None:  # the matrix has no such cell: the render that follows says so
+        return wheel_source(wheelhouse_dir)
+    published.lock.write(scratch, group)
+    print(f"using the lock recorded with the image: {published.lock_artifact}, {published.lock.summary()}")
+    return wheel_source(wheelhouse_dir, scratch)
 
 
 def print_diff(a: Inventory, b: Inventory, found: Diff) -> None:

@@ -235,6 +235,8 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
             if not options.rehearsal and options.sbom \
                     and not steps.repair_sbom(client, job, target, published, stage, report):
                 return
+            if not options.rehearsal and not steps.repair_lock(job, target, published, stage, report):
+                return
             report.pushed_bytes = None if options.rehearsal else 0  # unchanged: no layer goes up again
             target.promote(report, published, options.rehearsal, stage)
             return
@@ -253,6 +255,8 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
     manifest = target.push(client, report)
     # Before any tag moves: a moving tag always names an image whose SBOM is attached.
     if document is not None and not steps.attach(job, target, manifest, document, stage, report):
+        return
+    if not steps.attach_lock(job, target, manifest, stage, report):
         return
     report.state = "published"
     target.promote(report, manifest, on_stage=stage)

@@ -1,4 +1,5 @@
-"""One image's own steps after the bake: take its image, validate it, inventory it (SBOM) and attach the SBOM.
+"""One image's own steps after the bake: take its image, validate it, inventory it (SBOM), attach the SBOM and, for
+a locked image, the lock it was built from.
 
 Each step records its outcome in the image's ImageReport and answers whether the image may go on; a failure
 fails this image only (builder.pipeline.lifecycle decides what runs next). `stage` tells the display which step
@@ -21,6 +22,7 @@ from builder.publish.promote import Target
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
+from builder.render import lockrecord
 from builder.validate import apptainer, sbom
 from builder.validate.runner import validate_image
 
@@ -124,6 +126,34 @@ def repair_sbom(client: docker.DockerClient, job: Job, target: Target, published
     report.image_id = local
     document = make_sbom(client, job, stage, report)
     return document is not None and attach(job, target, published, document, stage, report)
+
+
+def attach_lock(job: Job, target: Target, manifest: Manifest, stage: Callable[[str], None],
+                report: ImageReport) -> bool:
+    """A locked image's lock files, attached to its manifest before its tags move (builder reproduce rebuilds from
+    them); nothing for an unlocked image. False: the image failed."""
+    if job.rendered is None or not job.rendered.lock_files:
+        return True
+    stage("attach lock")
+    try:
+        target.attach_lock(report, manifest, lockrecord.Recorded(dict(job.rendered.lock_files)))
+    except RegistryError as exc:
+        where = f"{target.api.address}/{target.repository(job.repository)}@{manifest.digest}"
+        report.digest = manifest.digest
+        report.fail("push", f"push: cannot attach the lock record to {where} (pushed under {report.immutable_tag}; "
+                            f"no tag moved; a rerun attaches it): {exc}")
+        return False
+    return True
+
+
+def repair_lock(job: Job, target: Target, published: Manifest, stage: Callable[[str], None],
+                report: ImageReport) -> bool:
+    """A published locked image without its lock record (a run whose attach failed, or one before records): the
+    same content hash means the same locked inputs, so this render's lock files are the ones it was built from."""
+    if job.rendered is None or not job.rendered.lock_files or target.has_sbom(report, published,
+                                                                              lockrecord.MEDIA_TYPE):
+        return True
+    return attach_lock(job, target, published, stage, report)
 
 
 def _packages(client: docker.DockerClient, image_id: str) -> list[str]:

@@ -21,6 +21,7 @@ from builder.publish.record import ImageReport
 from builder.registry import credentials, models, retry
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.registry.errors import RegistryError
+from builder.render import lockrecord
 from builder.validate.sbom import MEDIA_TYPE, Sbom
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -98,7 +99,22 @@ class Target:
                                 "one validated (was it pushed by a concurrent run?)")
 
     def attach_sbom(self, report: ImageReport, manifest: Manifest, sbom: Sbom) -> str:
-        """Attach sbom to the pushed image as an OCI 1.1 artifact whose `subject` is its manifest; its digest.
+        """Attach sbom to the pushed image as an OCI 1.1 artifact whose `subject` is its manifest; its digest."""
+        artifact = self._attach(report, manifest, MEDIA_TYPE, sbom.body, "sbom.cdx.json",
+                                {"dev.rocm-image-factory.packages": str(len(sbom.packages))})
+        report.sbom_digest, report.sbom_artifact = sbom.digest, artifact
+        return artifact
+
+    def attach_lock(self, report: ImageReport, manifest: Manifest, recorded: lockrecord.Recorded) -> str:
+        """Attach the lock the image was built from (builder.render.lockrecord), as sbom is; its digest."""
+        artifact = self._attach(report, manifest, lockrecord.MEDIA_TYPE, recorded.body, lockrecord.TITLE,
+                                recorded.annotations())
+        report.lock_artifact = artifact
+        return artifact
+
+    def _attach(self, report: ImageReport, manifest: Manifest, artifact_type: str, blob: bytes, title: str,
+                annotations: dict[str, str]) -> str:
+        """One blob as an OCI 1.1 artifact of artifact_type whose `subject` is manifest; the artifact's digest.
 
         The blob and an empty config go up first, then the artifact manifest by digest. A registry that serves
         the referrers API says so (`OCI-Subject`) and indexes it itself; for any other (distribution 2.8) the
@@ -107,29 +123,29 @@ class Target:
         """
         repo = self.repository(report.repository)
         self.api.push_blob(repo, EMPTY_CONFIG)
-        layer = self.api.push_blob(repo, sbom.body)
+        layer = self.api.push_blob(repo, blob)
         body = json.dumps({
             "schemaVersion": 2,
             "mediaType": OCI_MANIFEST,
-            "artifactType": MEDIA_TYPE,
+            "artifactType": artifact_type,
             "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": EMPTY_DIGEST, "size": 2,
                        "data": "e30="},
-            "layers": [{"mediaType": MEDIA_TYPE, "digest": layer, "size": len(sbom.body),
-                        "annotations": {"org.opencontainers.image.title": "sbom.cdx.json"}}],
+            "layers": [{"mediaType": artifact_type, "digest": layer, "size": len(blob),
+                        "annotations": {"org.opencontainers.image.title": title}}],
             "subject": {"mediaType": manifest.media_type, "digest": manifest.digest, "size": len(manifest.body)},
-            "annotations": {"dev.rocm-image-factory.packages": str(len(sbom.packages))},
+            "annotations": annotations,
         }, separators=(",", ":")).encode()
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         artifact, subject = self.api.put_manifest(repo, digest, body, OCI_MANIFEST)
         if subject != manifest.digest:
             self._index_referrer(repo, manifest.digest, {"mediaType": OCI_MANIFEST, "digest": artifact.digest,
-                                                         "size": len(body), "artifactType": MEDIA_TYPE})
-        report.sbom_digest, report.sbom_artifact = sbom.digest, artifact.digest
+                                                         "size": len(body), "artifactType": artifact_type})
         return artifact.digest
 
-    def has_sbom(self, report: ImageReport, manifest: Manifest) -> bool:
-        """Whether an SBOM artifact refers to manifest (referrers API, or the fallback tag)."""
-        return bool(self.api.referrers(self.repository(report.repository), manifest.digest, MEDIA_TYPE))
+    def has_sbom(self, report: ImageReport, manifest: Manifest, artifact_type: str = MEDIA_TYPE) -> bool:
+        """Whether an SBOM artifact (or one of artifact_type) refers to manifest (referrers API, or the fallback
+        tag)."""
+        return bool(self.api.referrers(self.repository(report.repository), manifest.digest, artifact_type))
 
     def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
         tag = referrers_tag(subject)

@@ -49,6 +49,7 @@ class ImageReport:
     sbom_digest: str | None = None  # the CycloneDX SBOM blob generated from the image (builder.validate.sbom)
     sbom_packages: int | None = None  # how many packages it lists (OS and Python)
     sbom_artifact: str | None = None  # the registry artifact (manifest digest) that attaches it to `digest`
+    lock_artifact: str | None = None  # the artifact that records the lock it was built from (locked images only)
     seconds: float = 0.0
 
     @property

@@ -24,6 +24,7 @@ from pathlib import Path
 import jinja2
 
 from builder import smoke
+from builder.core import ospins
 from builder.core.spec import CellSpec
 from builder.core.tags import CELL_FILE, RIF_DIR, VENV_DIR
 from builder.matrix.selection import plan_images
@@ -49,6 +50,7 @@ class RenderedCell:
     content_hash: str
     source: WheelSource
     os_pinned: bool = False  # every OS package step installs exactly its lock (lock/os-*.txt)
+    lock_files: dict[str, str] = field(default_factory=dict, repr=False)  # its own locks by name (none: unlocked)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -182,8 +184,16 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
                                                 labels.image_labels(cell, ""),
                                                 source.wheelhouse if source.locks is None else None)
         out.append(RenderedCell(cell, group, stage, text, {**copied, **mounted, **_base_lock(locks, lock_dir)},
-                                content_hash, source, os_pinned))
+                                content_hash, source, os_pinned, _own_locks(cell, locks, os_locks)))
     return out
+
+
+def _own_locks(cell: CellSpec, locks: dict[str, str], os_locks: dict[str, ospins.OsLock]) -> dict[str, str]:
+    """The lock files the image's own layers are built from (what a render of it alone reads): the record
+    published with it (builder.render.lockrecord)."""
+    own = {step.file for step in lock_steps([cell])} | {step.file for step in oslock.steps([cell])}
+    return {name: text for name, text in locks.items() if name in own} | \
+        {name: lock.text() for name, lock in os_locks.items() if name in own}
 
 
 def _base_lock(locks: dict[str, str], lock_dir: str) -> dict[str, bytes]:

@@ -3,8 +3,8 @@
 Wheels: the host's pip resolves each step for the image's Python and platform (`pip install --dry-run
 --report`, isolated from the host's pip configuration) against the cell's index or a wheelhouse, with the
 earlier steps' pins as constraints, so the layers of a combination never disagree; the report carries every
-wheel's sha256. The base image: the registry's digest of its tag (Docker Hub, or a mirror with --base-registry); a base that
-`builder base --snapshot T` made (its label says T) is recorded with its snapshot.
+wheel's sha256. The base image: the registry's digest of its tag (Docker Hub, or a mirror with --base-registry);
+a base that `builder base --snapshot T` made (its label says T) is recorded with its snapshot.
 Without --update only missing and stale locks are resolved; everything else keeps its pins.
 A step that cannot be resolved is a data error of the images that need it (the compatibility data promises wheels
 or a base tag the index or registry does not serve): it is reported, and every other lock is still refreshed.

@@ -97,6 +97,7 @@ def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(bas
     same = builder_cli("reproduce", ref, *args)
     assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-3000:]
     assert f"identical: the cold rebuild's manifest is {row['digest']}" in same.stdout
+    assert "no lock is recorded with the image: rebuilding from this checkout as it is" in same.stdout  # unlocked
 
     # Tamper with the registry: the cell file's layer gets other bytes, under the same tag.
     registry, repository = namespace.split("/", 1)[0], f"{namespace.split('/', 1)[1]}/{row['repository']}"
@@ -116,11 +117,12 @@ def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(bas
     [job] = jobs.matrix_jobs(matrix, [row["tag"]], None, source)
     kit = BuildKit(None, os.environ["RIF_BUILD_NETWORK"])  # the CLI runs' network above: the same cache keys
 
-    def warm(tag: str, content_hash: str, layout: Path, compression: str) -> str:
-        assert (tag, content_hash) == (job.tag, job.content_hash)
-        built = lifecycle._bake_into([job], source, Events(), Export(layout, compression, load=False), kit)
-        assert built[tag].ok and built[tag].manifest_digest, built[tag].error
-        return str(built[tag].manifest_digest)
+    def warm(published: reproduce.Published, layout: Path) -> str:
+        assert (published.tag, published.content_hash, published.lock) == (job.tag, job.content_hash, None)
+        export = Export(layout, published.compression, load=False)
+        built = lifecycle._bake_into([job], source, Events(), export, kit)
+        assert built[job.tag].ok and built[job.tag].manifest_digest, built[job.tag].error
+        return str(built[job.tag].manifest_digest)
 
     verdict = reproduce.check(ref, repository, row["immutable_tag"], api, warm)
     said = "\n".join(verdict.lines())
