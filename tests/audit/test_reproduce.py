@@ -12,7 +12,9 @@ import tarfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import docker
 import pytest
 
 from builder.audit import layers, reproduce
@@ -22,10 +24,12 @@ from builder.core import tags
 from builder.pipeline import jobs, lifecycle
 from builder.pipeline.lifecycle import Events
 from builder.registry.client import RegistryClient
+from builder.render import lockfile, lockrecord
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import builder_cli
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
 from tests.fakes.scripted_registry import Scripted, Seen
+from tests.fakes.synthwheels import rebrand
 
 
 def matrix_of(image: str) -> str:
@@ -81,23 +85,48 @@ def test_same_layers_another_config_names_the_config_keys() -> None:
 
 
 @pytest.mark.docker
-def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(base_image: str, wheelhouse: Path,
-                                                                             namespace: str, tmp_path: Path) -> None:
+@pytest.mark.registry
+def test_a_cold_rebuild_from_the_image_s_own_lock_is_the_published_image_and_a_tampered_layer_is_found(
+        base_image: str, wheelhouse: Path, namespace: str, tmp_path: Path, docker_client: docker.DockerClient) -> None:
+    """Published from a lock, then the checkout's lock moves on (a newer numpy): reproduce rebuilds from the lock
+    recorded with the image, cold, and gets its manifest digest; --locks with the checkout's lock is refused with the
+    content hashes; a layer tampered with in the registry is named."""
     matrix = write_matrix(tmp_path, matrix_of(f"repro{uuid.uuid4().hex[:8]}"))
-    record = tmp_path / "record.json"
-    built = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--push",
+    tree, wheels, record = tmp_path / "tree", tmp_path / "wheels", tmp_path / "record.json"
+    wheels.mkdir()
+    for wheel in wheelhouse.glob("*.whl"):
+        os.link(wheel, wheels / wheel.name)
+    mirror = f"{namespace}-mirror"  # the base image's registry, as a Docker Hub mirror would serve it
+    docker_client.images.get(base_image).tag(f"{mirror}/debian", "12")
+    docker_client.images.push(f"{mirror}/debian", "12")
+    lock = ["lock", "--matrix", str(matrix), "--out", str(tree), "--wheelhouse", str(wheels), "--base-registry", mirror]
+    builder_cli(*lock, check=True)
+    locked = {p.name: p.read_text() for p in tree.glob("*/lock/*.txt")}
+    wheel_count = sum(len(lockfile.pins_of(text)) for name, text in locked.items() if name != "base.txt")
+    built = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheels), "--locks", str(tree), "--push",
                         "--registry", namespace, "--report", str(record), "--quiet")
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     [row] = json.loads(record.read_text())["images"]
-    assert row["state"] == "published"
+    assert row["state"] == "published" and row["lock_artifact"], row
     assert row["digest"] == row["image_id"]  # validated (the engine's image) is what was pushed, by digest
     ref = f"{namespace}/{row['repository']}:{row['immutable_tag']}"
-    args = ["--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--progress", "plain"]
+
+    [numpy] = wheels.glob("numpy-*.whl")  # the checkout's lock moves on: a newer numpy
+    rebrand(numpy, "2.4.99", wheels)
+    builder_cli(*lock, "--update", check=True)
+    assert [p.version for p in lockfile.pins_of(next(tree.glob("*/lock/runtime.txt")).read_text())] == ["2.4.99"]
+    args = ["--matrix", str(matrix), "--wheelhouse", str(wheels), "--progress", "plain"]
+
+    given = builder_cli("reproduce", ref, *args, "--locks", str(tree))  # --locks wins, and is not this image's lock
+    assert given.returncode == 1, given.stdout[-3000:] + given.stderr[-3000:]
+    assert f"(the lock recorded with the image, {row['lock_artifact']}, is not used)" in given.stdout
+    assert "was built from other inputs" in " ".join(given.stderr.split())
 
     same = builder_cli("reproduce", ref, *args)
     assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-3000:]
+    assert (f"using the lock recorded with the image: {row['lock_artifact']}, OS packages unpinned, {wheel_count} "
+            "wheels, 0 OS packages") in same.stdout
     assert f"identical: the cold rebuild's manifest is {row['digest']}" in same.stdout
-    assert "no lock is recorded with the image: rebuilding from this checkout as it is" in same.stdout  # unlocked
 
     # Tamper with the registry: the cell file's layer gets other bytes, under the same tag.
     registry, repository = namespace.split("/", 1)[0], f"{namespace.split('/', 1)[1]}/{row['repository']}"
@@ -111,9 +140,12 @@ def test_a_cold_rebuild_is_the_published_image_and_a_tampered_layer_is_found(bas
     body["layers"][cell] = {**body["layers"][cell], "digest": api.push_blob(repository, evil), "size": len(evil)}
     api.put_manifest(repository, row["immutable_tag"], json.dumps(body).encode(), published.media_type)
 
-    # The tampered image is compared with a rebuild from BuildKit's cache (the image is byte-reproducible: the
-    # same manifest as the cold rebuild above proved), so the suite pays for one cold rebuild, not two.
-    source = WheelSource(wheelhouse.resolve())
+    # The tampered image (no lock refers to it: the tampered manifest is another digest) is compared with a rebuild
+    # from BuildKit's cache of the recorded lock (the image is byte-reproducible: the same manifest as the cold
+    # rebuild above proved), so the suite pays for one cold rebuild, not two.
+    recorded = tmp_path / "recorded"
+    lockrecord.Recorded(locked).write(recorded, next(tree.glob("*/lock")).parent.name)
+    source = WheelSource(wheels.resolve(), recorded.resolve())
     [job] = jobs.matrix_jobs(matrix, [row["tag"]], None, source)
     kit = BuildKit(None, os.environ["RIF_BUILD_NETWORK"])  # the CLI runs' network above: the same cache keys
 
@@ -157,7 +189,78 @@ def test_reproduce_without_matrix_names_the_example_matrix_not_a_cell_option(
     reg = server(answer)
     proc = builder_cli("reproduce", f"{reg.address}/ns/pytorch:{EXAMPLE_RUNTIME}")
     assert proc.returncode == 2, proc.stderr
+    assert "no lock is recorded with the image: rebuilding from this checkout as it is" in proc.stdout
     message = " ".join(proc.stderr.split())
     assert "--cell" not in message and "no cell has tag" not in message
     assert "matrix.yaml (the default) has no such cell; it is a cell of examples/local.yaml: pass --matrix " \
            "examples/local.yaml" in message
+
+
+IMAGE = "sha256:" + "1" * 64
+
+
+def lock_registry(server: Callable[..., Scripted], recorded: lockrecord.Recorded, subject: str = IMAGE,
+                  blob_of: Callable[[bytes], bytes] = lambda b: b, size: int | None = None,
+                  layers: int = 1) -> Scripted:
+    """A registry whose image IMAGE has one lock record artifact (as promote.Target.attach_lock writes it), each
+    part of it open to a test's lie: its subject, its blob's bytes, its declared size, its number of blobs."""
+    body = recorded.body
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    artifact = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": lockrecord.MEDIA_TYPE,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": "sha256:" + "4" * 64, "size": 2},
+        "layers": [{"mediaType": lockrecord.MEDIA_TYPE, "digest": digest, "size": size or len(body)}] * layers,
+        "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": subject, "size": 9},
+    }).encode()
+    artifact_digest = "sha256:" + hashlib.sha256(artifact).hexdigest()
+    index = json.dumps({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": artifact_digest,
+        "size": len(artifact), "artifactType": lockrecord.MEDIA_TYPE}]}).encode()
+
+    def answer(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        if seen.path.startswith(f"/v2/ns/pytorch/referrers/{IMAGE}"):
+            return 200, {"Content-Type": "application/vnd.oci.image.index.v1+json"}, index
+        if seen.path == f"/v2/ns/pytorch/manifests/{artifact_digest}":
+            return 200, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, artifact
+        if seen.path == f"/v2/ns/pytorch/blobs/{digest}":
+            return 200, {}, blob_of(body)
+        return 404, {}, b""
+    return server(answer)
+
+
+def recorded_files() -> dict[str, str]:
+    return {"base.txt": lockfile.base_text(lockfile.Step("base.txt", ("debian:12",)), "debian:12@sha256:" + "b" * 64),
+            "torch.txt": lockfile.pip_text(lockfile.Step("torch.txt", ("torch==2.13.0",), "3.11"),
+                                           [lockfile.Pin("torch", "2.13.0", "c" * 64)])}
+
+
+def test_the_lock_recorded_with_an_image_is_found_and_read(server: Callable[..., Scripted]) -> None:
+    recorded = lockrecord.Recorded(recorded_files())
+    reg = lock_registry(server, recorded)
+    found = reproduce.recorded_lock("ref", "ns/pytorch", IMAGE, RegistryClient(reg.address))
+    assert found is not None and found[1] == recorded and found[0].startswith("sha256:")
+    assert found[1].summary() == "OS packages unpinned, 1 wheels, 0 OS packages"
+    none = server(lambda seen: (404, {}, b""))
+    assert reproduce.recorded_lock("ref", "ns/pytorch", IMAGE, RegistryClient(none.address)) is None
+
+
+@pytest.mark.parametrize(("lie", "said"), [
+    ({"subject": "sha256:" + "2" * 64}, "is not one lock blob referring to"),  # another image's record
+    ({"layers": 2}, "is not one lock blob referring to"),
+    ({"size": lockrecord.MAX_BYTES + 1}, "over the"),
+    ({"blob_of": lambda b: b.replace(b"torch", b"t0rch")}, "cannot be read"),  # bytes that are not the digest
+])
+def test_a_lock_record_the_registry_lies_about_is_refused(server: Callable[..., Scripted], lie: dict[str, Any],
+                                                         said: str) -> None:
+    reg = lock_registry(server, lockrecord.Recorded(recorded_files()), **lie)
+    with pytest.raises(reproduce.ReproduceError, match=said):
+        reproduce.recorded_lock("ref", "ns/pytorch", IMAGE, RegistryClient(reg.address))
+
+
+def test_a_lock_record_out_of_grammar_is_refused(server: Callable[..., Scripted]) -> None:
+    files = recorded_files()
+    files["torch.txt"] += "-r /etc/passwd\n"
+    reg = lock_registry(server, lockrecord.Recorded(files))
+    with pytest.raises(reproduce.ReproduceError, match=r"torch\.txt:\d+: lock: .*refused"):
+        reproduce.recorded_lock("ref", "ns/pytorch", IMAGE, RegistryClient(reg.address))
