@@ -15,6 +15,7 @@ from builder.pipeline import steps
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
+from builder.render import lockrecord
 from builder.validate import sbom
 from builder.validate.runner import Check, ValidationResult
 
@@ -135,3 +136,54 @@ def test_validation_fails_the_image_or_records_its_packages(monkeypatch: pytest.
     r.image_id = "sha256:1"
     assert steps.validate(Engine({}), JOB, False, lambda s: None, r)
     assert (r.state, r.packages) == ("validated", ["torch==2.13.0"])
+
+
+class LockTarget(Target):
+    """Records the lock records attached, and which artifact types were asked for."""
+
+    def __init__(self, attach_error: RegistryError | None = None, has: bool = False) -> None:
+        super().__init__(attach_error, has)
+        self.attached: list[lockrecord.Recorded] = []
+        self.asked: list[str] = []
+
+    def attach_lock(self, report: ImageReport, manifest: Manifest, recorded: lockrecord.Recorded) -> None:
+        if self.error:
+            raise self.error
+        self.attached.append(recorded)
+        report.lock_artifact = "sha256:" + "f" * 64
+
+    def has_sbom(self, report: ImageReport, manifest: Manifest, artifact_type: str = sbom.MEDIA_TYPE) -> bool:
+        self.asked.append(artifact_type)
+        return self.has
+
+
+LOCKS = {"base.txt": "# rif-lock {}\ndebian:12@sha256:" + "0" * 64 + "\n"}
+LOCKED: Any = SimpleNamespace(**{**vars(JOB), "rendered": SimpleNamespace(lock_files=LOCKS)})
+UNLOCKED: Any = SimpleNamespace(**{**vars(JOB), "rendered": SimpleNamespace(lock_files={})})
+
+
+def test_a_locked_image_gets_its_lock_attached_and_an_unlocked_one_nothing() -> None:
+    target, stages, r = LockTarget(), [], report()
+    assert steps.attach_lock(LOCKED, target, PUBLISHED, stages.append, r)  # type: ignore[arg-type]
+    assert target.attached == [lockrecord.Recorded(LOCKS)] and stages == ["attach lock"] and r.lock_artifact
+    for job in (UNLOCKED, SimpleNamespace(**{**vars(JOB), "rendered": None})):
+        assert steps.attach_lock(job, target, PUBLISHED, stages.append, report())  # type: ignore[arg-type]
+    assert len(target.attached) == 1 and stages == ["attach lock"]
+
+
+def test_a_lock_that_cannot_be_attached_fails_the_image_before_any_tag_moves() -> None:
+    r = report()
+    assert not steps.attach_lock(LOCKED, LockTarget(RegistryError("denied")), PUBLISHED, lambda s: None, r)  # type: ignore[arg-type]
+    assert r.failed_stage == "push" and r.digest == PUBLISHED.digest and r.failure is not None
+    assert r.failure.startswith(f"push: cannot attach the lock record to r.io/ns/pytorch@{PUBLISHED.digest}")
+
+
+def test_repair_attaches_the_lock_to_a_published_locked_image_that_has_none() -> None:
+    has, lacks = LockTarget(has=True), LockTarget()
+    assert steps.repair_lock(LOCKED, has, PUBLISHED, lambda s: None, report())  # type: ignore[arg-type]
+    assert steps.repair_lock(LOCKED, lacks, PUBLISHED, lambda s: None, report())  # type: ignore[arg-type]
+    assert (has.attached, lacks.attached) == ([], [lockrecord.Recorded(LOCKS)])
+    assert has.asked == [lockrecord.MEDIA_TYPE]
+    unlocked = LockTarget()
+    assert steps.repair_lock(UNLOCKED, unlocked, PUBLISHED, lambda s: None, report())  # type: ignore[arg-type]
+    assert unlocked.asked == [] and unlocked.attached == []  # an unlocked image: not even asked
