@@ -150,8 +150,8 @@ def repair_lock(job: Job, target: Target, published: Manifest, stage: Callable[[
                 report: ImageReport) -> bool:
     """A published locked image without its lock record (a run whose attach failed, or one before records): the
     same content hash means the same locked inputs, so this render's lock files are the ones it was built from."""
-    if job.rendered is None or not job.rendered.lock_files or target.has_sbom(report, published,
-                                                                              lockrecord.MEDIA_TYPE):
+    if job.rendered is None or not job.rendered.lock_files \
+            or target.has_referrer(report, published, lockrecord.MEDIA_TYPE):
         return True
     return attach_lock(job, target, published, stage, report)
 

@@ -142,9 +142,12 @@ class Target:
                                                          "size": len(body), "artifactType": artifact_type})
         return artifact.digest
 
-    def has_sbom(self, report: ImageReport, manifest: Manifest, artifact_type: str = MEDIA_TYPE) -> bool:
-        """Whether an SBOM artifact (or one of artifact_type) refers to manifest (referrers API, or the fallback
-        tag)."""
+    def has_sbom(self, report: ImageReport, manifest: Manifest) -> bool:
+        """Whether an SBOM artifact refers to manifest (referrers API, or the fallback tag)."""
+        return self.has_referrer(report, manifest, MEDIA_TYPE)
+
+    def has_referrer(self, report: ImageReport, manifest: Manifest, artifact_type: str) -> bool:
+        """Whether an artifact of artifact_type refers to manifest (referrers API, or the fallback tag)."""
         return bool(self.api.referrers(self.repository(report.repository), manifest.digest, artifact_type))
 
     def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:

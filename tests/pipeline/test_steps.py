@@ -152,7 +152,7 @@ class LockTarget(Target):
         self.attached.append(recorded)
         report.lock_artifact = "sha256:" + "f" * 64
 
-    def has_sbom(self, report: ImageReport, manifest: Manifest, artifact_type: str = sbom.MEDIA_TYPE) -> bool:
+    def has_referrer(self, report: ImageReport, manifest: Manifest, artifact_type: str) -> bool:
         self.asked.append(artifact_type)
         return self.has
 

@@ -46,7 +46,7 @@ def test_a_lock_record_refers_to_its_image_and_reads_back(namespace: str) -> Non
     assert report.lock_artifact == artifact
     assert target.attach_lock(report, image, recorded()) == artifact  # the same lock: the same artifact, listed once
     assert [d.digest for d in target.api.referrers(repo, image.digest, lockrecord.MEDIA_TYPE)] == [artifact]
-    assert target.has_sbom(report, image, lockrecord.MEDIA_TYPE) and not target.has_sbom(report, image)
+    assert target.has_referrer(report, image, lockrecord.MEDIA_TYPE) and not target.has_sbom(report, image)
 
     found = target.api.manifest(repo, artifact)
     assert found is not None
