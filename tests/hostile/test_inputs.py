@@ -449,7 +449,10 @@ def test_a_published_manifest_that_names_a_local_file_as_a_layer_is_not_read(tmp
         def blob_to(self, repository: str, digest: str, path: Path) -> None:
             raise AssertionError("nothing is downloaded for a layer named by a path")
 
-    def rebuild(tag: str, content_hash: str, out: Path, compression: str) -> str:
+        def referrers(self, repository: str, digest: str, artifact_type: str | None = None) -> list[object]:
+            return []  # no lock recorded with it
+
+    def rebuild(published: reproduce.Published, out: Path) -> str:
         (out / "blobs" / "sha256").mkdir(parents=True)
         for blob in (rebuilt, empty):
             (out / "blobs" / "sha256" / digest_of(blob).removeprefix("sha256:")).write_bytes(blob)
