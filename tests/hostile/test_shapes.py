@@ -94,7 +94,7 @@ def test_reproduce_refuses_a_config_of_another_shape_before_any_rebuild(
     manifest, blobs = image(json.dumps(config).encode())
     reg = registry(server, manifest, blobs)
 
-    def rebuild(tag: str, content_hash: str, out: Path, compression: str) -> str:
+    def rebuild(published: reproduce.Published, out: Path) -> str:
         raise AssertionError("no rebuild of an image whose config cannot be read")
 
     with pytest.raises(reproduce.ReproduceError, match=r"config sha256:[0-9a-f]{64}: "):
