@@ -71,10 +71,13 @@ def fetch(url: str) -> bytes:
 
 
 def release(suite: str, stamp: str, indexes: dict[str, bytes]) -> str:
-    """An unsigned Release naming the indexes (apt checks their hashes; arch:all packages are in binary-amd64)."""
+    """An unsigned Release naming the index, packed and unpacked (apt checks both hashes, and looks for an index by
+    its unpacked name); arch:all packages are in binary-amd64."""
     date = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).strftime("%a, %d %b %Y %H:%M:%S UTC")
+    unpacked = gzip.decompress(indexes["Packages.gz"]) if "Packages.gz" in indexes else lzma.decompress(
+        indexes["Packages.xz"])
     hashes = "".join(f" {hashlib.sha256(data).hexdigest()} {len(data)} {FOLDER}/{name}\n"
-                     for name, data in sorted(indexes.items()))
+                     for name, data in sorted({**indexes, "Packages": unpacked}.items()))
     return (f"Origin: rif-loopback-snapshot\nLabel: rif-loopback-snapshot\nSuite: {suite}\nCodename: {suite}\n"
             f"Date: {date}\nArchitectures: amd64 all\nComponents: main\n"
             "No-Support-for-Architecture-all: Packages\nAcquire-By-Hash: no\n"
