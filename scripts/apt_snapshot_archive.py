@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -111,36 +112,58 @@ def packages_text(folder: Path) -> str:
 def freeze(root: Path, stamp: str, suite: str, mirror: str) -> None:
     """The mirror's index of the suite, now, as the timestamp's, unless that timestamp has it already."""
     with locked(root):
-        if not (root / stamp / "dists" / suite / "Release").exists():
-            index = fetch(f"{mirror.rstrip('/')}/dists/{suite}/{FOLDER}/Packages.xz")
-            write_suite(root, stamp, suite, {"Packages.xz": index})
+        if (root / stamp / "dists" / suite / "Release").exists():
+            return
+        url = f"{mirror.rstrip('/')}/dists/{suite}/{FOLDER}/"
+        try:
+            indexes = {"Packages.xz": fetch(url + "Packages.xz")}
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+            indexes = {"Packages.gz": fetch(url + "Packages.gz")}  # a small mirror without xz
+        write_suite(root, stamp, suite, indexes)
 
 
 def bump(root: Path, stamp: str, suite: str, name: str, suffix: str, mirror: str, start: str | None) -> str:
-    """NAME's newest .deb at the timestamp, repacked as VERSION+SUFFIX and added to the timestamp's index."""
+    """NAME's newest .deb at the timestamp, repacked as VERSION+SUFFIX and added to the timestamp's index (once: a
+    second bump of the same package and suffix adds nothing)."""
     freeze(root, start or stamp, suite, mirror)
     with locked(root):
         at = stamp if (root / stamp / "dists" / suite / "Release").exists() else str(start)  # new: as at --from
         text = packages_text(root / at / "dists" / suite / FOLDER)
         stanzas = [deb822.Packages(block) for block in text.split("\n\n") if block.startswith(f"Package: {name}\n")]
-        if not stanzas:
+        originals = [p for p in stanzas if not p["Version"].endswith(suffix)]
+        if not originals:
             raise SystemExit(f"{name}: not in {suite} at {at}")
-        old = max(stanzas, key=lambda p: debian_support.Version(p["Version"]))
-        new = deb822.Packages(old)
-        new["Version"] = f"{old['Version']}{suffix}"
-        deb = repack(fetch(f"{mirror.rstrip('/')}/{old['Filename']}"), new["Version"], root)
-        new["Filename"] = str(deb.relative_to(root))
-        new["Size"] = str(deb.stat().st_size)
-        for field, algorithm in (("MD5sum", "md5"), ("SHA1", "sha1"), ("SHA256", "sha256")):
-            if field in new:
-                new[field] = hashlib.new(algorithm, deb.read_bytes()).hexdigest()
-        added = text.rstrip("\n") + "\n\n" + new.dump()
-        write_suite(root, stamp, suite, {"Packages.gz": gzip.compress(added.encode("utf-8"), 6, mtime=0)})
-    return f"{name}={new['Version']}"
+        old = max(originals, key=lambda p: debian_support.Version(p["Version"]))
+        version = f"{old['Version']}{suffix}"
+        added = not any(p["Version"] == version for p in stanzas)
+        if added:
+            text = text.rstrip("\n") + "\n\n" + repacked(old, version, root, mirror).dump()
+        if added or at != stamp:
+            write_suite(root, stamp, suite, {"Packages.gz": gzip.compress(text.encode("utf-8"), 6, mtime=0)})
+    return f"{name}={version}"
+
+
+def repacked(old: deb822.Packages, version: str, root: Path, mirror: str) -> deb822.Packages:
+    """The index entry of old's .deb repacked at version (its file under pool/rif/)."""
+    where = old["Filename"]
+    local = where.startswith(LOCAL_POOL + "/")
+    original = (root / where).read_bytes() if local else fetch(f"{mirror.rstrip('/')}/{where}")
+    deb = repack(original, version, root)
+    new = deb822.Packages(old)
+    new["Version"] = version
+    new["Filename"] = str(deb.relative_to(root))
+    new["Size"] = str(deb.stat().st_size)
+    for field, algorithm in (("MD5sum", "md5"), ("SHA1", "sha1"), ("SHA256", "sha256")):
+        if field in new:
+            new[field] = hashlib.new(algorithm, deb.read_bytes()).hexdigest()
+    return new
 
 
 def repack(original: bytes, version: str, root: Path) -> Path:
-    """The same package at another version: its files and control as they were, the Version field changed."""
+    """The same package at another version: its files and control as they were, the Version field changed (made
+    once: a .deb is immutable by name and version)."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "in.deb").write_bytes(original)
@@ -151,6 +174,8 @@ def repack(original: bytes, version: str, root: Path) -> Path:
         arch = re.search(r"(?m)^Architecture: (\S+)$", control.read_text())
         assert name and arch, "a .deb's control names its package and architecture"
         out = root / LOCAL_POOL / f"{name[1]}_{version.replace(':', '%3a')}_{arch[1]}.deb"
+        if out.exists():
+            return out
         out.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(work / "tree"), str(out)], check=True,
                        stdout=subprocess.DEVNULL)
@@ -159,10 +184,10 @@ def repack(original: bytes, version: str, root: Path) -> Path:
 
 def handler(root: Path, mirror: str) -> type[http.server.BaseHTTPRequestHandler]:
     class Archive(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        def do_GET(self) -> None:
             self.answer(body=True)
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self.answer(body=False)
 
         def answer(self, body: bool) -> None:
@@ -191,7 +216,7 @@ def handler(root: Path, mirror: str) -> type[http.server.BaseHTTPRequestHandler]
                 self.wfile.write(data)
             return None
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the standard library's name)
+        def log_message(self, format: str, *args: object) -> None:
             sys.stderr.write(f"{self.address_string()} {format % args}\n")
 
     return Archive
