@@ -239,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     mirror = args.mirror or host_mirror()
     if args.command == "serve":
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler(args.root.resolve(), mirror))
+        try:
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler(args.root.resolve(), mirror))
+        except OSError as exc:
+            raise SystemExit(f"127.0.0.1:{args.port}: {exc.strerror} (another server there? --port)") from None
         print(f"serving http://127.0.0.1:{server.server_address[1]}/ (snapshots of {mirror})", flush=True)
         server.serve_forever()
         return 0
