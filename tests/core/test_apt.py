@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from builder.core import facts
+from builder.core import facts, ospins
 from builder.core.osfamilies import apt
 
 
@@ -25,3 +25,19 @@ def test_amd_sdk_steps_refuse_a_key_without_the_pinned_fingerprint() -> None:
     assert steps.index("gpg --batch --show-keys --with-colons /tmp/rif-rocm.asc > /tmp/rif-rocm.keys") < \
         next(i for i, s in enumerate(steps) if s.startswith("apt-get install"))
     assert "apt-get purge -y --auto-remove curl gnupg" in steps
+
+
+def test_every_apt_get_install_of_a_locked_step_names_each_pinned_version() -> None:
+    """The simulation and the install both name NAME=VERSION for every pin, and nothing else (a reader, or a linter
+    such as hadolint's DL3008, sees the pins on the command itself)."""
+    lock = ospins.OsLock(
+        "debian-12", ("python3",), "20261101T000000Z",
+        (ospins.Source("http://127.0.0.1:8127/20261101T000000Z/", "bookworm", ("main",)),),
+        (ospins.Package("python3", "amd64", "3.11.2-1+b1", "a" * 64),
+         ospins.Package("libc6", "amd64", "2.36-9+deb12u14", "b" * 64)), True)
+    installs = [c for c in apt.pinned_install_commands(lock) if "apt-get" in c and " install " in c]
+    assert len(installs) == 2  # the simulation, then the install
+    for command in installs:
+        words = command.split(" install ", 1)[1].split(" > ", 1)[0].split()
+        assert sorted(w for w in words if not w.startswith("-")) == ["libc6=2.36-9+deb12u14", "python3=3.11.2-1+b1"]
+    assert any("20261101T000000Z" in c and "trusted=yes" in c for c in apt.pinned_install_commands(lock))

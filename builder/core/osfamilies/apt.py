@@ -45,7 +45,7 @@ def pinned_install_commands(lock: ospins.OsLock) -> list[str]:
         f"printf '%s\\n' {lines} > {_SNAPSHOT_DIR}/snapshot.list",
         f"{_SNAPSHOT_APT} update",
         f"printf '%s\\n' {pins} > {_SNAPSHOT_DIR}/pinned",
-        f"xargs -a {_SNAPSHOT_DIR}/pinned {_SNAPSHOT_APT} -s install --no-install-recommends > {_SNAPSHOT_DIR}/plan",
+        f"{_SNAPSHOT_APT} -s -y install --no-install-recommends {pins} > {_SNAPSHOT_DIR}/plan",
         f"{_PLANNED} {_SNAPSHOT_DIR}/plan > {_SNAPSHOT_DIR}/planned",  # no pipe: a failing simulation fails the step
         f"sort -o {_SNAPSHOT_DIR}/pinned {_SNAPSHOT_DIR}/pinned",
         f"sort -o {_SNAPSHOT_DIR}/planned {_SNAPSHOT_DIR}/planned",
