@@ -6,6 +6,11 @@ bakes them in one bake, so the stages they share (OS base, torch, each runtime u
 over one torch stage) are built, stored and pushed once. The publish workflows read these rows as
 `${{ matrix.<key> }}`; tests/publish/test_rows.py checks that every key a workflow reads is in every row.
 
+A combination whose images would take more disk at their peak than the runner has (builder.publish.sizes, the
+budget `--runner-disk`) is split across rows by GPU family (a devel image with its runtime family): each row names
+the same bake group, and the stage they share (torch) is built once by the `stages` job into the registry cache,
+which every part imports. `peak_disk` is each row's estimated peak; `runner` the label it runs on.
+
 Pure: it renders in memory (render_all) to learn the groups, and runs nothing.
 """
 
@@ -16,10 +21,12 @@ from typing import TypedDict
 
 from builder.core.errors import usage_error
 from builder.core.spec import CellSpec
+from builder.publish import sizes
 from builder.render.bakefile import group_of
 from builder.render.dockerfile import RenderedCell, render_all
 
 MAX_JOBS = 256  # GitHub Actions' limit on the jobs of one strategy.matrix
+RUNNER = "ubuntu-24.04"  # the hosted runner a row runs on (publish-cells.yml), unless the workflow names another
 
 
 class Row(TypedDict):
@@ -32,20 +39,55 @@ class Row(TypedDict):
     python: str
     torch: str
     channel: str
+    peak_disk: int  # bytes: the row's estimated peak disk on its runner (builder.publish.sizes)
+    runner: str  # the runner label it asks for
 
 
-def rows(cells: list[CellSpec]) -> list[Row]:
-    """One row per combination, in matrix order; every image (cells of one content are one) in exactly one row."""
+def rows(cells: list[CellSpec], budget: int = sizes.DEFAULT_RUNNER_DISK) -> list[Row]:
+    """One row per combination (or per part of one, by budget), in matrix order; every image (cells of one content
+    are one) in exactly one row."""
     groups: dict[str, list[RenderedCell]] = {}
     for rendered in render_all(cells):
         groups.setdefault(group_of(rendered), []).append(rendered)
-    return [row(name, members) for name, members in groups.items()]
+    return build_rows(groups, budget=budget)
 
 
-def row(group: str, members: list[RenderedCell]) -> Row:
+def row(group: str, members: list[RenderedCell], name: str | None = None) -> Row:
     c = members[0].cell
-    return {"group": group, "groups": group, "cells": " ".join(m.cell.tag for m in members), "images": len(members),
-            "os": c.os, "platform": c.platform, "python": c.python, "torch": c.torch, "channel": c.channel}
+    return {"group": name or group, "groups": group, "cells": " ".join(m.cell.tag for m in members),
+            "images": len(members), "os": c.os, "platform": c.platform, "python": c.python, "torch": c.torch,
+            "channel": c.channel, "peak_disk": sizes.peak_of([sizes.estimate(m) for m in members]), "runner": RUNNER}
+
+
+def split(group: str, members: list[RenderedCell], budget: int) -> list[Row]:
+    """The combination as one row when its peak fits the budget, else its GPU families (a family's runtime and
+    devel together) packed in order into as few rows as fit; an image that alone does not fit is an error naming
+    it and the disk it needs."""
+    estimates = {m.cell.tag: sizes.estimate(m) for m in members}
+    if sizes.peak_of(list(estimates.values())) <= budget:
+        return [row(group, members)]
+    for m in members:
+        need = estimates[m.cell.tag].peak
+        if need > budget:
+            raise usage_error("--runner-disk", (
+                f"{m.cell.tag} alone needs {sizes.gib(need)} of disk at its peak, more than the runner's "
+                f"{sizes.gib(budget)}: it needs a larger runner, one with at least {sizes.gib(need)} free (name it "
+                f"with publish.yml's `runner` input and pass --runner-disk {-(-need // sizes.GIB)}G)"))
+    families: dict[str, list[RenderedCell]] = {}
+    for m in members:
+        families.setdefault(m.cell.gfx or "all", []).append(m)
+    parts: list[list[RenderedCell]] = []
+    for family in families.values():
+        if parts and sizes.peak_of([estimates[m.cell.tag] for m in parts[-1] + family]) <= budget:
+            parts[-1] += family
+        else:
+            parts.append(list(family))
+    return [row(group, part, f"{group}-part{k}-of-{len(parts)}") for k, part in enumerate(parts, start=1)]
+
+
+def row_of(selected: list[Row]) -> dict[str, str]:
+    """image tag -> the name of the row that publishes it."""
+    return {tag: r["group"] for r in selected for tag in r["cells"].split()}
 
 
 def matrix_json(selected: list[Row]) -> str:
@@ -56,19 +98,21 @@ def matrix_json(selected: list[Row]) -> str:
     return json.dumps({"include": selected}, separators=(",", ":"))
 
 
-def build_rows(groups: dict[str, list[RenderedCell]], limit: int = MAX_JOBS) -> list[Row]:
-    """The rows of these combinations (group -> its images to build): one per combination while they fit in one
-    matrix, else `limit` rows of several interleaved combinations each (one job bakes them all), so a matrix of
-    any size publishes."""
-    single = [row(name, members) for name, members in groups.items()]
+def build_rows(groups: dict[str, list[RenderedCell]], limit: int = MAX_JOBS,
+               budget: int = sizes.DEFAULT_RUNNER_DISK) -> list[Row]:
+    """The rows of these combinations (group -> its images to build): one per combination (or per part of one
+    whose peak exceeds the budget) while they fit in one matrix, else `limit` rows of several interleaved ones each
+    (one job bakes them all), so a matrix of any size publishes."""
+    single = [r for name, members in groups.items() for r in split(name, members, budget)]
     if len(single) <= limit:
         return single
     packed = []
     for k in range(limit):
         part = single[k::limit]
         first = part[0]
-        packed.append(Row(group=f"batch-{k + 1}-of-{limit}", groups=" ".join(r["group"] for r in part),
+        packed.append(Row(group=f"batch-{k + 1}-of-{limit}", groups=" ".join(dict.fromkeys(r["groups"] for r in part)),
                           cells=" ".join(r["cells"] for r in part), images=sum(r["images"] for r in part),
                           os=first["os"], platform=first["platform"], python=first["python"], torch=first["torch"],
-                          channel=first["channel"]))
+                          channel=first["channel"], peak_disk=sum(r["peak_disk"] for r in part),
+                          runner=first["runner"]))
     return packed

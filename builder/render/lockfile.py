@@ -9,6 +9,10 @@ something, so a refresh is a reviewable diff of exactly what moved:
     <stage>-device.txt     a GPU family's device packages
     <stage>.txt            the companions and numpy of one runtime image
 
+A pin's hash line may end with `  # size=<bytes>`, the wheel's size as its index gives it, and base.txt may hold one
+`# size=<bytes>` line, the base image's compressed size: what builder.publish.sizes plans a runner's disk from.
+Locks written before sizes were recorded have neither and still parse.
+
 Each pip file is a requirements file with `--hash` on every line, installed with `--no-deps --require-hashes`:
 the files of an image's layers together are its complete resolved wheel set. The first line records what the
 file was resolved for; a lock whose inputs differ from what the matrix now asks is stale. This module only
@@ -36,7 +40,9 @@ MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 # pin `NAME==VERSION \` and its one `    --hash=sha256:<64 hex>`; in base.txt, one reference by digest. Nothing
 # else, so no option (--extra-index-url, --trusted-host, -r FILE), URL or marker ever reaches pip.
 _PIN = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==([A-Za-z0-9.+!_-]{1,64}) \\", re.ASCII)
-_HASH = re.compile(r"    --hash=sha256:[0-9a-f]{64}", re.ASCII)
+_HASH = re.compile(r"    --hash=sha256:[0-9a-f]{64}(?:  # size=[0-9]{1,15})?", re.ASCII)
+_SIZE_NOTE = "# size="
+_BASE_SIZE = re.compile(r"# size=([0-9]{1,15})", re.ASCII)
 _COMMENT = re.compile(r"(#[ -\[\]-~]*)?", re.ASCII)  # printable ASCII, no backslash: pip splits lines at \f too
 _HEADER_LINE = re.compile(r"# rif-lock [ -~]*", re.ASCII)
 _REFERENCE = re.compile(r"[a-z0-9][A-Za-z0-9._/:-]{0,250}@sha256:[0-9a-f]{64}", re.ASCII)
@@ -62,9 +68,11 @@ class Pin:
     name: str
     version: str
     sha256: str
+    size: int | None = None  # the wheel's bytes, where its index gave them
 
     def line(self) -> str:
-        return f"{self.name}=={self.version} \\\n    --hash=sha256:{self.sha256}\n"
+        note = f"  {_SIZE_NOTE}{self.size}" if self.size else ""
+        return f"{self.name}=={self.version} \\\n    --hash=sha256:{self.sha256}{note}\n"
 
 
 class LockProblem(ValueError):
@@ -80,8 +88,9 @@ def pip_text(step: Step, pins: list[Pin]) -> str:
     return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{body}"
 
 
-def base_text(step: Step, pinned: str) -> str:
-    return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{pinned}\n"
+def base_text(step: Step, pinned: str, size: int | None = None) -> str:
+    note = f"{_SIZE_NOTE}{size}\n" if size else ""
+    return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{note}{pinned}\n"
 
 
 def inputs_of(text: str) -> dict[str, object] | None:
@@ -112,8 +121,18 @@ def pins_of(text: str) -> list[Pin]:
             continue
         name, _, version = parts[0].partition("==")
         hashes = [p.removeprefix("--hash=sha256:") for p in parts[1:] if p.startswith("--hash=sha256:")]
-        pins.append(Pin(name, version, hashes[0] if hashes else ""))
+        sizes = [int(p.removeprefix("size=")) for p in parts[1:] if p.startswith("size=") and p[5:].isdigit()]
+        pins.append(Pin(name, version, hashes[0] if hashes else "", sizes[0] if sizes else None))
     return pins
+
+
+def recorded_size(text: str) -> int:
+    """The bytes a lock records: base.txt's compressed size, or the sum of a pip lock's wheel sizes; 0 when it
+    records none (an older lock) or not every pin's."""
+    if inputs_of(text) is not None and any(_BASE_SIZE.fullmatch(ln) for ln in text.splitlines()):
+        return next(int(m[1]) for ln in text.splitlines() if (m := _BASE_SIZE.fullmatch(ln)))
+    pins = pins_of(text)
+    return sum(p.size or 0 for p in pins) if pins and all(p.size for p in pins) else 0
 
 
 def grammar_problems(path: Path, text: str) -> list[Problem]:
@@ -121,7 +140,7 @@ def grammar_problems(path: Path, text: str) -> list[Problem]:
     lines = text.split("\n")
     if inputs_of(text) is None or not _HEADER_LINE.fullmatch(lines[0]):
         return [Problem(path, 1, "lock", "the first line is not `# rif-lock {...}`: not a lock `builder lock` wrote")]
-    problems, names, references, open_pin = [], set(), 0, 0
+    problems, names, references, open_pin, sizes = [], set(), 0, 0, 0
     for number, line in enumerate(lines[1:], start=2):
         if open_pin:
             if not _HASH.fullmatch(line):
@@ -135,6 +154,12 @@ def grammar_problems(path: Path, text: str) -> list[Problem]:
             names.add(name)
         elif _REFERENCE.fullmatch(line) and path.name == BASE_FILE:
             references += 1
+        elif line.startswith(_SIZE_NOTE) and path.name == BASE_FILE:
+            sizes += 1
+            if not _BASE_SIZE.fullmatch(line) or sizes > 1:
+                problems.append(_bad(path, number, "one `# size=<bytes>` line at most, digits only"))
+        elif line.startswith(_SIZE_NOTE):
+            problems.append(_bad(path, number, "a size belongs at the end of its pin's hash line"))
         elif not _COMMENT.fullmatch(line):
             problems.append(_bad(path, number, f"{line[:80]!r} is not a pin with its hash (options, includes, URLs "
                                                "and markers are refused)"))
