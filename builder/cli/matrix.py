@@ -10,14 +10,14 @@ import typer
 from rich.table import Table
 
 from builder.cli import console
-from builder.cli.kit import MatchOpt, MatrixOpt, RunnerDiskOpt, handles_errors
+from builder.cli.kit import MatchOpt, MatrixOpt, RunnerDiskOpt, RunnerOpt, handles_errors
 from builder.core.errors import usage_error
 from builder.core.spec import CellSpec
 from builder.core.text import safe
 from builder.matrix.expand import Expansion, expand_matrix
 from builder.matrix.explain import family_gap_lines, family_gaps, line_verdicts
 from builder.matrix.selection import plan_images, select, shard
-from builder.publish import rows, sizes
+from builder.publish import rows
 
 
 @handles_errors
@@ -28,7 +28,7 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
                match: MatchOpt = None,
                shard_spec: Annotated[str | None, typer.Option(
                    "--shard", help="K/N: only the K-th of N interleaved slices of the rows (for github).")] = None,
-               runner_disk: RunnerDiskOpt = None,
+               runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = rows.RUNNER,
                ) -> None:
     """List the cells the matrix expands to (after include/exclude and the compatibility rules)."""
     if fmt not in ("table", "json", "github"):
@@ -37,7 +37,7 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
         raise usage_error("--shard", f"applies to --format github only (not {fmt})")
     if runner_disk is not None and fmt != "github":
         raise usage_error("--runner-disk", f"applies to --format github only (not {fmt})")
-    budget = sizes.parse_size(runner_disk) if runner_disk is not None else sizes.DEFAULT_RUNNER_DISK
+    where = rows.runner(runner, runner_disk)
     if explain and fmt == "github":
         raise usage_error("--explain", "applies to --format table or json (github rows list combinations, not drops)")
     expansion = expand_matrix(matrix)
@@ -45,7 +45,7 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     if fmt == "json":
         print_json(json_rows(expansion, explain))
     elif fmt == "github":
-        print(rows.matrix_json(shard(rows.rows(expansion.cells, budget), shard_spec)))
+        print(rows.matrix_json(shard(rows.rows(expansion.cells, where), shard_spec)))
     else:
         print_cells(expansion, matrix)
         if explain:

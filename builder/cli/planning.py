@@ -16,7 +16,7 @@ from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.pipeline import jobs
-from builder.publish import planner, record, rows, sizes
+from builder.publish import planner, record, rows
 from builder.publish.promote import Target
 from builder.render.dockerfile import RenderedCell
 
@@ -34,13 +34,13 @@ def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
 
 
 def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,
-             registry: str, budget: int = sizes.DEFAULT_RUNNER_DISK) -> int:
+             registry: str, where: rows.Runner = rows.HOSTED) -> int:
     """Plan (and with move_tags, move the tags that need no build), print it, write the record; exit 1 when the
     registry could not say for some image, 2 when the record cannot be written (said after the plan)."""
     if record_path is not None:
         safefs.check_named(record_path, "the run record")
     if fmt == "github":  # an image too large for any row is bad input: said before the registry is asked
-        rows.build_rows(_groups(todo), budget=budget)
+        rows.build_rows(_groups(todo), where=where)
     decisions = planner.plan(target, todo)
     if move_tags:
         planner.move_tags(target, decisions)
@@ -56,7 +56,7 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
         console.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
     if fmt == "github":
         if not failed:
-            print(github(decisions, budget))
+            print(github(decisions, where))
     elif fmt == "json":
         print(json.dumps({"registry": registry, "images": [d.as_json() for d in decisions],
                           "counts": counts(decisions)}, indent=2))
@@ -83,12 +83,12 @@ def _groups(todo: list[jobs.Job]) -> dict[str, list[RenderedCell]]:
     return groups
 
 
-def row_of(todo: list[jobs.Job], budget: int) -> dict[str, str]:
+def row_of(todo: list[jobs.Job], where: rows.Runner) -> dict[str, str]:
     """image tag -> its row, for `--shared-stages`: a stage that images of two rows share is built once."""
-    return rows.row_of(rows.build_rows(_groups(todo), budget=budget))
+    return rows.row_of(rows.build_rows(_groups(todo), where=where))
 
 
-def github(decisions: list[planner.Decision[jobs.Job]], budget: int = sizes.DEFAULT_RUNNER_DISK) -> str:
+def github(decisions: list[planner.Decision[jobs.Job]], where: rows.Runner = rows.HOSTED) -> str:
     """The rows (all their images, as `builder matrix --format github` lists them) of the combinations with at
     least one image to build; the publish job skips the others again by content hash."""
     groups: dict[str, list[planner.Decision[jobs.Job]]] = {}
@@ -96,4 +96,4 @@ def github(decisions: list[planner.Decision[jobs.Job]], budget: int = sizes.DEFA
         groups.setdefault(d.job.combination, []).append(d)
     rendered = {name: [d.job.rendered for d in members if d.job.rendered is not None]
                 for name, members in groups.items() if any(d.action == "build" for d in members)}
-    return json.dumps({"include": rows.build_rows(rendered, budget=budget)}, separators=(",", ":"))
+    return json.dumps({"include": rows.build_rows(rendered, where=where)}, separators=(",", ":"))

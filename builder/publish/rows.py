@@ -17,6 +17,8 @@ Pure: it renders in memory (render_all) to learn the groups, and runs nothing.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import TypedDict
 
 from builder.core.errors import usage_error
@@ -27,6 +29,25 @@ from builder.render.dockerfile import RenderedCell, render_all
 
 MAX_JOBS = 256  # GitHub Actions' limit on the jobs of one strategy.matrix
 RUNNER = "ubuntu-24.04"  # the hosted runner a row runs on (publish-cells.yml), unless the workflow names another
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """Where a row runs: the runner's label and the disk it has free (the budget a row's peak must fit)."""
+
+    label: str = RUNNER
+    disk: int = sizes.DEFAULT_RUNNER_DISK
+
+
+def runner(label: str | None, disk: str | None) -> Runner:
+    """--runner and --runner-disk, checked: a label a workflow can put in runs-on, a size (sizes.parse_size)."""
+    if label is not None and not _LABEL.fullmatch(label):
+        raise usage_error("--runner", f"{label[:80]!r} is not a runner label: [A-Za-z0-9_.-], at most 100")
+    return Runner(label or RUNNER, sizes.parse_size(disk) if disk is not None else sizes.DEFAULT_RUNNER_DISK)
+
+
+HOSTED = Runner()  # the publish workflow's own runner, with its default budget
 
 
 class Row(TypedDict):
@@ -43,36 +64,37 @@ class Row(TypedDict):
     runner: str  # the runner label it asks for
 
 
-def rows(cells: list[CellSpec], budget: int = sizes.DEFAULT_RUNNER_DISK) -> list[Row]:
+def rows(cells: list[CellSpec], where: Runner = HOSTED) -> list[Row]:
     """One row per combination (or per part of one, by budget), in matrix order; every image (cells of one content
     are one) in exactly one row."""
     groups: dict[str, list[RenderedCell]] = {}
     for rendered in render_all(cells):
         groups.setdefault(group_of(rendered), []).append(rendered)
-    return build_rows(groups, budget=budget)
+    return build_rows(groups, where=where)
 
 
-def row(group: str, members: list[RenderedCell], name: str | None = None) -> Row:
+def row(group: str, members: list[RenderedCell], name: str | None = None, label: str = RUNNER) -> Row:
     c = members[0].cell
     return {"group": name or group, "groups": group, "cells": " ".join(m.cell.tag for m in members),
             "images": len(members), "os": c.os, "platform": c.platform, "python": c.python, "torch": c.torch,
-            "channel": c.channel, "peak_disk": sizes.peak_of([sizes.estimate(m) for m in members]), "runner": RUNNER}
+            "channel": c.channel, "peak_disk": sizes.peak_of([sizes.estimate(m) for m in members]), "runner": label}
 
 
-def split(group: str, members: list[RenderedCell], budget: int) -> list[Row]:
+def split(group: str, members: list[RenderedCell], where: Runner = HOSTED) -> list[Row]:
     """The combination as one row when its peak fits the budget, else its GPU families (a family's runtime and
     devel together) packed in order into as few rows as fit; an image that alone does not fit is an error naming
     it and the disk it needs."""
-    estimates = {m.cell.tag: sizes.estimate(m) for m in members}
+    estimates, budget = {m.cell.tag: sizes.estimate(m) for m in members}, where.disk
     if sizes.peak_of(list(estimates.values())) <= budget:
-        return [row(group, members)]
+        return [row(group, members, label=where.label)]
     for m in members:
         need = estimates[m.cell.tag].peak
         if need > budget:
             raise usage_error("--runner-disk", (
-                f"{m.cell.tag} alone needs {sizes.gib(need)} of disk at its peak, more than the runner's "
-                f"{sizes.gib(budget)}: it needs a larger runner, one with at least {sizes.gib(need)} free (name it "
-                f"with publish.yml's `runner` input and pass --runner-disk {-(-need // sizes.GIB)}G)"))
+                f"{m.cell.tag} alone needs {sizes.gib(need)} of disk at its peak (estimated), more than the "
+                f"{sizes.gib(budget)} runner {where.label} has: it needs a larger runner, one with at least "
+                f"{-(-need // sizes.GIB)}G free (--runner LABEL --runner-disk {-(-need // sizes.GIB)}G; publish.yml's "
+                "`runner` and `runner_disk` inputs)"))
     families: dict[str, list[RenderedCell]] = {}
     for m in members:
         families.setdefault(m.cell.gfx or "all", []).append(m)
@@ -82,7 +104,7 @@ def split(group: str, members: list[RenderedCell], budget: int) -> list[Row]:
             parts[-1] += family
         else:
             parts.append(list(family))
-    return [row(group, part, f"{group}-part{k}-of-{len(parts)}") for k, part in enumerate(parts, start=1)]
+    return [row(group, part, f"{group}-part{k}-of-{len(parts)}", where.label) for k, part in enumerate(parts, start=1)]
 
 
 def row_of(selected: list[Row]) -> dict[str, str]:
@@ -99,11 +121,11 @@ def matrix_json(selected: list[Row]) -> str:
 
 
 def build_rows(groups: dict[str, list[RenderedCell]], limit: int = MAX_JOBS,
-               budget: int = sizes.DEFAULT_RUNNER_DISK) -> list[Row]:
+               where: Runner = HOSTED) -> list[Row]:
     """The rows of these combinations (group -> its images to build): one per combination (or per part of one
     whose peak exceeds the budget) while they fit in one matrix, else `limit` rows of several interleaved ones each
     (one job bakes them all), so a matrix of any size publishes."""
-    single = [r for name, members in groups.items() for r in split(name, members, budget)]
+    single = [r for name, members in groups.items() for r in split(name, members, where)]
     if len(single) <= limit:
         return single
     packed = []
