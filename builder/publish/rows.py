@@ -87,23 +87,24 @@ def split(group: str, members: list[RenderedCell], where: Runner = HOSTED) -> li
     estimates, budget = {m.cell.tag: sizes.estimate(m) for m in members}, where.disk
     if sizes.peak_of(list(estimates.values())) <= budget:
         return [row(group, members, label=where.label)]
+    over = sorted((estimates[m.cell.tag].peak, m.cell.tag) for m in members if estimates[m.cell.tag].peak > budget)
+    if over:
+        need, tag = over[-1]
+        more = f" (and {len(over) - 1} more of {group})" if len(over) > 1 else ""
+        raise usage_error("--runner-disk", (
+            f"{tag}{more} alone needs {sizes.gib(need)} of disk at its peak (estimated), more than the "
+            f"{sizes.gib(budget)} runner {where.label} has: it needs a larger runner, one with at least "
+            f"{-(-need // sizes.GIB)}G free (--runner LABEL --runner-disk {-(-need // sizes.GIB)}G; publish.yml's "
+            "`runner` and `runner_disk` inputs)"))
+    by_gfx: dict[str, list[RenderedCell]] = {}
     for m in members:
-        need = estimates[m.cell.tag].peak
-        if need > budget:
-            raise usage_error("--runner-disk", (
-                f"{m.cell.tag} alone needs {sizes.gib(need)} of disk at its peak (estimated), more than the "
-                f"{sizes.gib(budget)} runner {where.label} has: it needs a larger runner, one with at least "
-                f"{-(-need // sizes.GIB)}G free (--runner LABEL --runner-disk {-(-need // sizes.GIB)}G; publish.yml's "
-                "`runner` and `runner_disk` inputs)"))
-    families: dict[str, list[RenderedCell]] = {}
-    for m in members:
-        families.setdefault(m.cell.gfx or "all", []).append(m)
+        by_gfx.setdefault(m.cell.gfx or "all", []).append(m)
     parts: list[list[RenderedCell]] = []
-    for family in families.values():
-        if parts and sizes.peak_of([estimates[m.cell.tag] for m in parts[-1] + family]) <= budget:
-            parts[-1] += family
+    for unit in by_gfx.values():  # a GPU family's runtime and devel images
+        if parts and sizes.peak_of([estimates[m.cell.tag] for m in parts[-1] + unit]) <= budget:
+            parts[-1] += unit
         else:
-            parts.append(list(family))
+            parts.append(list(unit))
     return [row(group, part, f"{group}-part{k}-of-{len(parts)}", where.label) for k, part in enumerate(parts, start=1)]
 
 
