@@ -39,8 +39,6 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
     registry could not say for some image, 2 when the record cannot be written (said after the plan)."""
     if record_path is not None:
         safefs.check_named(record_path, "the run record")
-    if fmt == "github":  # an image too large for any row is bad input: said before the registry is asked
-        rows.build_rows(_groups(todo), where=where)
     decisions = planner.plan(target, todo)
     if move_tags:
         planner.move_tags(target, decisions)
@@ -55,7 +53,7 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
     for d in failed:
         console.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
     if fmt == "github":
-        if not failed:
+        if not failed:  # an image to build that no row of the runner holds: exit 2 (after the record is written)
             print(github(decisions, where))
     elif fmt == "json":
         print(json.dumps({"registry": registry, "images": [d.as_json() for d in decisions],
