@@ -31,6 +31,7 @@ from builder.cli.planning import github
 from builder.pipeline.jobs import Job, matrix_jobs
 from builder.publish import planner
 from builder.publish.promote import Target
+from builder.publish.rows import Runner
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
 
@@ -80,7 +81,8 @@ def night(name: str, registry: LocalRegistry, tree: Path, matrices: list[Path], 
     failed = [d for d in decisions if d.action == "error"]
     if failed:
         raise SystemExit(f"{name}: the plan failed for {len(failed)} images, e.g. {failed[0].reason}")
-    rows = json.loads(github(decisions))["include"]
+    # Whole combinations (a budget every one fits): the jobs the workflow starts when the runner holds each row.
+    rows = json.loads(github(decisions, Runner(disk=10 << 40)))["include"]
     moves = sum(1 for r in planner.reports(decisions) if r.state == "would-skip" and r.moved)
     folder = {d.job.combination: d.job.rendered.group for d in decisions if d.job.rendered is not None}
     return Night(name, len(todo), sorted({folder[g] for row in rows for g in str(row["groups"]).split()}),

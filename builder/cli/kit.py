@@ -59,6 +59,15 @@ CellOpt = Annotated[list[str] | None, typer.Option(
     "--cell", metavar="TAG", help="Only cells with this tag (repeatable).")]
 MatchOpt = Annotated[str | None, typer.Option(
     "--match", metavar="GLOB", help="Only cells whose tag matches this glob (e.g. 'rocm7.2_*_gfx94X-dcgpu_*').")]
+RunnerDiskOpt = Annotated[str | None, typer.Option(
+    "--runner-disk", metavar="SIZE", help=(
+        "The disk a publish row's runner has free (60G, 10T, 512M or bytes; binary units): a combination whose "
+        "estimated peak exceeds it is split into rows by GPU family. Default: 48G, the publish workflow's "
+        "ubuntu-24.04 runner after its clean-up (docs/publishing.md)."))]
+RunnerOpt = Annotated[str, typer.Option(
+    "--runner", metavar="LABEL", help=(
+        "The runner label each `--format github` row asks for (publish-cells.yml runs the row there): a larger "
+        "runner for a larger --runner-disk."))]
 RegistryOpt = Annotated[str | None, typer.Option(
     "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
     help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials: RIF_REGISTRY_USER and "

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from builder.cli import console
-from builder.cli.kit import MatchOpt, MatrixOpt, handles_errors
+from builder.cli.kit import MatchOpt, MatrixOpt, RunnerDiskOpt, RunnerOpt, handles_errors
 from builder.core.errors import usage_error
 from builder.core.spec import CellSpec
 from builder.core.text import safe
@@ -28,12 +28,16 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
                match: MatchOpt = None,
                shard_spec: Annotated[str | None, typer.Option(
                    "--shard", help="K/N: only the K-th of N interleaved slices of the rows (for github).")] = None,
+               runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = rows.RUNNER,
                ) -> None:
     """List the cells the matrix expands to (after include/exclude and the compatibility rules)."""
     if fmt not in ("table", "json", "github"):
         raise usage_error("--format", f"unknown format {fmt!r}; use table, json or github")
     if shard_spec is not None and fmt != "github":
         raise usage_error("--shard", f"applies to --format github only (not {fmt})")
+    if runner_disk is not None and fmt != "github":
+        raise usage_error("--runner-disk", f"applies to --format github only (not {fmt})")
+    where = rows.runner(runner, runner_disk)
     if explain and fmt == "github":
         raise usage_error("--explain", "applies to --format table or json (github rows list combinations, not drops)")
     expansion = expand_matrix(matrix)
@@ -41,7 +45,7 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
     if fmt == "json":
         print_json(json_rows(expansion, explain))
     elif fmt == "github":
-        print(rows.matrix_json(shard(rows.rows(expansion.cells), shard_spec)))
+        print(rows.matrix_json(shard(rows.rows(expansion.cells, where), shard_spec)))
     else:
         print_cells(expansion, matrix)
         if explain:

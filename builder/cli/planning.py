@@ -18,6 +18,7 @@ from builder.core.text import safe
 from builder.pipeline import jobs
 from builder.publish import planner, record, rows
 from builder.publish.promote import Target
+from builder.render.dockerfile import RenderedCell
 
 FORMATS = ("text", "json", "github")
 
@@ -33,7 +34,7 @@ def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
 
 
 def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,
-             registry: str) -> int:
+             registry: str, where: rows.Runner = rows.HOSTED) -> int:
     """Plan (and with move_tags, move the tags that need no build), print it, write the record; exit 1 when the
     registry could not say for some image, 2 when the record cannot be written (said after the plan)."""
     if record_path is not None:
@@ -52,8 +53,8 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
     for d in failed:
         console.err.print(f"[red]plan failed[/red] {safe(d.job.tag)}: {safe(d.reason)}", soft_wrap=True)
     if fmt == "github":
-        if not failed:
-            print(github(decisions))
+        if not failed:  # an image to build that no row of the runner holds: exit 2 (after the record is written)
+            print(github(decisions, where))
     elif fmt == "json":
         print(json.dumps({"registry": registry, "images": [d.as_json() for d in decisions],
                           "counts": counts(decisions)}, indent=2))
@@ -72,7 +73,20 @@ def counts(decisions: list[planner.Decision[jobs.Job]]) -> dict[str, int]:
     return {a: sum(d.action == a for d in decisions) for a in ("build", "move-tags", "skip", "error")}
 
 
-def github(decisions: list[planner.Decision[jobs.Job]]) -> str:
+def _groups(todo: list[jobs.Job]) -> dict[str, list[RenderedCell]]:
+    groups: dict[str, list[RenderedCell]] = {}
+    for job in todo:
+        if job.rendered is not None:
+            groups.setdefault(job.combination, []).append(job.rendered)
+    return groups
+
+
+def row_of(todo: list[jobs.Job], where: rows.Runner) -> dict[str, str]:
+    """image tag -> its row, for `--shared-stages`: a stage that images of two rows share is built once."""
+    return rows.row_of(rows.build_rows(_groups(todo), where=where))
+
+
+def github(decisions: list[planner.Decision[jobs.Job]], where: rows.Runner = rows.HOSTED) -> str:
     """The rows (all their images, as `builder matrix --format github` lists them) of the combinations with at
     least one image to build; the publish job skips the others again by content hash."""
     groups: dict[str, list[planner.Decision[jobs.Job]]] = {}
@@ -80,4 +94,4 @@ def github(decisions: list[planner.Decision[jobs.Job]]) -> str:
         groups.setdefault(d.job.combination, []).append(d)
     rendered = {name: [d.job.rendered for d in members if d.job.rendered is not None]
                 for name, members in groups.items() if any(d.action == "build" for d in members)}
-    return json.dumps({"include": rows.build_rows(rendered)}, separators=(",", ":"))
+    return json.dumps({"include": rows.build_rows(rendered, where=where)}, separators=(",", ":"))

@@ -23,6 +23,8 @@ from builder.cli.kit import (
     ProgressOpt,
     QuietOpt,
     RegistryOpt,
+    RunnerDiskOpt,
+    RunnerOpt,
     WheelhouseOpt,
     buildkit,
     handles_errors,
@@ -30,6 +32,7 @@ from builder.cli.kit import (
 )
 from builder.core.errors import usage_error
 from builder.pipeline import jobs, lifecycle
+from builder.publish import rows
 from builder.registry.address import check_insecure, check_registry, plain_http_ok
 
 
@@ -67,6 +70,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
             shared_stages: Annotated[bool, typer.Option("--shared-stages", help=(
                 "Only build the stages several of the selected combinations share (the OS base, torch), once, "
                 "into --cache-registry, for per-combination publish jobs to import; push no image."))] = False,
+            runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = rows.RUNNER,
             builder: BuilderOpt = None, build_network: BuildNetworkOpt = "default",
             quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
@@ -82,17 +86,20 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     planning.check_format(fmt, plan, move_tags)
+    if runner_disk is not None and not (plan or shared_stages):
+        raise usage_error("--runner-disk", "sizes the rows of --plan and the parts --shared-stages shares: add one")
+    where = rows.runner(runner, runner_disk)
     todo = jobs.shard_jobs(jobs.matrix_jobs(matrix, cell, match, wheel_source(wheelhouse_dir, locks)), shard_spec)
     if shared_stages and plan:
         raise usage_error("--shared-stages", "builds stages and --plan builds nothing: pass one of them")
     if plan:  # its own path: the registry alone answers, no engine
         raise typer.Exit(planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path,
-                                           registry))
+                                           registry, where))
     options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=True, gpu=gpu,
                                 apptainer=apptainer,
                                 target=runs.target(registry, insecure_hosts), skip_published=True, no_push=no_push,
                                 compression=_compression(compression), cache=_cache(cache_registry, insecure_hosts),
-                                buildkit=kit)
+                                buildkit=kit, row_of=planning.row_of(todo, where) if shared_stages else {})
     if shared_stages:  # its own path: stages into the registry cache, no image
         raise typer.Exit(stages.run_stages(todo, options))
     raise typer.Exit(runs.run(todo, options, progress, record_path, registry))

@@ -52,6 +52,7 @@ class Options:
     compression: str = "gzip"  # the layers' compression (gzip: every client pulls it; zstd: Docker 23+)
     cache: Cache | None = None  # BuildKit's cache, imported from and exported to a registry (cold runners)
     buildkit: BuildKit = CURRENT  # the builder that bakes (--builder) and its RUN steps' network
+    row_of: dict[str, str] = field(default_factory=dict)  # --shared-stages: image tag -> its workflow row
 
     @property
     def rehearsal(self) -> bool:
@@ -170,7 +171,8 @@ def shared_stages(jobs: list[Job], options: Options, on_line: OnLine) -> list[st
     kit = _builder(options.buildkit)
     require_inputs(jobs, options.source, kit)
     cache = replace(options.cache, write=options.cache.write and not options.rehearsal)
-    return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line, kit)
+    return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line, kit,
+                           options.row_of)
 
 
 def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events(),

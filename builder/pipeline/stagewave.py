@@ -11,6 +11,7 @@ their chains that the registry holds: one manifest look-up per key, and a key it
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -39,10 +40,12 @@ class StageOutcome:
 
 
 def build(rendered: list[RenderedCell], source: WheelSource, cache: Cache, compression: str,
-          on_line: OnLine = lambda target, line: None, kit: BuildKit = CURRENT) -> list[StageOutcome]:
-    """Build every stage two or more of the rendered combinations share, once, on kit's builder (which the caller
-    checked: lifecycle.shared_stages), into cache's registry."""
-    stages = sharedstages.shared(rendered)
+          on_line: OnLine = lambda target, line: None, kit: BuildKit = CURRENT,
+          row_of: Mapping[str, str] | None = None) -> list[StageOutcome]:
+    """Build every stage two or more of the rendered combinations (or rows: row_of, image tag -> its row, where a
+    combination is split across rows) share, once, on kit's builder (which the caller checked:
+    lifecycle.shared_stages), into cache's registry."""
+    stages = sharedstages.shared(rendered, row_of)
     if not stages:
         return []
     with imagetree.run_tree(source) as tree, scratch_dir("rif-stages-") as tmp:

@@ -1,10 +1,10 @@
 """`builder publish --plan`: what each image needs, decided from the registry's answers alone (no engine).
 
-Per image, the first moving tag (its own cell's readable tag) is read first: when it already names an image whose
-config carries this content hash, the content is published (a tag only ever moves to an immutable tag's manifest)
-and that one answer (a manifest and its config) settles the image; its other moving tags (`latest`, the cells of a
-shared image) cost one manifest read each. Only when the readable tag names other content (or nothing) is the
-immutable tag read: absent, the image is to be built; present (and holding this content hash), its tags move.
+Per image, the first moving tag (its own cell's readable tag) and the immutable tag are read: the immutable tag
+absent, the image is to be built (also when the cell tag still holds its content: a deleted immutable tag is
+published again, never reported as there); present and holding this content hash (its config read only when the
+cell tag names another manifest), its tags move where they point elsewhere. Its other moving tags (`latest`, the
+cells of a shared image) cost one manifest read each.
 
 The look-ups run on a bounded thread pool against one RegistryClient: it keeps no connection between requests
 (each request opens its own, with its own watchdog), its token cache is a dict written whole under the GIL, and
@@ -103,20 +103,22 @@ def _decide(target: Target, job: J) -> Decision[J]:
     immutable = job.report().immutable_tag
     first = job.tags[0] if job.tags else immutable
     current = api.manifest(repo, first)
-    if current is not None and _hash_of(target, repo, current) == job.content_hash:
-        published = current  # a moving tag only ever points at an immutable tag's manifest: this content is out
-        digests: dict[str, str | None] = {first: current.digest}
-    else:
-        found = api.manifest(repo, immutable)
-        if found is None:
-            why = "nothing published under" if current is None else "new content: no image under"
-            return Decision(job, "build", f"{why} {immutable}", moves=list(job.tags))
+    holds = current is not None and _hash_of(target, repo, current) == job.content_hash
+    found = api.manifest(repo, immutable) if first != immutable else current  # the one request more per image
+    if found is None:
+        if holds:
+            why = f"{immutable} is gone (its content is still under {first}): built again to restore it"
+        else:
+            why = f"{'nothing published under' if current is None else 'new content: no image under'} {immutable}"
+        return Decision(job, "build", why, moves=list(job.tags))
+    if not (holds and current is not None and found.digest == current.digest):
         held = _hash_of(target, repo, found)
         if held != job.content_hash:
             raise RegistryError(f"{api.address}/{repo}:{immutable} exists with content hash {held!r}, not "
                                 f"{job.content_hash}: an immutable tag is never overwritten; delete it by hand if "
                                 "it is wrong")
-        published, digests = found, {first: current.digest if current else None}
+    published = found
+    digests: dict[str, str | None] = {first: current.digest if current else None}
     for tag in job.tags[1:]:
         digests[tag] = api.digest(repo, tag)
     moves = [t for t in job.tags if digests.get(t) != published.digest]

@@ -10,6 +10,10 @@ something, so a refresh is a reviewable diff of exactly what moved:
     <stage>-device.txt     a GPU family's device packages
     <stage>.txt            the companions and numpy of one runtime image
 
+A pin's hash line may end with `  # size=<bytes>`, the wheel's size as its index gives it, and base.txt may hold one
+`# size=<bytes>` line, the base image's compressed size: what builder.publish.sizes plans a runner's disk from.
+Locks written before sizes were recorded have neither and still parse.
+
 Each pip file is a requirements file with `--hash` on every line, installed with `--no-deps --require-hashes`:
 the files of an image's layers together are its complete resolved wheel set. The first line records what the
 file was resolved for; a lock whose inputs differ from what the matrix now asks is stale. This module only
@@ -38,7 +42,9 @@ MAX_LOCK_BYTES = 16 << 20  # a lock of a few hundred pins is tens of KB
 # one `snapshot: <UTC timestamp>`. Nothing else, so no option (--extra-index-url, --trusted-host, -r FILE), URL or
 # marker ever reaches pip.
 _PIN = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==([A-Za-z0-9.+!_-]{1,64}) \\", re.ASCII)
-_HASH = re.compile(r"    --hash=sha256:[0-9a-f]{64}", re.ASCII)
+_HASH = re.compile(r"    --hash=sha256:[0-9a-f]{64}(?:  # size=[0-9]{1,15})?", re.ASCII)
+_SIZE_NOTE = "# size="
+_BASE_SIZE = re.compile(r"# size=([0-9]{1,15})", re.ASCII)
 _COMMENT = re.compile(r"(#[ -\[\]-~]*)?", re.ASCII)  # printable ASCII, no backslash: pip splits lines at \f too
 _HEADER_LINE = re.compile(r"# rif-lock [ -~]*", re.ASCII)
 _REFERENCE = re.compile(r"[a-z0-9][A-Za-z0-9._/:-]{0,250}@sha256:[0-9a-f]{64}", re.ASCII)
@@ -66,9 +72,11 @@ class Pin:
     name: str
     version: str
     sha256: str
+    size: int | None = None  # the wheel's bytes, where its index gave them
 
     def line(self) -> str:
-        return f"{self.name}=={self.version} \\\n    --hash=sha256:{self.sha256}\n"
+        note = f"  {_SIZE_NOTE}{self.size}" if self.size else ""
+        return f"{self.name}=={self.version} \\\n    --hash=sha256:{self.sha256}{note}\n"
 
 
 class LockProblem(ValueError):
@@ -84,9 +92,10 @@ def pip_text(step: Step, pins: list[Pin]) -> str:
     return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{body}"
 
 
-def base_text(step: Step, pinned: str, snapshot: str | None = None) -> str:
+def base_text(step: Step, pinned: str, snapshot: str | None = None, size: int | None = None) -> str:
     made = f"{SNAPSHOT_KEY}{snapshot}\n" if snapshot else ""
-    return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{pinned}\n{made}"
+    note = f"{_SIZE_NOTE}{size}\n" if size else ""
+    return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{note}{pinned}\n{made}"
 
 
 def inputs_of(text: str) -> dict[str, object] | None:
@@ -124,8 +133,18 @@ def pins_of(text: str) -> list[Pin]:
             continue
         name, _, version = parts[0].partition("==")
         hashes = [p.removeprefix("--hash=sha256:") for p in parts[1:] if p.startswith("--hash=sha256:")]
-        pins.append(Pin(name, version, hashes[0] if hashes else ""))
+        sizes = [int(p.removeprefix("size=")) for p in parts[1:] if p.startswith("size=") and p[5:].isdigit()]
+        pins.append(Pin(name, version, hashes[0] if hashes else "", sizes[0] if sizes else None))
     return pins
+
+
+def recorded_size(text: str) -> int:
+    """The bytes a lock records: base.txt's compressed size, or the sum of a pip lock's wheel sizes; 0 when it
+    records none (an older lock) or not every pin's."""
+    if inputs_of(text) is not None and any(_BASE_SIZE.fullmatch(ln) for ln in text.splitlines()):
+        return next(int(m[1]) for ln in text.splitlines() if (m := _BASE_SIZE.fullmatch(ln)))
+    pins = pins_of(text)
+    return sum(p.size or 0 for p in pins) if pins and all(p.size for p in pins) else 0
 
 
 def grammar_problems(path: Path, text: str) -> list[Problem]:
@@ -133,7 +152,7 @@ def grammar_problems(path: Path, text: str) -> list[Problem]:
     lines = text.split("\n")
     if inputs_of(text) is None or not _HEADER_LINE.fullmatch(lines[0]):
         return [Problem(path, 1, "lock", "the first line is not `# rif-lock {...}`: not a lock `builder lock` wrote")]
-    problems, names, references, snapshots, open_pin = [], set(), 0, 0, 0
+    problems, names, references, snapshots, open_pin, sizes = [], set(), 0, 0, 0, 0
     for number, line in enumerate(lines[1:], start=2):
         if open_pin:
             if not _HASH.fullmatch(line):
@@ -152,6 +171,12 @@ def grammar_problems(path: Path, text: str) -> list[Problem]:
             if not _SNAPSHOT.fullmatch(line) or snapshots > 1:
                 problems.append(_bad(path, number, "a second snapshot" if snapshots > 1 else
                                      f"{line[:80]!r} is not `snapshot: <UTC timestamp like 20261101T000000Z>`"))
+        elif line.startswith(_SIZE_NOTE) and path.name == BASE_FILE:
+            sizes += 1
+            if not _BASE_SIZE.fullmatch(line) or sizes > 1:
+                problems.append(_bad(path, number, "one `# size=<bytes>` line at most, digits only"))
+        elif line.startswith(_SIZE_NOTE):
+            problems.append(_bad(path, number, "a size belongs at the end of its pin's hash line"))
         elif not _COMMENT.fullmatch(line):
             problems.append(_bad(path, number, f"{line[:80]!r} is not a pin with its hash (options, includes, URLs "
                                                "and markers are refused)"))

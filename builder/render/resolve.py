@@ -27,7 +27,7 @@ from builder.core.spec import CellSpec
 from builder.registry import credentials, models
 from builder.registry.client import RegistryClient
 from builder.registry.errors import RegistryError
-from builder.render import aptindex, lockfile, oslock
+from builder.render import aptindex, lockfile, oslock, wheelsizes
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps, stages_of
@@ -133,9 +133,9 @@ def _resolve_step(step: lockfile.Step, texts: dict[str, str], cell: CellSpec, wh
                   base_registry: str | None, insecure: frozenset[str]) -> str:
     if step.file == lockfile.BASE_FILE:
         try:
-            pinned = pin_base(step.wants[0], base_registry, insecure)
+            pinned, size = pin_base_sized(step.wants[0], base_registry, insecure)
             made = base_snapshot(pinned, insecure) if base_registry else None  # Docker Hub's carry no such label
-            return lockfile.base_text(step, pinned, made)
+            return lockfile.base_text(step, pinned, made, size)
         except RegistryError as exc:  # unreachable, refused: this base is not resolved either
             raise LockError(f"base image {step.wants[0]}: {exc}") from exc
     after = [p for f in step.after for p in lockfile.pins_of(texts[f])]
@@ -162,6 +162,12 @@ def _where(step: lockfile.Step, cell: CellSpec, wheelhouse: Path | None, base_re
 
 def pin_base(ref: str, base_registry: str | None, insecure: frozenset[str]) -> str:
     """`debian:12` -> `debian:12@sha256:...` (or `MIRROR/debian:12@sha256:...`), the registry's current digest."""
+    return pin_base_sized(ref, base_registry, insecure)[0]
+
+
+def pin_base_sized(ref: str, base_registry: str | None, insecure: frozenset[str]) -> tuple[str, int | None]:
+    """pin_base, with the base's compressed size (its linux/amd64 manifest's config and layers; None where the
+    registry's answer does not say)."""
     name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
     full = f"{base_registry.rstrip('/')}/{name}" if base_registry else name
     first = full.split("/", 1)[0]
@@ -170,10 +176,10 @@ def pin_base(ref: str, base_registry: str | None, insecure: frozenset[str]) -> s
     else:  # Docker Hub: official images live under library/
         host, repository = "registry-1.docker.io", full if "/" in full else f"library/{full}"
     api = RegistryClient(host, credentials.lookup(host) if base_registry else None, insecure=insecure)
-    digest = api.digest(repository, tag)
-    if not digest:
+    found = api.manifest(repository, tag)
+    if found is None:
         raise LockError(f"base image {full}:{tag}: no such tag in {host}")
-    return f"{full}:{tag}@{digest}"
+    return f"{full}:{tag}@{found.digest}", wheelsizes.image_size(api, repository, found.body)
 
 
 def base_snapshot(pinned: str, insecure: frozenset[str]) -> str | None:
@@ -213,13 +219,14 @@ def resolve(step: lockfile.Step, after: list[lockfile.Pin], cell: CellSpec,
             raise LockError(f"{step.file}: pip cannot resolve {' '.join(step.wants)} for Python {step.python}: {tail}")
         installs = json.loads((tmp / "report.json").read_text())["install"]
     pins = []
-    for item in installs:
+    sizes = wheelsizes.sizes([(item.get("download_info") or {}).get("url", "") for item in installs])
+    for item, size in zip(installs, sizes, strict=True):
         meta, info = item["metadata"], item.get("download_info", {})
         sha = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
         if not sha:
             raise LockError(f"{step.file}: {meta['name']} {meta['version']} came without a sha256 ({info.get('url')})")
         if _key(meta["name"]) not in earlier:
-            pins.append(lockfile.Pin(meta["name"], meta["version"], sha))
+            pins.append(lockfile.Pin(meta["name"], meta["version"], sha, size))
     return pins
 
 

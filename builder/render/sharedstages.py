@@ -13,6 +13,7 @@ wrong layer: BuildKit checks its own cache keys on import.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,18 +45,21 @@ def stage_keys(rendered: RenderedCell) -> dict[str, str]:
     return {name: key_of(chains[name].text) for name in own.names}
 
 
-def shared(rendered: list[RenderedCell]) -> list[SharedStage]:
-    """Every stage that images of two or more combinations are built through, in render order."""
+def shared(rendered: list[RenderedCell], row_of: Mapping[str, str] | None = None) -> list[SharedStage]:
+    """Every stage that images of two or more combinations are built through, in render order; with row_of
+    (image tag -> its workflow row), of two or more rows: a combination split across rows shares its torch stage."""
     found: dict[str, tuple[str, str]] = {}
     groups: dict[str, list[str]] = {}
+    rows: dict[str, set[str]] = {}
     for r in rendered:
         for name, key in stage_keys(r).items():
             found.setdefault(key, (r.group, name))
             members = groups.setdefault(key, [])
             if r.group not in members:
                 members.append(r.group)
+            rows.setdefault(key, set()).add((row_of or {}).get(r.cell.tag, r.group))
     return [SharedStage(key, group, name, tuple(groups[key])) for key, (group, name) in found.items()
-            if len(groups[key]) > 1]
+            if len(rows[key]) > 1]
 
 
 def bake_definition(stages: list[SharedStage], context: str) -> dict[str, Any]:

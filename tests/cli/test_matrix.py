@@ -29,17 +29,19 @@ def test_unknown_format_is_bad_input() -> None:
 
 
 def test_github_format_is_one_line_of_strategy_matrix_json_one_row_per_combination() -> None:
-    whole = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github")
+    whole = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--runner-disk", "10T")
     assert whole.returncode == 0, whole.stderr
     assert whole.stdout.count("\n") == 1
     rows = json.loads(whole.stdout)["include"]
     assert len(rows) == 37 and sum(r["images"] for r in rows) == 214
     assert len({t for r in rows for t in r["cells"].split()}) == 214
-    assert set(rows[0]) == {"group", "groups", "cells", "images", "os", "platform", "python", "torch", "channel"}
+    assert set(rows[0]) == {"group", "groups", "cells", "images", "os", "platform", "python", "torch", "channel",
+                            "peak_disk", "runner"}
     assert all(r["groups"] == r["group"] for r in rows), "one combination per row while they fit"
     jobs = []
     for shard in ("1/2", "2/2"):
-        proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--shard", shard)
+        proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--shard", shard,
+                           "--runner-disk", "10T")
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.count("\n") == 1
         jobs += json.loads(proc.stdout)["include"]
@@ -135,3 +137,34 @@ def test_a_match_naming_a_gfx_target_says_which_family_holds_it() -> None:
     proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--match", "*gfx942*")
     assert proc.returncode == 2
     assert "gfx942 is a target of family gfx94X-dcgpu" in proc.stderr
+
+
+def test_runner_disk_splits_the_largest_combinations_and_every_row_fits_it() -> None:
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--runner-disk", "80G",
+                       "--runner", "big-disk")
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)["include"]
+    assert all(isinstance(r["peak_disk"], int) and r["peak_disk"] <= 80 << 30 for r in found)
+    assert {r["runner"] for r in found} == {"big-disk"}
+    assert len(found) > 37 and sum(r["images"] for r in found) == 214
+    assert max(r["images"] for r in found) < 30, "the 30-image combinations are split"
+
+
+@pytest.mark.parametrize("size", ["60", "6 0G", "60GB2", "-1G", "0", "60P", "1.5G", "G", "六十G", "9" * 17])
+def test_a_runner_disk_that_is_no_size_is_bad_input_naming_the_option(size: str) -> None:
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--runner-disk", size)
+    if size == "60":  # plain bytes are a size: 60 bytes, which no image fits
+        assert proc.returncode == 2 and "alone needs" in proc.stderr
+        return
+    assert proc.returncode == 2 and "--runner-disk" in proc.stderr and "is not a size" in proc.stderr, proc.stderr
+
+
+def test_an_image_no_runner_disk_holds_is_bad_input_naming_it_and_the_runner_it_needs() -> None:
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--runner-disk", "20G")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "alone needs" in proc.stderr and "larger runner" in proc.stderr and "_devel" in proc.stderr
+
+
+def test_runner_disk_belongs_to_the_github_format() -> None:
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "json", "--runner-disk", "60G")
+    assert proc.returncode == 2 and "--runner-disk" in proc.stderr

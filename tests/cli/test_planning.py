@@ -14,6 +14,7 @@ from builder.cli import planning
 from builder.cli.app import app
 from builder.core.errors import InputError
 from builder.pipeline.jobs import Job, by_combination, matrix_jobs
+from builder.publish import rows
 from builder.publish.planner import Decision
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import DATA, ROOT
@@ -168,3 +169,46 @@ def test_whatever_the_registry_answers_is_that_image_s_error(server: Start, repl
     assert code in (0, 1), output
     assert "unexpected" not in output and "Traceback" not in output
     assert f"plan failed {runtime.tag}" not in output  # the other image is decided as ever
+
+
+def plan_rows(address: str, disk: str, tmp_path: Path) -> tuple[int, str]:
+    proc = CliRunner().invoke(app, ["publish", "-m", str(ROOT / "matrix.yaml"), "--registry", f"{address}/empty",
+                                    "--plan", "--format", "github", "--runner-disk", disk,
+                                    "--record", str(tmp_path / "record.json")])
+    return proc.exit_code, proc.output
+
+
+def test_the_plan_of_an_empty_registry_packs_rows_by_the_runner_disk(server: Start, tmp_path: Path) -> None:
+    scripted = server(Store().answer)
+    code, output = plan_rows(scripted.address, "10T", tmp_path)
+    assert code == 0, output
+    whole = json.loads(output)["include"]
+    assert len(whole) == 37 and all(r["groups"] == r["group"] for r in whole), "the whole combinations"
+    code, output = plan_rows(scripted.address, "80G", tmp_path)
+    assert code == 0, output
+    split = json.loads(output)["include"]
+    assert all(isinstance(r["peak_disk"], int) and r["peak_disk"] <= 80 << 30 for r in split)
+    assert len(split) > len(whole) and max(r["images"] for r in split) < max(r["images"] for r in whole)
+    assert sorted(t for r in split for t in r["cells"].split()) == sorted(t for r in whole for t in r["cells"].split())
+
+
+def test_an_image_to_build_over_the_runner_disk_fails_the_plan_naming_it(server: Start, tmp_path: Path) -> None:
+    store = Store()
+    scripted = server(store.answer)
+    code, output = plan_rows(scripted.address, "20G", tmp_path)
+    assert code == 2 and "alone needs" in output and "larger runner" in output and "_all_devel" in output
+    # Published already, the same images need no row: a quiet night plans whatever the budget.
+    publish_all(store, matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource()), "empty")
+    code, output = plan_rows(scripted.address, "20G", tmp_path)
+    assert code == 0 and json.loads(output)["include"] == [], output
+    proc = CliRunner().invoke(app, ["publish", "-m", str(ROOT / "examples/local.yaml"), "--registry",
+                                    "127.0.0.1:1/x", "--runner-disk", "60G"])
+    assert proc.exit_code == 2 and "--runner-disk" in proc.output
+
+
+def test_the_rows_of_a_split_combination_are_what_shared_stages_counts() -> None:
+    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
+    parts = planning.row_of(todo, rows.Runner(disk=80 << 30))
+    assert set(parts) == {j.tag for j in todo}
+    assert len(set(parts.values())) > len(by_combination(todo)), "some combination is split"
+    assert set(planning.row_of(todo, rows.Runner(disk=10 << 40)).values()) == set(by_combination(todo))

@@ -62,3 +62,20 @@ def test_each_stage_gets_a_line_and_a_failure_exits_1_naming_the_log(shown: io.S
 def test_nothing_shared_is_nothing_to_build_and_exit_0(shown: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
     shared(monkeypatch, [])
     assert stages.run_stages([], OPTIONS) == 0 and "nothing to build" in shown.getvalue()
+
+
+def test_the_runner_disk_tells_the_first_wave_which_rows_split_a_combination(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from builder.cli.app import app
+    from tests.fakes.checkout import ROOT
+
+    seen: list[lifecycle.Options] = []
+    monkeypatch.setattr(stages, "run_stages", lambda todo, options: seen.append(options) or 0)
+    base = ["publish", "-m", str(ROOT / "matrix.yaml"), "--registry", "r.io/ns", "--cache-registry", "r.io/ns",
+            "--shared-stages"]
+    for disk, split in (("80G", True), ("10T", False)):
+        proc = CliRunner().invoke(app, [*base, "--runner-disk", disk])
+        assert proc.exit_code == 0, proc.output
+        row_of = seen[-1].row_of
+        assert any("-part1-of-" in row for row in row_of.values()) is split and len(row_of) == 214

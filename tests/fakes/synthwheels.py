@@ -100,8 +100,17 @@ class WheelIndex:
                 self.send_response(200 if body is not None else 404)
                 self.send_header("Content-Type", kind)
                 self.send_header("Cache-Control", "max-age=365000000, immutable, public")
+                self.send_header("Content-Length", str(len(body or b"")))
                 self.end_headers()
                 self.wfile.write(body or b"")
+
+            def do_HEAD(self) -> None:  # a file's size, as an index answers it (not a download)
+                parts = [p for p in self.path.split("/") if p]
+                found = index.wheels / parts[-1] if len(parts) == 3 and parts[0] == "files" else None
+                ok = found is not None and found.is_file()
+                self.send_response(200 if ok else 404)
+                self.send_header("Content-Length", str(found.stat().st_size if found is not None and ok else 0))
+                self.end_headers()
 
             def log_message(self, *args: object) -> None:
                 pass

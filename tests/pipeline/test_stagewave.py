@@ -45,3 +45,11 @@ def test_a_stage_that_cannot_be_looked_up_is_built_by_the_job_itself(tmp_path: P
     cache = stagewave.with_stages(Cache(f"{scripted.address}/ns/buildcache"), rendered, FAST)
     assert cache.stages == {r.target: () for r in rendered}
     assert Cache(f"{scripted.address}/ns/buildcache").imports("t", "gzip") == cache.imports("t", "gzip")
+
+
+def test_the_first_wave_counts_shared_stages_by_the_rows_it_is_given(tmp_path: Path) -> None:
+    rendered = two_combinations(tmp_path)
+    one_row = {r.cell.tag: "row" for r in rendered}
+    # Both combinations in one row and no cache looked up: nothing for a first wave (the row's bake shares them).
+    assert stagewave.build(rendered, WheelSource(), Cache("127.0.0.1:1/ns/buildcache"), "gzip", row_of=one_row) == []
+    assert sharedstages.shared(rendered) != [] and sharedstages.shared(rendered, one_row) == []

@@ -313,7 +313,8 @@ def run_plan_step(tmp_path: Path, registry: str, match: str = "", event: str = "
     work.mkdir(parents=True)
     for name in ("matrix.yaml", "images"):
         (work / name).symlink_to(ROOT / name)
-    env = {"MATCH": match, "EVENT": event, "REGISTRY": registry, "PATH": f"{tool_dir(tmp_path)}:{os.environ['PATH']}"}
+    env = {"MATCH": match, "EVENT": event, "REGISTRY": registry, "RUNNER_DISK": "10T",
+           "PATH": f"{tool_dir(tmp_path)}:{os.environ['PATH']}"}
     proc = run_script(step["run"], env, work, tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = outputs(tmp_path / "output.txt")
@@ -334,7 +335,7 @@ def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_whe
     scripted = server(store.answer)
     out = run_plan_step(tmp_path / "empty", f"{scripted.address}/Some-Org", match)
     cells = expand_matrix(ROOT / "matrix.yaml").cells
-    expected = rows.rows(select(cells, None, ROOT / "matrix.yaml", match or None))
+    expected = rows.rows(select(cells, None, ROOT / "matrix.yaml", match or None), rows.Runner(disk=10 << 40))
     found = json.loads(out["groups"])["include"]
     assert sorted(found, key=lambda r: r["group"]) == sorted(expected, key=lambda r: r["group"])
     assert (int(out["count"]), out["moves"]) == (len(found), "0") and len(found) <= 256
@@ -352,7 +353,7 @@ def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_whe
 def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     call = triggers(doc)["workflow_call"]
-    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner", "rows"}
+    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner", "rows", "runner_disk"}
     job = doc["jobs"]["publish"]
     assert list(doc["jobs"]) == ["stages", "publish", "sign"]
     assert job["needs"] == "stages" and job["if"] == "${{ !cancelled() }}"  # a failed first wave blocks no row
@@ -409,7 +410,7 @@ def test_the_cell_job_passes_every_cell_of_its_group_to_one_publish(tmp_path: Pa
     from builder.matrix.expand import expand_matrix
     from builder.publish import rows
 
-    found = rows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
+    found = rows.rows(expand_matrix(ROOT / "matrix.yaml").cells, rows.Runner(disk=10 << 40))
     for i, row in enumerate(found):
         tmp = tmp_path / str(i)
         tmp.mkdir()
@@ -497,7 +498,7 @@ def test_the_first_wave_builds_the_stages_every_row_shares_once_before_the_rows(
     assert "./.github/actions/build-runner" in [str(s.get("uses", "")) for s in cells_doc["jobs"]["publish"]["steps"]]
     call = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]["publish"]
     assert call["with"]["rows"] == "${{ fromJSON(needs.plan.outputs.count) }}"
-    found = rows.rows(expand_matrix(ROOT / "matrix.yaml").cells)
+    found = rows.rows(expand_matrix(ROOT / "matrix.yaml").cells, rows.Runner(disk=10 << 40))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     args = tmp_path / "args"

@@ -53,7 +53,7 @@ def test_an_empty_namespace_builds_everything_with_one_manifest_request_each(ser
         f"/v2/rocm/{j.repository}/manifests/{t}" for j in todo for t in (j.tag, j.report().immutable_tag))
 
 
-def test_nothing_changed_skips_every_image_from_one_manifest_and_its_config(server: Start) -> None:
+def test_nothing_changed_skips_every_image_from_its_two_manifests_and_one_config(server: Start) -> None:
     store = Store()
     scripted = server(store.answer)
     todo = example_jobs()
@@ -62,10 +62,10 @@ def test_nothing_changed_skips_every_image_from_one_manifest_and_its_config(serv
     assert [d.action for d in decisions] == ["skip"] * len(todo)
     manifests = [s.path for s in scripted.seen if "/manifests/" in s.path]
     blobs = [s.path for s in scripted.seen if "/blobs/" in s.path]
-    # One manifest per image, plus one per extra moving tag (`latest`); one config per image; no write.
-    assert len(manifests) == sum(len(j.tags) for j in todo) and len(blobs) == len(todo)
+    # One manifest per moving tag (`latest` too), one per immutable tag (a deleted one is built again); one config
+    # per image; no write.
+    assert len(manifests) == sum(len(j.tags) + 1 for j in todo) and len(blobs) == len(todo)
     assert all(s.method == "GET" for s in scripted.seen)
-    assert not any(j.report().immutable_tag in p for j in todo for p in manifests)
 
 
 def test_a_moved_tag_is_moved_back_by_digest_without_a_build(server: Start) -> None:
@@ -217,3 +217,39 @@ def test_the_command_moves_tags_registry_side_without_an_engine(server: Start, t
     record = {i["tag"]: (i["state"], i["moved"]) for i in json.loads((tmp_path / "record.json").read_text())["images"]}
     assert record == {runtime.tag: ("skipped", ["latest"]), devel.tag: ("skipped", [])}
     assert "moved latest" in " ".join(proc.stdout.split())
+
+
+def test_a_deleted_immutable_tag_is_built_again_though_the_cell_tag_holds_the_content(server: Start) -> None:
+    store = Store()
+    scripted = server(store.answer)
+    todo = example_jobs()
+    publish_all(store, todo)
+    gone = todo[0]
+    del store.manifests[f"rocm/{gone.repository}:{gone.report().immutable_tag}"]
+    decisions = planner.plan(target_of(scripted), todo)
+    assert [d.action for d in decisions] == ["build"] + ["skip"] * (len(todo) - 1)
+    assert f"{gone.report().immutable_tag} is gone" in decisions[0].reason
+
+
+@pytest.mark.registry
+def test_a_real_registry_plans_build_for_an_image_whose_immutable_tag_was_deleted(tmp_path: Path) -> None:
+    """The tag's folder removed from the registry's storage: a tag deleted, its manifest (under the cell tag) kept."""
+    need_docker_registry()
+    reg = Registry(tmp_path).start()
+    try:
+        api = RegistryClient(reg.address, policy=FAST)
+        todo = example_jobs()
+        for job in todo:
+            push_tiny(api, f"rocm/{job.repository}", job)
+        gone = todo[0]
+        tags = reg.storage / "docker/registry/v2/repositories/rocm" / gone.repository / "_manifests/tags"
+        assert (tags / gone.tag).is_dir()
+        subprocess.run(["rm", "-r", str(tags / gone.report().immutable_tag)], check=True)
+        proc = cli("-m", "examples/local.yaml", "--registry", f"{reg.address}/rocm", "--plan", "--format", "json",
+                   "--record", str(tmp_path / "record.json"))
+        assert proc.returncode == 0, proc.stderr
+        actions = {i["tag"]: (i["action"], i["reason"]) for i in json.loads(proc.stdout)["images"]}
+        assert actions[gone.tag][0] == "build" and "is gone" in actions[gone.tag][1]
+        assert all(a == "skip" for t, (a, _) in actions.items() if t != gone.tag)
+    finally:
+        reg.close()

@@ -24,6 +24,8 @@ from tests.fakes.checkout import ROOT
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 MATRIX_KEY = re.compile(r"\$\{\{\s*matrix\.([A-Za-z_][A-Za-z0-9_-]*)")
 NAME = re.compile(r"[A-Za-z0-9_.-]+")  # what publish-cells.yml lets through to a command line or a file name
+WHOLE = rows.Runner(disk=10 << 40)  # a budget every combination fits: one row per combination
+GIB = 1 << 30
 
 
 def production_cells() -> list[CellSpec]:
@@ -31,7 +33,7 @@ def production_cells() -> list[CellSpec]:
 
 
 def production_rows() -> list[rows.Row]:
-    return rows.rows(production_cells())
+    return rows.rows(production_cells(), WHOLE)
 
 
 def test_every_matrix_key_the_workflows_read_is_in_every_row() -> None:
@@ -40,18 +42,18 @@ def test_every_matrix_key_the_workflows_read_is_in_every_row() -> None:
     for row in production_rows():
         missing = read - set(row)
         assert not missing, f"{row['group']}: workflows read matrix.{sorted(missing)}"
-        assert all(isinstance(v, str) for k, v in row.items() if k != "images")
-        assert isinstance(row["images"], int)
+        assert all(isinstance(v, str) for k, v in row.items() if k not in ("images", "peak_disk"))
+        assert isinstance(row["images"], int) and isinstance(row["peak_disk"], int)
 
 
 def test_every_image_is_in_exactly_one_row_and_selectable_by_its_tag() -> None:
     cells = production_cells()
     images = [p.content.tag for p in plan_images(cells)]
-    listed = Counter(tag for row in rows.rows(cells) for tag in row["cells"].split())
+    listed = Counter(tag for row in rows.rows(cells, WHOLE) for tag in row["cells"].split())
     assert set(listed) == set(images) and len(images) == len(set(images))
     assert all(n == 1 for n in listed.values()), [t for t, n in listed.items() if n > 1]
     # What the job passes on: `builder publish --cell TAG` for each tag selects exactly that row's images.
-    for row in rows.rows(cells):
+    for row in rows.rows(cells, WHOLE):
         chosen = select(cells, row["cells"].split(), ROOT / "matrix.yaml")
         assert sorted(p.content.tag for p in plan_images(chosen)) == sorted(row["cells"].split())
 
@@ -59,7 +61,7 @@ def test_every_image_is_in_exactly_one_row_and_selectable_by_its_tag() -> None:
 def test_a_row_is_exactly_one_combination_and_its_bake_group() -> None:
     cells = production_cells()
     content = {p.content.tag: p.content for p in plan_images(cells)}
-    found = rows.rows(cells)
+    found = rows.rows(cells, WHOLE)
     assert len(found) < len(content), "one job per combination, not per image"
     keys = []
     for row in found:
@@ -84,7 +86,7 @@ def test_group_names_and_tags_are_safe_for_the_job_script() -> None:
 
 def test_rows_of_a_selection_are_its_combinations_only() -> None:
     cells = select(production_cells(), None, ROOT / "matrix.yaml", "cpu_*")
-    found = rows.rows(cells)
+    found = rows.rows(cells, WHOLE)
     assert [r["platform"] for r in found] == ["cpu"] * len(found)
     assert sum(r["images"] for r in found) == len(plan_images(cells))
 
@@ -135,9 +137,58 @@ def test_past_github_s_limit_rows_pack_interleaved_combinations_and_keep_every_i
     todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
     groups = {name: [j.rendered for j in members if j.rendered is not None]
               for name, members in by_combination(todo).items()}
-    packed = rows.build_rows(groups, limit=5)
+    packed = rows.build_rows(groups, limit=5, where=WHOLE)
     assert len(packed) == 5 and [r["group"] for r in packed] == [f"batch-{k}-of-5" for k in range(1, 6)]
     assert sorted(g for r in packed for g in r["groups"].split()) == sorted(groups)
     assert sorted(t for r in packed for t in r["cells"].split()) == sorted(j.tag for j in todo)
     assert all(r["images"] == len(r["cells"].split()) for r in packed)
-    assert [r["group"] for r in rows.build_rows(groups)] == list(groups), "one row per combination when they fit"
+    assert [r["group"] for r in rows.build_rows(groups, where=WHOLE)] == list(groups), (
+        "one row per combination when they fit")
+
+
+# -- rows packed by the runner's disk (builder.publish.sizes estimates each row's peak) -------------------------
+
+def therock_group() -> tuple[str, list[object]]:
+    groups = {name: [j.rendered for j in members if j.rendered is not None]
+              for name, members in by_combination(matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())).items()}
+    name = max(groups, key=lambda g: len(groups[g]))
+    return name, list(groups[name])
+
+
+def test_every_row_carries_its_integer_peak_disk_and_its_runner() -> None:
+    found = rows.rows(production_cells(), rows.Runner("big-runner", 10 << 40))
+    assert all(isinstance(r["peak_disk"], int) and r["peak_disk"] > 0 for r in found)
+    assert {r["runner"] for r in found} == {"big-runner"}
+    # A combination of 30 images needs more than one of 2.
+    largest = max(r["peak_disk"] for r in found if r["images"] > 20)
+    assert largest > max(r["peak_disk"] for r in found if r["images"] == 2)
+
+
+def test_a_combination_over_the_budget_is_split_by_gpu_family_every_part_within_it() -> None:
+    name, members = therock_group()
+    whole = rows.split(name, members, WHOLE)  # type: ignore[arg-type]
+    assert len(whole) == 1 and whole[0]["peak_disk"] > 80 * GIB
+    parts = rows.split(name, members, rows.Runner(disk=80 * GIB))  # type: ignore[arg-type]
+    assert len(parts) > 1 and all(p["peak_disk"] <= 80 * GIB for p in parts)
+    assert [p["group"] for p in parts] == [f"{name}-part{k}-of-{len(parts)}" for k in range(1, len(parts) + 1)]
+    assert {p["groups"] for p in parts} == {name}, "every part names its bake group"
+    tags = [t for p in parts for t in p["cells"].split()]
+    assert sorted(tags) == sorted(whole[0]["cells"].split()) and len(tags) == len(set(tags))
+    for p in parts:  # a family's runtime and devel in one row
+        cells = p["cells"].split()
+        assert all(t.replace("_runtime", "_devel") in cells for t in cells if t.endswith("_runtime"))
+
+
+def test_an_image_that_alone_exceeds_the_budget_is_an_error_naming_it_and_the_runner_it_needs() -> None:
+    name, members = therock_group()
+    with pytest.raises(InputError) as caught:
+        rows.split(name, members, rows.Runner(disk=20 * GIB))  # type: ignore[arg-type]
+    text = str(caught.value)
+    assert "--runner-disk" in text and "alone needs" in text and "larger runner" in text
+    assert any(m.cell.tag in text for m in members)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("label", ["", "a b", "x" * 101, "-lead", "ubuntu;rm"])
+def test_a_runner_label_a_workflow_cannot_take_is_refused(label: str) -> None:
+    with pytest.raises(InputError, match="--runner"):
+        rows.runner(label, None)

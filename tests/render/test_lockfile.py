@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from builder.core.errors import InputError
 from builder.core.spec import CellSpec
 from builder.render import lockfile
 from builder.render.dockerfile import render_all
@@ -199,3 +200,49 @@ def test_a_base_snapshot_leaves_the_render_as_it_was(tmp_path: Path) -> None:
         path.write_text(path.read_text() + f"snapshot: {SNAP}\n")
     after = {r.cell.tag: (r.dockerfile, r.content_hash) for r in render_all(cells, WheelSource(locks=tree))}
     assert after == before
+
+
+def test_a_lock_records_each_wheels_size_and_the_bases_and_reads_them_back(tmp_path: Path) -> None:
+    step = Step("torch.txt", ("torch==2.13.0",), "3.11", no_deps=True)
+    pins = [Pin("torch", "2.13.0", "a" * 64, 4_496_300_000), Pin("filelock", "3.20.0", "b" * 64, 16_000)]
+    text = lockfile.pip_text(step, pins)
+    assert "--hash=sha256:" + "a" * 64 + "  # size=4496300000\n" in text
+    path = tmp_path / "torch.txt"
+    path.write_text(text)
+    read = lockfile.read_lock(path)  # the grammar takes it
+    assert lockfile.pins_of(read) == sorted(pins, key=lambda p: p.name.lower())
+    assert lockfile.recorded_size(read) == 4_496_316_000
+    base = tmp_path / lockfile.BASE_FILE
+    base.write_text(lockfile.base_text(Step("base.txt", ("debian:12",)), "debian:12@sha256:" + "c" * 64, size=49_000_000))
+    assert lockfile.recorded_size(lockfile.read_lock(base)) == 49_000_000
+    assert lockfile.pinned_base(base.read_text()) == "debian:12@sha256:" + "c" * 64
+
+
+def test_a_lock_without_sizes_still_parses_and_records_none(tmp_path: Path) -> None:
+    path = tmp_path / "torch.txt"
+    path.write_text(lockfile.pip_text(Step("torch.txt", ("torch",), "3.11"), [Pin("torch", "2.13.0", "a" * 64)]))
+    assert lockfile.recorded_size(lockfile.read_lock(path)) == 0
+    some = [Pin("torch", "2.13.0", "a" * 64, 10), Pin("numpy", "2.4.6", "b" * 64)]  # not every pin's size
+    path.write_text(lockfile.pip_text(Step("torch.txt", ("torch",), "3.11"), some))
+    assert lockfile.recorded_size(lockfile.read_lock(path)) == 0
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("torch.txt", "    --hash=sha256:" + "a" * 64 + "  # size=12a"),
+    ("torch.txt", "    --hash=sha256:" + "a" * 64 + " # size=12"),
+    ("torch.txt", "    --hash=sha256:" + "a" * 64 + "  # size=" + "9" * 16),
+    ("torch.txt", "# size=12"),
+    ("base.txt", "# size=-5"),
+    ("base.txt", "# size=5\n# size=6"),
+])
+def test_a_size_anywhere_but_where_builder_lock_writes_it_is_refused(tmp_path: Path, name: str, line: str) -> None:
+    step = Step(name, ("x",), "3.11")
+    if name == lockfile.BASE_FILE:
+        text = lockfile.base_text(step, "debian:12@sha256:" + "c" * 64) + line + "\n"
+    else:
+        text = lockfile.pip_text(step, [Pin("torch", "2.13.0", "a" * 64)])
+        text = text.replace("    --hash=sha256:" + "a" * 64 + "\n", line + "\n") if "--hash" in line else text + line
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputError):
+        lockfile.read_lock(path)

@@ -62,6 +62,11 @@ def test_lock_pins_every_wheel_by_the_sha256_of_the_served_file(tmp_path: Path, 
                     "runtime-gfx1151.txt": [("numpy", "2.4.6")]}
     assert all(p.sha256 in served for f, t in files.items() if f != "base.txt" for p in lockfile.pins_of(t))
     assert lockfile.pinned_base(files["base.txt"]).startswith(f"{mirror}/debian:12@sha256:")
+    # Each wheel's size as the index serves it (its Content-Length), and the base's compressed size.
+    lengths = {hashlib.sha256(w.read_bytes()).hexdigest(): w.stat().st_size
+               for w in (tmp_path / "wheels").glob("*.whl")}
+    assert all(p.size == lengths[p.sha256] for f, t in files.items() if f != "base.txt" for p in lockfile.pins_of(t))
+    assert lockfile.recorded_size(files["base.txt"]) > 1_000_000
 
 
 def test_lock_keeps_fresh_locks_and_update_moves_only_what_changed(tmp_path: Path, index: WheelIndex,

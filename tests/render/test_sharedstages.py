@@ -83,3 +83,14 @@ def test_images_that_differ_only_in_their_user_share_every_stage_below_their_own
     assert root[:last] == ml[:last] and root != ml
     assert not any("useradd" in line for line in root)
     assert any("useradd" in line and " ml" in line for line in ml[last:])
+
+
+def test_a_combination_split_across_rows_shares_its_torch_stage_between_them(tmp_path: Path) -> None:
+    one = tmp_path / "one.yaml"
+    one.write_text(cpu_matrix("{version: '2.13.0', torchvision: null, torchaudio: null}")
+                   + "  flavor: [runtime, devel]\n")
+    rendered = render_images(load_matrix(one), WheelSource())
+    assert sharedstages.shared(rendered, {r.cell.tag: "row-1" for r in rendered}) == []  # one row: one bake
+    split = {r.cell.tag: f"row-{r.cell.flavor}" for r in rendered}
+    found = {s.stage for s in sharedstages.shared(rendered, split)}
+    assert {"base", "torch"} <= found
