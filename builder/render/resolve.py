@@ -34,6 +34,7 @@ from builder.render.stages import lock_steps, stages_of
 from builder.render.wheelhouse import PLATFORMS
 
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged" | "error")
+BASE_SIZES: dict[str, int] = {}  # pinned base reference -> its compressed bytes, as pin_base found them
 
 
 class LockError(RuntimeError):
@@ -133,9 +134,9 @@ def _resolve_step(step: lockfile.Step, texts: dict[str, str], cell: CellSpec, wh
                   base_registry: str | None, insecure: frozenset[str]) -> str:
     if step.file == lockfile.BASE_FILE:
         try:
-            pinned, size = pin_base_sized(step.wants[0], base_registry, insecure)
+            pinned = pin_base(step.wants[0], base_registry, insecure)
             made = base_snapshot(pinned, insecure) if base_registry else None  # Docker Hub's carry no such label
-            return lockfile.base_text(step, pinned, made, size)
+            return lockfile.base_text(step, pinned, made, BASE_SIZES.get(pinned))
         except RegistryError as exc:  # unreachable, refused: this base is not resolved either
             raise LockError(f"base image {step.wants[0]}: {exc}") from exc
     after = [p for f in step.after for p in lockfile.pins_of(texts[f])]
@@ -161,8 +162,12 @@ def _where(step: lockfile.Step, cell: CellSpec, wheelhouse: Path | None, base_re
 
 
 def pin_base(ref: str, base_registry: str | None, insecure: frozenset[str]) -> str:
-    """`debian:12` -> `debian:12@sha256:...` (or `MIRROR/debian:12@sha256:...`), the registry's current digest."""
-    return pin_base_sized(ref, base_registry, insecure)[0]
+    """`debian:12` -> `debian:12@sha256:...` (or `MIRROR/debian:12@sha256:...`), the registry's current digest; its
+    compressed size goes to BASE_SIZES, for base.txt to record."""
+    pinned, size = pin_base_sized(ref, base_registry, insecure)
+    if size is not None:
+        BASE_SIZES[pinned] = size
+    return pinned
 
 
 def pin_base_sized(ref: str, base_registry: str | None, insecure: frozenset[str]) -> tuple[str, int | None]:
