@@ -213,7 +213,8 @@ def test_a_lock_records_each_wheels_size_and_the_bases_and_reads_them_back(tmp_p
     assert lockfile.pins_of(read) == sorted(pins, key=lambda p: p.name.lower())
     assert lockfile.recorded_size(read) == 4_496_316_000
     base = tmp_path / lockfile.BASE_FILE
-    base.write_text(lockfile.base_text(Step("base.txt", ("debian:12",)), "debian:12@sha256:" + "c" * 64, size=49_000_000))
+    base.write_text(lockfile.base_text(Step("base.txt", ("debian:12",)), "debian:12@sha256:" + "c" * 64,
+                                       size=49_000_000))
     assert lockfile.recorded_size(lockfile.read_lock(base)) == 49_000_000
     assert lockfile.pinned_base(base.read_text()) == "debian:12@sha256:" + "c" * 64
 
