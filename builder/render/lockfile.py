@@ -92,7 +92,7 @@ def pip_text(step: Step, pins: list[Pin]) -> str:
     return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{body}"
 
 
-def base_text(step: Step, pinned: str, snapshot: str | None = None, size: int | None = None) -> str:
+def base_text(step: Step, pinned: str, *, snapshot: str | None = None, size: int | None = None) -> str:
     made = f"{SNAPSHOT_KEY}{snapshot}\n" if snapshot else ""
     note = f"{_SIZE_NOTE}{size}\n" if size else ""
     return f"{_HEADER}{json.dumps(step.inputs, sort_keys=True)}\n{_NOTE}{note}{pinned}\n{made}"

@@ -136,7 +136,7 @@ def _resolve_step(step: lockfile.Step, texts: dict[str, str], cell: CellSpec, wh
         try:
             pinned = pin_base(step.wants[0], base_registry, insecure)
             made = base_snapshot(pinned, insecure) if base_registry else None  # Docker Hub's carry no such label
-            return lockfile.base_text(step, pinned, made, BASE_SIZES.get(pinned))
+            return lockfile.base_text(step, pinned, snapshot=made, size=BASE_SIZES.get(pinned))
         except RegistryError as exc:  # unreachable, refused: this base is not resolved either
             raise LockError(f"base image {step.wants[0]}: {exc}") from exc
     after = [p for f in step.after for p in lockfile.pins_of(texts[f])]

@@ -23,7 +23,7 @@ OCI = "application/vnd.oci.image.manifest.v1+json"
 
 
 def recorded() -> lockrecord.Recorded:
-    base = lockfile.base_text(lockfile.Step("base.txt", ("debian:12",)), "debian:12@sha256:" + "b" * 64, SNAP)
+    base = lockfile.base_text(lockfile.Step("base.txt", ("debian:12",)), "debian:12@sha256:" + "b" * 64, snapshot=SNAP)
     torch = lockfile.pip_text(lockfile.Step("torch.txt", ("torch==2.13.0",), "3.11"),
                               [lockfile.Pin("torch", "2.13.0", "c" * 64), lockfile.Pin("numpy", "2.4.6", "d" * 64)])
     return lockrecord.Recorded({"base.txt": base, "torch.txt": torch})

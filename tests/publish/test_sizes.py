@@ -72,7 +72,7 @@ def test_sizes_recorded_in_the_locks_stand_in_for_the_data(tmp_path: Path) -> No
         path = lockfile.lock_path(tree, image.group, step)
         path.parent.mkdir(parents=True, exist_ok=True)
         if step.file == lockfile.BASE_FILE:
-            path.write_text(lockfile.base_text(step, "debian:12@sha256:" + "c" * 64, 111))
+            path.write_text(lockfile.base_text(step, "debian:12@sha256:" + "c" * 64, size=111))
         else:
             path.write_text(lockfile.pip_text(step, [lockfile.Pin(step.file.removesuffix(".txt"), "1.0", "a" * 64,
                                                                    1000)]))

@@ -176,7 +176,7 @@ SNAP = "20261101T000000Z"
 def test_a_base_lock_records_the_snapshot_its_base_was_made_from_and_reads_it_strictly() -> None:
     step = Step("base.txt", ("debian:12",))
     pinned = "mirror.example/debian:12@sha256:" + "c" * 64
-    made = lockfile.base_text(step, pinned, SNAP)
+    made = lockfile.base_text(step, pinned, snapshot=SNAP)
     assert f"\nsnapshot: {SNAP}\n" in made and lockfile.base_text(step, pinned) == made.replace(f"snapshot: {SNAP}\n",
                                                                                                  "")
     assert (lockfile.pinned_base(made), lockfile.snapshot_of(made)) == (pinned, SNAP)
