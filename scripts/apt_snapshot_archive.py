@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -191,13 +192,13 @@ def handler(root: Path, mirror: str) -> type[http.server.BaseHTTPRequestHandler]
             self.answer(body=False)
 
         def answer(self, body: bool) -> None:
-            parts = self.path.split("?", 1)[0].lstrip("/").split("/")
+            parts = urllib.parse.unquote(self.path.split("?", 1)[0]).lstrip("/").split("/")  # apt sends + as %2b
             if len(parts) < 3 or not TIMESTAMP.fullmatch(parts[0]) or ".." in parts:
                 return self.send_error(404)
             stamp, rest = parts[0], "/".join(parts[1:])
             if parts[1] == "pool" and not rest.startswith(LOCAL_POOL + "/"):
                 self.send_response(302)
-                self.send_header("Location", f"{mirror.rstrip('/')}/{rest}")
+                self.send_header("Location", f"{mirror.rstrip('/')}/{urllib.parse.quote(rest)}")
                 self.send_header("Content-Length", "0")
                 return self.end_headers()
             if parts[1] == "dists" and SUITE.fullmatch(parts[2]):

@@ -86,6 +86,7 @@ def test_a_timestamp_keeps_the_mirror_as_it_first_saw_it(served: tuple[Path, Arc
     # the pool is the mirror's (a redirect)
     pooled = mirror_root / "m" / "pool" / "rif-lib_1.0_all.deb"
     assert archive.get(f"{T1}/pool/rif-lib_1.0_all.deb") == pooled.read_bytes()
+    assert archive.get(f"{T1}/pool/rif-lib_1%2e0_all.deb") == pooled.read_bytes()  # apt quotes; the mirror unquotes
 
 
 def test_bump_adds_a_newer_version_beside_the_old_one_once(served: tuple[Path, Archive], tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_bump_adds_a_newer_version_beside_the_old_one_once(served: tuple[Path, A
     newer = archive.index(T1).packages["rif-lib"]
     assert newer.version == "1.0+rif1"
     release_is_true(archive, T1)
-    deb = archive.get(f"{T1}/pool/rif/rif-lib_1.0+rif1_all.deb")
+    deb = archive.get(f"{T1}/pool/rif/rif-lib_1.0%2brif1_all.deb")  # as apt asks for it
     assert hashlib.sha256(deb).hexdigest() == newer.sha256
     (tmp_path / "new.deb").write_bytes(deb)
     shown = subprocess.run(["dpkg-deb", "-f", str(tmp_path / "new.deb"), "Package", "Version"], capture_output=True,
