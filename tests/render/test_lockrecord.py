@@ -29,7 +29,8 @@ def os_lock(os: str, wants: tuple[str, ...], packages: int = 2) -> str:
 
 
 def good_files() -> dict[str, str]:
-    base = lockfile.base_text(Step("base.txt", ("debian:12",)), "mirror.example/debian:12@sha256:" + "b" * 64, snapshot=SNAP)
+    base = lockfile.base_text(Step("base.txt", ("debian:12",)), "mirror.example/debian:12@sha256:" + "b" * 64,
+                              snapshot=SNAP)
     torch = lockfile.pip_text(Step("torch.txt", ("torch==2.14.1",), "3.11", no_deps=True),
                               [Pin("torch", "2.14.1", "c" * 64)])
     runtime = lockfile.pip_text(Step("tag-cpu_debian12_py3.11_torch2.14.1_x.txt", ("numpy",), "3.11"),
