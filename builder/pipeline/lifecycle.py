@@ -250,7 +250,8 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
     if options.no_push:
         return  # --no-push: built, validated and inventoried; the registry is never written to
     stage("push")
-    manifest = target.push(client, report)
+    built = prepared.built.get(job.tag)
+    manifest = target.push(client, report, options.cache.ref if options.cache else None, built.blobs if built else ())
     # Before any tag moves: a moving tag always names an image whose SBOM is attached.
     if document is not None and not steps.attach(job, target, manifest, document, stage, report):
         return
