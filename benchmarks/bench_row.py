@@ -21,6 +21,7 @@ the machine's engine at DOCKER_HOST, docker-registry, apt reachable from builds 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
 import os
@@ -34,7 +35,7 @@ import uuid
 from pathlib import Path
 
 from benchmarks.bench_scale import seed
-from benchmarks.support import loopfs, rocmwheels, rowfigures
+from benchmarks.support import loopfs, rocmwheels, rowfigures, torchstandin
 from benchmarks.support.countingproxy import CountingProxy
 from benchmarks.support.freshengine import empty_engine
 from benchmarks.support.localregistry import LocalRegistry
@@ -44,6 +45,7 @@ from benchmarks.support.wheelindex import WheelIndex
 from builder.core import facts
 
 GIB = 1 << 30
+HIP = "7.2.0"  # the matrix's platform: rocm7.2
 RUNNER_DISK = 48 * GIB  # builder.publish.sizes.DEFAULT_RUNNER_DISK where it exists (issue 37's other part)
 
 
@@ -55,6 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--device-gb", type=float, default=0.6, help="one gfx target's device package (real size)")
     parser.add_argument("--disk-gb", type=float, default=0.0,
                         help="the loop filesystem's size, unscaled GB (default: the runner's disk)")
+    parser.add_argument("--keep-wheels", action="store_true", help="keep the synthetic wheels for another run")
     parser.add_argument("--families", nargs="*", default=None, help="GPU families (default: the largest row's)")
     return parser.parse_args()
 
@@ -67,6 +70,22 @@ def largest_row() -> list[str]:
     cells = max((r["cells"].split() for r in rows), key=len)
     known = facts.gfx_families()
     return sorted({part for cell in cells for part in cell.split("_") if part in known})
+
+
+def real_numpy() -> rocmwheels.Wheel:
+    """NumPy for the images' Python (3.11), downloaded once with the host's pip (the stand-in torch computes with
+    it; the smoke test's round trip needs it)."""
+    folder = WHEEL_CACHE / "numpy-real"
+    found = sorted(folder.glob("numpy-*.whl"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "--no-deps",
+                        "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "-d", str(folder),
+                        "numpy<2.5"], check=True)
+        found = sorted(folder.glob("numpy-*.whl"))
+    path = found[-1]
+    data = path.read_bytes()
+    return rocmwheels.Wheel("numpy", path.name.split("-")[1], path, len(data), hashlib.sha256(data).hexdigest(),
+                            len(data))
 
 
 def runner_disk() -> int:
@@ -94,7 +113,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.perf_counter()
-    wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets, mixed=False)
+    stand_in = torchstandin.init(f"{rocmwheels.TORCH_VERSION}+{rocmwheels.LOCAL_VERSION}", HIP, targets)
+    wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets, mixed=False, torch_init=stand_in)
+    wheels.wheels.append(real_numpy())
     print(f"synthetic wheels ready after {time.perf_counter() - started:.0f} s under {wheels.folder}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="rif-bench-row-"))
     try:
@@ -105,7 +126,8 @@ def main() -> None:
         raise SystemExit(130) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(wheels.folder, ignore_errors=True)  # gigabytes of this disk; cheap to write again
+        if not args.keep_wheels:
+            shutil.rmtree(wheels.folder, ignore_errors=True)  # gigabytes of this disk; cheap to write again
     print()
     rowfigures.print_figures(figures)
     print(f"total {time.perf_counter() - started:.0f} s")
@@ -121,8 +143,8 @@ def run(mount: Path, work: Path, wheels: rocmwheels.WheelSet, families: list[str
         proxy = CountingProxy(registry.address)
         index.start()
         try:
-            for wheel in wheels.wheels:
-                index.show(wheel, wheel.project != "numpy" or wheel.version == rocmwheels.NUMPY_VERSIONS[0])
+            for wheel in wheels.wheels:  # NumPy: the real one (the stand-in computes with it), not a synthetic one
+                index.show(wheel, wheel.project != "numpy" or wheel.version not in rocmwheels.NUMPY_VERSIONS)
             seed(engine)
             matrix = work / "matrix.yaml"
             write_matrix(matrix, families, list(FLAVORS), index.url)
