@@ -57,6 +57,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--device-gb", type=float, default=0.6, help="one gfx target's device package (real size)")
     parser.add_argument("--disk-gb", type=float, default=0.0,
                         help="the loop filesystem's size, unscaled GB (default: the runner's disk)")
+    parser.add_argument("--no-release", action="store_true",
+                        help="publish the row in one bake, every image kept (without --release)")
     parser.add_argument("--keep-wheels", action="store_true", help="keep the synthetic wheels for another run")
     parser.add_argument("--families", nargs="*", default=None, help="GPU families (default: the largest row's)")
     return parser.parse_args()
@@ -113,14 +115,14 @@ def main() -> None:
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.perf_counter()
-    stand_in = torchstandin.init(f"{rocmwheels.TORCH_VERSION}+{rocmwheels.LOCAL_VERSION}", HIP, targets)
-    wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets, mixed=False, torch_init=stand_in)
+    stand_in = torchstandin.files(f"{rocmwheels.TORCH_VERSION}+{rocmwheels.LOCAL_VERSION}", HIP, targets)
+    wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets, mixed=False, torch_files=stand_in)
     wheels.wheels.append(real_numpy())
     print(f"synthetic wheels ready after {time.perf_counter() - started:.0f} s under {wheels.folder}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="rif-bench-row-"))
     try:
         with loopfs.loop_filesystem(work / "runner.img", work / "runner", disk) as mount:
-            figures = run(mount, work, wheels, families, budget)
+            figures = run(mount, work, wheels, families, budget, not args.no_release)
     except KeyboardInterrupt:
         print("\ninterrupted: cleaning up", file=sys.stderr)
         raise SystemExit(130) from None
@@ -133,8 +135,8 @@ def main() -> None:
     print(f"total {time.perf_counter() - started:.0f} s")
 
 
-def run(mount: Path, work: Path, wheels: rocmwheels.WheelSet, families: list[str],
-        budget: int) -> rowfigures.Figures:
+def run(mount: Path, work: Path, wheels: rocmwheels.WheelSet, families: list[str], budget: int,
+        release: bool) -> rowfigures.Figures:
     empty = loopfs.used_bytes(mount)
     registry = LocalRegistry(work / "registry")
     index = WheelIndex(wheels.wheels, "127.0.0.1", "rr" + uuid.uuid4().hex[:10])
@@ -158,16 +160,19 @@ def run(mount: Path, work: Path, wheels: rocmwheels.WheelSet, families: list[str
             with log.open("wb") as out:
                 done = subprocess.run([sys.executable, "-m", "builder", "publish", "--matrix", str(matrix),
                                        "--registry", namespace, "--cache-registry", namespace, "--record",
-                                       str(record), "--progress", "plain"], cwd=ROOT, env=env, stdout=out,
+                                       str(record), "--progress", "plain", *(["--release"] if release else [])],
+                                      cwd=ROOT, env=env, stdout=out,
                                       stderr=subprocess.STDOUT, check=False)
             wall = time.perf_counter() - t0
             peak = sampler.stop()
             print(log.read_text(errors="replace")[-3000:] if done.returncode else "publish: done", flush=True)
             subprocess.run(["docker", "-H", engine.host, "buildx", "prune", "-af"], capture_output=True, check=False)
             final = loopfs.used_bytes(mount)
+            held = subprocess.run(["docker", "-H", engine.host, "images", "-q", "--no-trunc"], capture_output=True,
+                                  text=True, check=False).stdout.split()
             return rowfigures.collect(rowfigures.Measured(
                 returncode=done.returncode, record=record, registry=registry, uploaded=proxy.sent, wall=wall,
-                budget=budget, empty=empty, before=before, peak=peak, final=final))
+                budget=budget, empty=empty, before=before, peak=peak, final=final, held=frozenset(held)))
         finally:
             proxy.close()
             index.stop()

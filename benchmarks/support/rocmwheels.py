@@ -59,6 +59,7 @@ class Spec:
     top: str = ""  # the import package its files go under
     mixed: bool = True  # half random, half repetitive (compresses ~2x); False: all random (incompressible)
     init: bytes = b""  # its package's __init__.py (a stand-in's code), else a line with its version
+    extra: tuple[tuple[str, bytes], ...] = ()  # more files (path in the wheel, bytes)
 
     @property
     def filename(self) -> str:
@@ -104,12 +105,14 @@ def device_project(target: str) -> str:
     return f"rif-synth-device-{target}"
 
 
-def specs(sizes: Sizes, targets: list[str], mixed: bool = True, torch_init: bytes = b"") -> list[Spec]:
+def specs(sizes: Sizes, targets: list[str], mixed: bool = True,
+          torch_files: tuple[tuple[str, bytes], ...] = ()) -> list[Spec]:
     """torch depends on the common package and offers one `device-<target>` extra per target, as TheRock's does."""
     extras = tuple((f"device-{t}", (f"{device_project(t)}=={COMMON_VERSION}",)) for t in targets)
     requires = (f"{COMMON}=={COMMON_VERSION}",)
     found = [Spec("torch", f"{TORCH_VERSION}+{LOCAL_VERSION}", sizes.torch, requires, extras, "torch",
-                  init=torch_init),
+                  init=dict(torch_files).get("torch/__init__.py", b""),
+                  extra=tuple(f for f in torch_files if f[0] != "torch/__init__.py")),
              Spec(COMMON, COMMON_VERSION, sizes.common, top="rif_synth_rocm_libraries")]
     found += [Spec(device_project(t), COMMON_VERSION, sizes.device, top=f"rif_synth_device_{t}") for t in targets]
     found += [Spec("numpy", v, sizes.numpy, top="numpy") for v in NUMPY_VERSIONS]
@@ -117,12 +120,14 @@ def specs(sizes: Sizes, targets: list[str], mixed: bool = True, torch_init: byte
 
 
 def ensure(cache_root: Path, sizes: Sizes, targets: list[str], mixed: bool = True,
-           torch_init: bytes = b"") -> WheelSet:
-    """The wheel set for these sizes, written now only if an earlier run has not left it complete."""
-    stand_in = f"-torch{hashlib.sha256(torch_init).hexdigest()[:8]}" if torch_init else ""
+           torch_files: tuple[tuple[str, bytes], ...] = ()) -> WheelSet:
+    """The wheel set for these sizes, written now only if an earlier run has not left it complete; torch_files
+    (path in the wheel, bytes) replace or join torch's own (a stand-in)."""
+    code = hashlib.sha256(b"".join(name.encode() + data for name, data in torch_files)).hexdigest()[:8]
+    stand_in = f"-torch{code}" if torch_files else ""
     folder = cache_root / (sizes.key() + ("" if mixed else "-random") + stand_in)
     manifest = folder / "wheels.json"
-    wanted = specs(sizes, targets, mixed, torch_init)
+    wanted = specs(sizes, targets, mixed, torch_files)
     if manifest.is_file():
         known = _read_manifest(manifest)
         if {w.filename for w in known} == {s.filename for s in wanted} and all(w.path.is_file() for w in known):
@@ -149,7 +154,7 @@ def write_wheel(spec: Spec, folder: Path) -> Wheel:
                                 {extra: list(reqs) for extra, reqs in spec.extras},
                                 "synthetic package of rocm-image-factory's ROCm-scale benchmark")
     init = spec.init or f'__version__ = "{spec.version}"\n'.encode()
-    files = [(f"{spec.top}/__init__.py", [init]), *payload_files(spec),
+    files = [(f"{spec.top}/__init__.py", [init]), *payload_files(spec), *((n, [data]) for n, data in spec.extra),
              (f"{spec.dist_info}/METADATA", [meta]), (f"{spec.dist_info}/WHEEL", [synthwheels.WHEEL_FILE])]
     part = synthwheels.write(final.with_suffix(".part"), spec.dist_info, files, level=ZIP_LEVEL)
     part.rename(final)

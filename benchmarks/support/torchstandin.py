@@ -8,6 +8,9 @@ from the machine's wheelhouse), so the known answers are true answers; the paylo
 
 from __future__ import annotations
 
+from pathlib import Path
+
+LIBRARY = Path("/usr/lib/x86_64-linux-gnu/libz.so.1")  # needs libc alone
 INIT = '''"""torch stand-in of rocm-image-factory's row benchmark (benchmarks/support/torchstandin.py)."""
 import types as _types
 
@@ -92,6 +95,8 @@ _C = _types.SimpleNamespace()
 '''
 
 
-def init(version: str, hip: str, archs: list[str]) -> bytes:
-    """The stand-in: torch/__init__.py of the synthetic torch wheel."""
-    return INIT.format(version=version, hip=hip, archs=sorted(archs)).encode()
+def files(version: str, hip: str, archs: list[str]) -> tuple[tuple[str, bytes], ...]:
+    """The stand-in's files in the torch wheel: its __init__.py, and one real shared object in torch/lib (the
+    smoke test resolves every library there; the host's zlib, Debian 12 as the images are)."""
+    return (("torch/__init__.py", INIT.format(version=version, hip=hip, archs=sorted(archs)).encode()),
+            ("torch/lib/libstandin.so", LIBRARY.read_bytes()))
