@@ -53,9 +53,9 @@ class CountingProxy:
     def _pipe(self, src: socket.socket, dst: socket.socket, counted: bool) -> None:
         try:
             while data := src.recv(CHUNK):
-                dst.sendall(data)
-                if counted:
+                if counted:  # before it goes on: once the upstream answers, every byte it had is counted
                     self.count(len(data))
+                dst.sendall(data)
         except OSError:
             pass
         finally:
