@@ -32,6 +32,9 @@ NAME_ANNOTATION = "io.containerd.image.name"  # containerd's name for an index e
 REF_ANNOTATION = "org.opencontainers.image.ref.name"
 MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 _CHUNK = 1 << 20
+# manifest digest -> its config and layers, for every image this process loaded: a later bake's layout (publish
+# --release bakes one GPU family at a time) lacks the manifests of the earlier ones the engine still holds
+LOADED: dict[str, frozenset[str]] = {}
 
 
 class LayoutError(RuntimeError):
@@ -183,14 +186,18 @@ def load(client: docker.DockerClient, image: Image, refs: list[str]) -> Loaded:
     if loaded != image.digest:
         raise LayoutError(f"the engine holds {refs[0]} as {loaded}, not the built manifest {image.digest}: its image "
                           "store is not containerd's (features.containerd-snapshotter), run scripts/setup.sh")
+    LOADED[image.digest] = frozenset([image.config.digest, *(b.digest for b in image.layers)])
     return Loaded(loaded, streamed)
 
 
 def held_blobs(client: docker.DockerClient, layout: Path) -> frozenset[str]:
-    """The blobs (configs, layers) of the layout's images that the engine holds whole: their manifests are
-    the IDs of its images, so their content is in its store."""
+    """The blobs (configs, layers) of the layout's images, and of the images this process loaded, that the
+    engine holds whole: their manifests are the IDs of its images, so their content is in its store."""
     held: set[str] = set()
     for row in client.api.images(all=True):
+        if str(row.get("Id")) in LOADED:
+            held.update(LOADED[str(row.get("Id"))])
+            continue
         try:
             found = by_digest(layout, str(row.get("Id")))
         except LayoutError:

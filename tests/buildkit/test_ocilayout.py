@@ -136,6 +136,19 @@ def test_held_blobs_are_those_of_the_layouts_images_the_engine_lists(tmp_path: P
     assert held == {found.config.digest, found.layers[0].digest}
 
 
+def test_held_blobs_include_those_of_images_loaded_from_an_earlier_layout(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """publish --release bakes each GPU family into a layout of its own: the engine still holds the previous
+    family's images (and the torch layer they share), whose manifests the new layout lacks."""
+    earlier = tmp_path / "earlier"
+    a = image(earlier, "x/a:1", b"torch")
+    found = ocilayout.by_digest(earlier, a)
+    monkeypatch.setitem(ocilayout.LOADED, a, frozenset([found.config.digest, found.layers[0].digest]))
+    image(tmp_path / "now", "x/b:1", b"device")
+    engine = type("E", (), {"api": type("A", (), {"images": lambda self, all=False: [{"Id": a}]})()})()
+    assert ocilayout.held_blobs(engine, tmp_path / "now") == {found.config.digest, found.layers[0].digest}  # type: ignore[arg-type]
+
+
 def _layer(files: dict[str, bytes]) -> tuple[bytes, str]:
     """A gzip layer of files and its diff ID (the digest of the uncompressed tar)."""
     raw = io.BytesIO()
