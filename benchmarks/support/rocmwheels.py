@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tests.fakes import synthwheels
@@ -57,6 +57,9 @@ class Spec:
     requires: tuple[str, ...] = ()
     extras: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (extra, the requirements it adds)
     top: str = ""  # the import package its files go under
+    mixed: bool = True  # half random, half repetitive (compresses ~2x); False: all random (incompressible)
+    init: bytes = b""  # its package's __init__.py (a stand-in's code), else a line with its version
+    extra: tuple[tuple[str, bytes], ...] = ()  # more files (path in the wheel, bytes)
 
     @property
     def filename(self) -> str:
@@ -102,22 +105,29 @@ def device_project(target: str) -> str:
     return f"rif-synth-device-{target}"
 
 
-def specs(sizes: Sizes, targets: list[str]) -> list[Spec]:
+def specs(sizes: Sizes, targets: list[str], mixed: bool = True,
+          torch_files: tuple[tuple[str, bytes], ...] = ()) -> list[Spec]:
     """torch depends on the common package and offers one `device-<target>` extra per target, as TheRock's does."""
     extras = tuple((f"device-{t}", (f"{device_project(t)}=={COMMON_VERSION}",)) for t in targets)
     requires = (f"{COMMON}=={COMMON_VERSION}",)
-    found = [Spec("torch", f"{TORCH_VERSION}+{LOCAL_VERSION}", sizes.torch, requires, extras, "torch"),
+    found = [Spec("torch", f"{TORCH_VERSION}+{LOCAL_VERSION}", sizes.torch, requires, extras, "torch",
+                  init=dict(torch_files).get("torch/__init__.py", b""),
+                  extra=tuple(f for f in torch_files if f[0] != "torch/__init__.py")),
              Spec(COMMON, COMMON_VERSION, sizes.common, top="rif_synth_rocm_libraries")]
     found += [Spec(device_project(t), COMMON_VERSION, sizes.device, top=f"rif_synth_device_{t}") for t in targets]
     found += [Spec("numpy", v, sizes.numpy, top="numpy") for v in NUMPY_VERSIONS]
-    return found
+    return [replace(s, mixed=mixed) for s in found]
 
 
-def ensure(cache_root: Path, sizes: Sizes, targets: list[str]) -> WheelSet:
-    """The wheel set for these sizes, written now only if an earlier run has not left it complete."""
-    folder = cache_root / sizes.key()
+def ensure(cache_root: Path, sizes: Sizes, targets: list[str], mixed: bool = True,
+           torch_files: tuple[tuple[str, bytes], ...] = ()) -> WheelSet:
+    """The wheel set for these sizes, written now only if an earlier run has not left it complete; torch_files
+    (path in the wheel, bytes) replace or join torch's own (a stand-in)."""
+    code = hashlib.sha256(b"".join(name.encode() + data for name, data in torch_files)).hexdigest()[:8]
+    stand_in = f"-torch{code}" if torch_files else ""
+    folder = cache_root / (sizes.key() + ("" if mixed else "-random") + stand_in)
     manifest = folder / "wheels.json"
-    wanted = specs(sizes, targets)
+    wanted = specs(sizes, targets, mixed, torch_files)
     if manifest.is_file():
         known = _read_manifest(manifest)
         if {w.filename for w in known} == {s.filename for s in wanted} and all(w.path.is_file() for w in known):
@@ -143,7 +153,8 @@ def write_wheel(spec: Spec, folder: Path) -> Wheel:
     meta = synthwheels.metadata(spec.project, spec.version, list(spec.requires),
                                 {extra: list(reqs) for extra, reqs in spec.extras},
                                 "synthetic package of rocm-image-factory's ROCm-scale benchmark")
-    files = [(f"{spec.top}/__init__.py", [f'__version__ = "{spec.version}"\n'.encode()]), *payload_files(spec),
+    init = spec.init or f'__version__ = "{spec.version}"\n'.encode()
+    files = [(f"{spec.top}/__init__.py", [init]), *payload_files(spec), *((n, [data]) for n, data in spec.extra),
              (f"{spec.dist_info}/METADATA", [meta]), (f"{spec.dist_info}/WHEEL", [synthwheels.WHEEL_FILE])]
     part = synthwheels.write(final.with_suffix(".part"), spec.dist_info, files, level=ZIP_LEVEL)
     part.rename(final)
@@ -155,17 +166,18 @@ def payload_files(spec: Spec) -> Iterator[tuple[str, Iterator[bytes]]]:
     left, index = spec.payload, 0
     while left > 0:
         size = min(left, FILE_LIMIT)
-        yield f"{spec.top}/lib/libsynth{index:03d}.so", payload_chunks(size)
+        yield f"{spec.top}/lib/libsynth{index:03d}.so", payload_chunks(size, spec.mixed)
         left, index = left - size, index + 1
 
 
-def payload_chunks(size: int) -> Iterator[bytes]:
-    """1 MiB chunks: half os.urandom (incompressible), half one random 4 KiB block repeated (compresses away)."""
+def payload_chunks(size: int, mixed: bool = True) -> Iterator[bytes]:
+    """1 MiB chunks: half os.urandom (incompressible), half one random 4 KiB block repeated (compresses away);
+    not mixed: all os.urandom."""
     pattern = os.urandom(4096) * (CHUNK // 2 // 4096)
     left = size
     while left > 0:
         n = min(CHUNK, left)
-        random_part = n // 2
+        random_part = n // 2 if mixed else n
         yield os.urandom(random_part) + pattern[: n - random_part]
         left -= n
 

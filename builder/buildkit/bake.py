@@ -58,6 +58,8 @@ class BuildResult:
     error: str | None = None
     log_tail: list[str] = field(default_factory=list)
     manifest_digest: str | None = None  # the OCI manifest's digest: what a push of this image must give
+    streamed_bytes: int | None = None  # the archive streamed into the engine for it (blobs it lacked)
+    blobs: tuple[str, ...] = ()  # its config's and layers' digests (a push mounts those the cache holds)
 
 
 def require_buildx() -> str:
@@ -167,10 +169,11 @@ def _result(target: str, digest: str | None, refs: list[str], export: Export | N
     if export is None:
         return BuildResult(target, True, digest)
     try:
-        loaded, manifest_digest = export.take(refs)
+        taken = export.take(refs)
     except ExportError as exc:
         return BuildResult(target, False, error=f"cannot load the built image: {exc}")
-    return BuildResult(target, True, loaded, manifest_digest=manifest_digest)
+    return BuildResult(target, True, taken.image_id, manifest_digest=taken.manifest_digest,
+                       streamed_bytes=taken.streamed if export.load else None, blobs=taken.blobs)
 
 
 def _tags(bake_file: Path) -> dict[str, list[str]]:

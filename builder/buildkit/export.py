@@ -67,11 +67,24 @@ class Export:
                 keys["cache-to"] = [self.cache.attributes(target, True, self.compression)]
         return keys
 
-    def take(self, refs: list[str]) -> tuple[str, str]:
-        """The image baked as refs[-1]: its ID in the engine, loaded under refs (or, not loaded, its manifest
-        digest), and its manifest digest; ExportError when it cannot be had."""
+    def take(self, refs: list[str]) -> Taken:
+        """The image baked as refs[-1], loaded under refs (or, not loaded, left in the layout); ExportError when
+        it cannot be had."""
         try:
             image = ocilayout.find(self.layout, refs[-1])
-            return (ocilayout.load(connect(), image, refs) if self.load else image.digest), image.digest
+            loaded = ocilayout.load(connect(), image, refs) if self.load else ocilayout.Loaded(image.digest, 0)
         except (IndexError, ocilayout.LayoutError, EngineUnavailable, OSError) as exc:
             raise ExportError(str(exc)) from exc
+        return Taken(loaded.image_id, image.digest, loaded.streamed,
+                     tuple(dict.fromkeys([image.config.digest, *(b.digest for b in image.layers)])))
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A baked image taken from the layout: its ID in the engine (or, not loaded, its manifest digest), its
+    manifest digest, the bytes streamed into the engine for it, and its blobs (config and layers)."""
+
+    image_id: str
+    manifest_digest: str
+    streamed: int
+    blobs: tuple[str, ...]

@@ -3,7 +3,9 @@
 Images are baked into one layout folder per run, their timestamps rewritten to SOURCE_DATE_EPOCH, so the same
 inputs give the same manifest digest on any engine. The engine's containerd image store keeps a loaded
 manifest as it is: the image validated is the manifest digest that is pushed, byte for byte. Several targets of
-one bake share the folder, so a layer common to them (torch) is written once.
+one bake share the folder, so a layer common to them (torch) is written once, and is streamed into the engine
+once: an image's archive leaves out the blobs of the layout's images the engine already holds (dockerd's
+containerd store takes such an archive and finds them in its content store).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ NAME_ANNOTATION = "io.containerd.image.name"  # containerd's name for an index e
 REF_ANNOTATION = "org.opencontainers.image.ref.name"
 MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 _CHUNK = 1 << 20
+# manifest digest -> its config and layers, for every image this process loaded: a later bake's layout (publish
+# --release bakes one GPU family at a time) lacks the manifests of the earlier ones the engine still holds
+LOADED: dict[str, frozenset[str]] = {}
 
 
 class LayoutError(RuntimeError):
@@ -110,9 +115,18 @@ def by_digest(layout: Path, digest: str) -> Image:
     return Image(layout, digest, body, media_type)
 
 
-def load_tar(image: Image, refs: list[str]) -> Iterator[bytes]:
-    """A `docker load` archive of image alone (an OCI layout of its blobs), named refs, streamed in chunks: a
-    multi-GB layer is read from the layout as it is sent, never copied into a second archive on disk."""
+@dataclass(frozen=True)
+class Loaded:
+    """An image in the engine: its ID there, and the bytes of the archive streamed into the engine for it."""
+
+    image_id: str
+    streamed: int
+
+
+def load_tar(image: Image, refs: list[str], held: frozenset[str] = frozenset()) -> Iterator[bytes]:
+    """A `docker load` archive of image alone (an OCI layout of its blobs but those in held, which the engine
+    has), named refs, streamed in chunks: a multi-GB layer is read from the layout as it is sent, never copied
+    into a second archive on disk."""
     reader, writer = os.pipe()
     failed: list[BaseException] = []
 
@@ -127,6 +141,8 @@ def load_tar(image: Image, refs: list[str]) -> Iterator[bytes]:
                                                    "application/vnd.oci.image.index.v1+json",
                                                    "manifests": entries}).encode())
                 for digest in dict.fromkeys([image.digest, image.config.digest, *(b.digest for b in image.layers)]):
+                    if digest in held and digest != image.digest:
+                        continue
                     tar.add(image.blob_path(digest), arcname=f"blobs/{digest.replace(':', '/', 1)}")
         except (OSError, tarfile.TarError) as exc:  # the reader sees the archive end early; the caller sees why
             failed.append(exc)
@@ -147,27 +163,72 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def load(client: docker.DockerClient, image: Image, refs: list[str]) -> str:
+def load(client: docker.DockerClient, image: Image, refs: list[str]) -> Loaded:
     """Load image into the engine under refs; its ID there, which is its manifest digest (containerd store).
 
     An engine that already holds that very manifest (a rerun, a warm rebuild) only gets the names: the ID is
-    the digest of the bytes, so nothing is sent again (a ROCm image is GBs to stream and unpack)."""
+    the digest of the bytes, so nothing is sent again (a ROCm image is GBs to stream and unpack). Otherwise the
+    archive leaves out the blobs the engine holds (held_blobs: a row's torch and base layers go in once); an
+    image the engine then cannot read whole (a blob gone meanwhile) is loaded again with every blob."""
     try:
         if _holds(client, image.digest):
             for ref in refs:
                 repository, tag = parse_repository_tag(ref)
                 client.api.tag(image.digest, repository, tag or "latest")
-            return image.digest
-        for chunk in client.api.load_image(load_tar(image, refs)):  # type: ignore[no-untyped-call]
-            if isinstance(chunk, dict) and chunk.get("error"):
-                raise LayoutError(f"the engine refused {refs[0]}: {chunk['error']}")
+            return Loaded(image.digest, 0)
+        held = held_blobs(client, image.layout)
+        streamed = _send(client, image, refs, held)
+        if held and not _whole(client, refs[0], image):
+            streamed += _send(client, image, refs, frozenset())
         loaded = client.images.get(refs[0]).id
     except DockerException as exc:
         raise EngineUnavailable(f"cannot load {refs[0]} into the engine: {exc}") from exc
     if loaded != image.digest:
         raise LayoutError(f"the engine holds {refs[0]} as {loaded}, not the built manifest {image.digest}: its image "
                           "store is not containerd's (features.containerd-snapshotter), run scripts/setup.sh")
-    return loaded
+    LOADED[image.digest] = frozenset([image.config.digest, *(b.digest for b in image.layers)])
+    return Loaded(loaded, streamed)
+
+
+def held_blobs(client: docker.DockerClient, layout: Path) -> frozenset[str]:
+    """The blobs (configs, layers) of the layout's images, and of the images this process loaded, that the
+    engine holds whole: their manifests are the IDs of its images, so their content is in its store."""
+    held: set[str] = set()
+    for row in client.api.images(all=True):
+        if str(row.get("Id")) in LOADED:
+            held.update(LOADED[str(row.get("Id"))])
+            continue
+        try:
+            found = by_digest(layout, str(row.get("Id")))
+        except LayoutError:
+            continue  # not one of this layout's images (a base pulled before, another run's image)
+        held.update([found.config.digest, *(b.digest for b in found.layers)])
+    return frozenset(held)
+
+
+def _send(client: docker.DockerClient, image: Image, refs: list[str], held: frozenset[str]) -> int:
+    streamed = 0
+
+    def counted() -> Iterator[bytes]:
+        nonlocal streamed
+        for chunk in load_tar(image, refs, held):
+            streamed += len(chunk)
+            yield chunk
+
+    for answer in client.api.load_image(counted()):  # type: ignore[no-untyped-call]
+        if isinstance(answer, dict) and answer.get("error"):
+            raise LayoutError(f"the engine refused {refs[0]}: {answer['error']}")
+    return streamed
+
+
+def _whole(client: docker.DockerClient, ref: str, image: Image) -> bool:
+    """Whether the engine reads ref's config and every layer (an archive short of a blob the engine lacks loads
+    without an error, as a broken image)."""
+    try:
+        layers = (client.api.inspect_image(ref).get("RootFS") or {}).get("Layers") or []  # type: ignore[no-untyped-call]
+    except DockerException:
+        return False
+    return len(layers) == len(image.layers)
 
 
 def _holds(client: docker.DockerClient, digest: str) -> bool:

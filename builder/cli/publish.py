@@ -71,6 +71,10 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
                 "Only build the stages several of the selected combinations share (the OS base, torch), once, "
                 "into --cache-registry, for per-combination publish jobs to import; push no image."))] = False,
             runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = rows.RUNNER,
+            release: Annotated[bool, typer.Option("--release", help=(
+                "One GPU family at a time: bake, validate and push a family's images, then remove the previous "
+                "family's from the engine and prune BuildKit's cache of them (for a runner whose disk cannot hold "
+                "the whole row)."))] = False,
             builder: BuilderOpt = None, build_network: BuildNetworkOpt = "default",
             quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
             ) -> None:
@@ -99,7 +103,8 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
                                 apptainer=apptainer,
                                 target=runs.target(registry, insecure_hosts), skip_published=True, no_push=no_push,
                                 compression=_compression(compression), cache=_cache(cache_registry, insecure_hosts),
-                                buildkit=kit, row_of=planning.row_of(todo, where) if shared_stages else {})
+                                buildkit=kit, row_of=planning.row_of(todo, where) if shared_stages else {},
+                                release=release)
     if shared_stages:  # its own path: stages into the registry cache, no image
         raise typer.Exit(stages.run_stages(todo, options))
     raise typer.Exit(runs.run(todo, options, progress, record_path, registry))

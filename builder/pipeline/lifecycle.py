@@ -24,7 +24,7 @@ from builder.buildkit.export import Cache, Export
 from builder.core import tags
 from builder.core.safefs import OutputError
 from builder.core.scratch import scratch_dir
-from builder.pipeline import stagewave, steps
+from builder.pipeline import release, stagewave, steps
 from builder.pipeline.jobs import Job, require_inputs
 from builder.pipeline.steps import content_ref
 from builder.publish import record
@@ -53,6 +53,7 @@ class Options:
     cache: Cache | None = None  # BuildKit's cache, imported from and exported to a registry (cold runners)
     buildkit: BuildKit = CURRENT  # the builder that bakes (--builder) and its RUN steps' network
     row_of: dict[str, str] = field(default_factory=dict)  # --shared-stages: image tag -> its workflow row
+    release: bool = False  # publish --release: one GPU family at a time, each leaving the engine after the next
 
     @property
     def rehearsal(self) -> bool:
@@ -83,10 +84,17 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
     done = reports if reports is not None else []
     if options.target is not None and jobs:
         options.target.preflight(jobs[0].repository, write=not options.no_push)
-    prepared = prepare(client, jobs, options, events)
-    for job in jobs:
-        done.append(job.report())
-        done[-1] = run_image(client, job, options, prepared, events, done[-1])
+    previous: list[Job] = []
+    for wave in release.waves(jobs) if options.release else [jobs]:
+        started = time.monotonic()
+        prepared = prepare(client, wave, options, events)
+        if previous:  # this family's images are in: the previous family's may go, and BuildKit's cache of them
+            release.release(client, previous, done)
+            release.prune_cache(options.buildkit, started)
+        for job in wave:
+            done.append(job.report())
+            done[-1] = run_image(client, job, options, prepared, events, done[-1])
+        previous = wave
     return done
 
 
@@ -254,7 +262,8 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
     if options.no_push:
         return  # --no-push: built, validated and inventoried; the registry is never written to
     stage("push")
-    manifest = target.push(client, report)
+    built = prepared.built.get(job.tag)
+    manifest = target.push(client, report, options.cache.ref if options.cache else None, built.blobs if built else ())
     # Before any tag moves: a moving tag always names an image whose SBOM is attached.
     if document is not None and not steps.attach(job, target, manifest, document, stage, report):
         return

@@ -47,7 +47,7 @@ def take_build(client: docker.DockerClient, job: Job, built: BuildResult | None,
         report.fail("build", f"build: {LOCK_BROKEN if hash_mismatch else built.error}")
         return False
     report.image_id, report.state = built.image_id, "built"
-    report.image_bytes = _size(client, built.image_id)
+    report.image_bytes, report.loaded_bytes = _size(client, built.image_id), built.streamed_bytes
     return True
 
 

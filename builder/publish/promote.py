@@ -71,14 +71,21 @@ class Target:
                                     "never overwritten; delete it by hand if it is wrong")
         return manifest
 
-    def push(self, client: docker.DockerClient, report: ImageReport) -> Manifest:
-        """Push the validated local image under its immutable tag (unless already there); the manifest."""
+    def push(self, client: docker.DockerClient, report: ImageReport, cache: str | None = None,
+             blobs: tuple[str, ...] = ()) -> Manifest:
+        """Push the validated local image under its immutable tag (unless already there); the manifest.
+
+        cache (REGISTRY/REPOSITORY of BuildKit's registry cache) and blobs (the image's config and layers): the
+        blobs the cache export uploaded are mounted from there first, so the push finds them and uploads each
+        layer once."""
         repo = self.repository(report.repository)
         existing = self.published(report)
         if existing is not None:
             report.pushed_bytes = 0
             return existing  # same content published before: it was validated then, and it never changes
         assert report.image_id is not None
+        if cache is not None and cache.startswith(f"{self.api.address}/"):
+            self._mount(repo, cache[len(self.api.address) + 1:], blobs)
         uploaded: set[str] = set()
         digest = push_image(client, report.image_id, self.api, repo, report.immutable_tag, self.credentials,
                             uploaded=uploaded)
@@ -89,6 +96,14 @@ class Target:
         report.pushed_bytes = uploaded_size(manifest.body, uploaded)
         self._check_content(repo, manifest, report)
         return manifest
+
+    def _mount(self, repo: str, source: str, blobs: tuple[str, ...]) -> None:
+        """Mount blobs from source, registry-side; one the registry will not mount is left to the push."""
+        for digest in blobs:
+            try:
+                self.api.mount_blob(repo, digest, source)
+            except RegistryError:
+                return  # the push itself says what is wrong with the registry, if anything
 
     def _check_content(self, repo: str, manifest: Manifest, report: ImageReport) -> None:
         """The immutable tag must name what was validated: the same manifest (the engine's image ID in its

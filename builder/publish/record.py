@@ -35,6 +35,7 @@ class ImageReport:
     local_image: str | None = None  # where it was built in the local engine
     image_id: str | None = None
     image_bytes: int | None = None
+    loaded_bytes: int | None = None  # streamed into the engine for it (the blobs it lacked); None: not loaded
     build_seconds: float | None = None
     validate_seconds: float | None = None
     validation: list[Check] = field(default_factory=list)

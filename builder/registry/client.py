@@ -83,12 +83,26 @@ class RegistryClient:
         What a failed push is classified by: a registry that denies writes, or whose storage is full, answers
         this with its status and error body, where the engine's push reports no more than the status.
         """
-        started = self._call("POST", f"{repository}/blobs/uploads/", repository)
+        self._cancelled_upload(repository, "")
+
+    def mount_blob(self, repository: str, digest: str, source: str) -> bool:
+        """Mount blob digest from source into repository, registry-side (no byte moves): True when the registry
+        did (201); False when it started an upload instead (202: source lacks it, or no pull on source), which is
+        cancelled."""
+        query = f"?mount={urllib.parse.quote(digest, safe='')}&from={urllib.parse.quote(source, safe='/')}"
+        return not self._cancelled_upload(repository, query)
+
+    def _cancelled_upload(self, repository: str, query: str) -> bool:
+        """POST an upload (query: a mount); True when that started an upload session, which is then cancelled."""
+        started = self._call("POST", f"{repository}/blobs/uploads/{query}", repository)
         location = urllib.parse.urlsplit(started.headers.get("location", "") if started is not None else "")
+        if "/blobs/uploads/" not in location.path:
+            return False  # a mounted blob's own address
         if location.path.startswith("/v2/") and location.netloc in ("", self.address):  # never credentials elsewhere
             session = location.path[len("/v2/"):] + (f"?{location.query}" if location.query else "")
             with contextlib.suppress(RegistryError):
                 self._call("DELETE", session, repository)
+        return True
 
     def tags(self, repository: str) -> list[str]:
         """Tags of repository; [] when the repository does not exist."""

@@ -9,6 +9,7 @@ from builder.buildkit.export import Cache
 from builder.cli import publish
 from builder.cli.app import app
 from builder.core.errors import InputError
+from builder.pipeline import lifecycle
 from tests.fakes.checkout import DATA
 
 MATRIX = ["--matrix", str(DATA / "e2e.yaml")]
@@ -44,3 +45,17 @@ def test_compression_is_gzip_or_zstd() -> None:
     assert publish._compression("zstd") == "zstd"
     with pytest.raises(InputError):
         publish._compression("xz")
+
+
+@pytest.mark.parametrize(("args", "release"), [([], False), (["--release"], True)])
+def test_release_reaches_the_run_s_options(args: list[str], release: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+
+    def run(todo: object, options: lifecycle.Options, *rest: object) -> int:
+        seen.append(options.release)
+        return 0
+
+    monkeypatch.setattr("builder.cli.publish.runs.run", run)
+    result = CliRunner().invoke(app, ["publish", *MATRIX, "--registry", "127.0.0.1:1/ns", *args])
+    assert result.exit_code == 0, result.output
+    assert seen == [release]

@@ -120,6 +120,7 @@ class Seen:
     method: str
     path: str
     fault: Fault | None  # the fault injected, if one was
+    query: str = ""  # the request's query (a finished upload's `digest=`, a mount's `mount=&from=`)
 
 
 @dataclass
@@ -236,7 +237,8 @@ class FaultProxy:
             method, target = parts[0].decode("ascii", "replace"), parts[1].decode("ascii", "replace")
             fault = self._match(method, target)
             with self._lock:
-                self.seen.append(Seen(method, urllib.parse.urlsplit(target).path, fault))
+                self.seen.append(Seen(method, urllib.parse.urlsplit(target).path, fault,
+                                     urllib.parse.urlsplit(target).query))
             if fault is not None and fault.kind == "stall":
                 time.sleep(fault.seconds)
             elif fault is not None:

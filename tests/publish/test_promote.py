@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -463,3 +464,22 @@ def test_htpasswd_registry_with_good_and_wrong_credentials(
     image_id = str(cell["image_id"])
     assert docker_client.images.get(image_id).labels[tags.HASH_LABEL] == cell["content_hash"]
     assert_secret_in_no_layer(docker_client, image_id, SECRET)
+
+
+def test_a_push_after_the_cache_export_uploads_no_blob_twice(ns: Namespace, proxy: FaultProxy, base_image: str,
+                                                             wheelhouse: Path, tmp_path: Path) -> None:
+    """Cache export (mode=max, to NS/buildcache) and push go through the proxy: each blob is uploaded (an upload
+    finished by `PUT ...?digest=`) at most once; the push mounts from the cache what the export uploaded. The
+    image's own name is new, so it is baked (from BuildKit's local cache) and its cache exported."""
+    image = f"pytorch{uuid.uuid4().hex[:8]}"
+    matrix = cpu_matrix(TORCH, image=image) + "  flavor: [runtime, devel]\n"
+    run = publish(matrix, ns.via(proxy), wheelhouse, tmp_path, None, "--cache-registry", ns.via(proxy))
+    assert run.proc.returncode == 0, run.output
+    assert {v["state"] for v in run.record.values()} == {"published"}
+    seen = proxy.snapshot()
+    done = [urllib.parse.parse_qs(r.query).get("digest", [""])[0]
+            for r in seen if r.method == "PUT" and "/blobs/uploads/" in r.path]
+    assert any(f"/v2/{ns.name}/buildcache/blobs/uploads/" in r.path for r in seen if r.method == "PUT")
+    assert all(done) and sorted(d for d in set(done) if done.count(d) > 1) == []
+    mounted = [r for r in seen if r.method == "POST" and f"from={ns.name}/buildcache" in r.query]
+    assert any(r.path.startswith(f"/v2/{ns.name}/{image}/blobs/uploads/") for r in mounted)

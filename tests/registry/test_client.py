@@ -8,6 +8,7 @@ htpasswd) are used in test_publish.py; this file pins the protocol rules that th
 from __future__ import annotations
 
 import socket
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -51,3 +52,17 @@ def test_connection_refused_is_transient_and_classified_without_reading_digits()
     with pytest.raises(RegistryError) as exc:
         RegistryClient(f"127.0.0.1:{port}", policy=FAST).tags("ns/pytorch")
     assert not isinstance(exc.value, AuthError) and "tries" in str(exc.value)
+
+
+@pytest.mark.registry
+def test_a_blob_is_mounted_from_a_repository_that_holds_it_and_only_from_one(registry: str) -> None:
+    """201 from the holder: the blob is there, no byte sent; 202 (the source lacks it): False, the session
+    cancelled and the blob still absent."""
+    api = RegistryClient(registry)
+    stamp = uuid.uuid4().hex[:10]
+    digest = api.push_blob(f"m{stamp}/cache", uuid.uuid4().bytes * 64)
+    assert api.mount_blob(f"m{stamp}/image", digest, f"m{stamp}/cache")
+    assert api.blob(f"m{stamp}/image", digest)
+    assert not api.mount_blob(f"m{stamp}/other", digest, f"m{stamp}/empty")
+    with pytest.raises(RegistryError):
+        api.blob(f"m{stamp}/other", digest)

@@ -1,0 +1,110 @@
+"""What the row benchmark (bench_row.py) prints: disk, bytes into the engine, bytes uploaded, time, and the
+plan's peak-disk estimate, each against its target (issue 37)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import urllib.request
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.support.localregistry import MANIFEST_TYPES, LocalRegistry
+from benchmarks.support.scaleplumbing import size
+
+BASE_LAYERS = 1  # debian:12 is one layer: every image's first
+
+
+@dataclass(frozen=True)
+class Measured:
+    returncode: int
+    record: Path
+    registry: LocalRegistry
+    uploaded: int  # bytes clients sent to the registry (the counting proxy)
+    wall: float
+    budget: int  # the scaled runner disk
+    empty: int  # used bytes of the loop filesystem before the engine started
+    before: int  # ... once the engine holds the base image, before the publish
+    peak: int  # ... the largest seen during the publish
+    final: int  # ... after it, BuildKit's cache pruned: the images the engine still holds
+    held: frozenset[str]  # the image IDs (manifest digests) the engine holds at the end
+
+
+@dataclass(frozen=True)
+class Figures:
+    measured: Measured
+    images: int
+    published: int
+    streamed: int  # bytes of the archives loaded into the engine
+    new: int  # the row's own blobs: configs and layers above the base, each once
+    stored: int  # bytes the registry keeps (each blob once)
+    released: int  # compressed bytes of the layers only released images had (publish --release)
+    estimate: int | None  # the plan's peak for the row's bytes, when builder.publish.sizes has PEAK_FACTOR
+
+    @property
+    def row_images(self) -> int:
+        """The row's images in one engine, each layer once: what the engine holds at the end, and the layers of
+        the images released on the way, twice (content and unpacked: their payload is incompressible)."""
+        return self.measured.final - self.measured.empty + 2 * self.released
+
+
+def _get(registry: LocalRegistry, path: str, accept: str) -> dict[str, Any]:
+    request = urllib.request.Request(f"http://{registry.address}{path}", headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        data: dict[str, Any] = json.loads(response.read())
+    return data
+
+
+def image_blobs(registry: LocalRegistry, row: dict[str, Any]) -> dict[str, int]:
+    """digest -> size of a published image's config and layers above the base."""
+    manifest = _get(registry, f"/v2/bench/{row['repository']}/manifests/{row['digest']}", MANIFEST_TYPES)
+    return {str(b["digest"]): int(b["size"]) for b in [manifest["config"], *manifest["layers"][BASE_LAYERS:]]}
+
+
+def peak_factor() -> float | None:
+    try:  # the other half of issue 37 (the plan's sizes): not on every branch
+        sizes = importlib.import_module("builder.publish.sizes")
+    except ImportError:
+        return None
+    found = getattr(sizes, "PEAK_FACTOR", None)
+    return float(found) if found is not None else None
+
+
+def collect(m: Measured) -> Figures:
+    rows = json.loads(m.record.read_text())["images"] if m.record.is_file() else []
+    published = [r for r in rows if r.get("digest")]
+    blobs = {r["digest"]: image_blobs(m.registry, r) for r in published}
+    own = {d: n for found in blobs.values() for d, n in found.items()}
+    kept = {d for digest, found in blobs.items() if digest in m.held for d in found}
+    factor = peak_factor()
+    figures = Figures(m, len(rows), len(published), sum(int(r.get("loaded_bytes") or 0) for r in rows),
+                      sum(own.values()), m.registry.stored_bytes(),
+                      sum(n for d, n in own.items() if d not in kept), None)
+    return replace(figures, estimate=int(factor * figures.row_images / 2) if factor else None)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.3f}" if b else "n/a"
+
+
+def print_figures(f: Figures) -> None:
+    m = f.measured
+    peak, final = m.peak - m.empty, f.row_images
+    lines = [
+        f"publish exit {m.returncode}: {f.published}/{f.images} images published",
+        f"peak disk / budget:               {_ratio(peak, m.budget)} ({size(peak)} / {size(m.budget)})",
+        f"peak disk / final images:         {_ratio(peak, final)} ({size(peak)} / {size(final)})   target <= 1.3",
+        f"streamed into engine / own new:   {_ratio(f.streamed, f.new)} ({size(f.streamed)} / {size(f.new)})"
+        "   target <= 1.05",
+        f"uploaded / new bytes:             {_ratio(m.uploaded, f.stored)} ({size(m.uploaded)} / {size(f.stored)})"
+        "   target <= 1.05",
+        f"wall time:                        {m.wall:.0f} s",
+    ]
+    if f.estimate is None:
+        lines.append("plan's estimate vs measured peak: TODO (builder.publish.sizes.PEAK_FACTOR not on this branch)")
+    else:
+        lines.append(f"plan's estimate / measured peak:  {_ratio(f.estimate, peak)} ({size(f.estimate)} / "
+                     f"{size(peak)}: PEAK_FACTOR x the row's installed bytes, half its images' disk)"
+                     "   target within 20%")
+    print("\n".join(lines))
