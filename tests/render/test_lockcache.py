@@ -104,7 +104,7 @@ LIES = ["off-index page", "other lock", "bad grammar", "not json", "too large", 
 def lied(entry: Path, lie: str, elsewhere: Path) -> None:
     data = json.loads(entry.read_text())
     if lie == "off-index page":
-        data["pages"][0]["url"] = "http://127.0.0.2:9/simple/torch/"
+        data["pages"][0]["url"] = data["pages"][0]["url"].replace("/simple/", "/elsewhere/")
     elif lie == "other lock":
         data["lock"] = data["lock"].replace('"python": "3.11"', '"python": "3.12"')
     elif lie == "bad grammar":
@@ -129,6 +129,7 @@ def test_a_cache_file_that_lies_is_resolved_again_never_trusted(tmp_path: Path, 
         warm = lockcache.LockCache(folder)
         refresh(tmp_path, index, warm)
         assert (len(warm.resolved), len(warm.reused)) == (1, len(PIP_STEPS) - 1), lie
+    assert not [r for r in index.requests if r.path.startswith("/elsewhere/")]  # never asked off the index
 
 
 def test_an_entry_older_than_its_spread_is_resolved_again_and_pruned(tmp_path: Path, index: SimpleIndex) -> None:
