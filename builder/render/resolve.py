@@ -168,14 +168,14 @@ def _resolve_step(step: lockfile.Step, texts: dict[str, str], cell: CellSpec, c:
         except RegistryError as exc:  # unreachable, refused: this base is not resolved either
             raise LockError(f"base image {step.wants[0]}: {exc}") from exc
     after = [p for f in step.after for p in lockfile.pins_of(texts[f])]
+    index = cell.index_url.rstrip("/") + "/"
+    if c.cache is None or c.wheelhouse is not None or not indexpages.is_page_url(index):
+        return lockfile.pip_text(step, resolve(step, after, cell, c.wheelhouse))
 
     def by_pip() -> tuple[str, list[str]]:
         pages: list[str] = []
         return lockfile.pip_text(step, resolve(step, after, cell, c.wheelhouse, pages)), pages
 
-    index = cell.index_url.rstrip("/") + "/"
-    if c.cache is None or c.wheelhouse is not None or not indexpages.is_page_url(index):
-        return by_pip()[0]
     key = lockcache.step_key({"pip": _pip_version(), "args": _pip_args(step, cell, None), "constraints":
                               sorted(f"{p.name}=={p.version}" for p in after)})
     return c.cache.lock_text(key, step, index, by_pip)
