@@ -17,6 +17,7 @@ from builder.pipeline.jobs import Job, by_combination, matrix_jobs
 from builder.publish.planner import Decision
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import DATA, ROOT
+from tests.fakes.matrices import cpu_matrix, write_matrix
 from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
 from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all
 from tests.publish.test_planner import example_jobs
@@ -168,3 +169,29 @@ def test_whatever_the_registry_answers_is_that_image_s_error(server: Start, repl
     assert code in (0, 1), output
     assert "unexpected" not in output and "Traceback" not in output
     assert f"plan failed {runtime.tag}" not in output  # the other image is decided as ever
+
+
+def test_the_plan_record_lists_the_shared_stages_the_cache_registry_lacks(server: Start, tmp_path: Path) -> None:
+    """publish.yml starts its `stages` job only for these: two combinations over one OS base share it until the
+    cache registry holds it, then nothing is left for a first wave to build."""
+    store = Store()
+    scripted = server(store.answer)
+    matrix = write_matrix(tmp_path, cpu_matrix("'2.13.0'", "'2.12.0'"))
+
+    def stages() -> list[str]:
+        result = CliRunner().invoke(app, ["publish", "--plan", "-m", str(matrix), "--registry",
+                                          f"{scripted.address}/rocm", "--cache-registry", f"{scripted.address}/rocm",
+                                          "--format", "github"])
+        assert result.exit_code == 0, result.output
+        shared = json.loads(Path("publish-record.json").read_text())["shared_stages"]
+        assert shared["cache"] == f"{scripted.address}/rocm/buildcache"
+        keys: list[str] = shared["to_build"]
+        return keys
+
+    missing = stages()
+    assert missing and all(k.startswith("stage-") for k in missing)
+    store.publish("rocm/buildcache", missing[0], "")
+    assert stages() == missing[1:]
+    for key in missing[1:]:
+        store.publish("rocm/buildcache", key, "")
+    assert stages() == []
