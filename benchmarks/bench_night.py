@@ -36,11 +36,15 @@ from benchmarks.support.localregistry import LocalRegistry
 from benchmarks.support.nightfill import fill
 from benchmarks.support.nightjobs import workflow_jobs, workflow_locks
 from benchmarks.support.nighttree import Change, change_base, change_torch_wheel, copies, copy_tree
+from builder.buildkit.export import Cache
 from builder.cli.planning import github
+from builder.pipeline import stagewave
 from builder.pipeline.jobs import Job, matrix_jobs
 from builder.publish import planner
-from builder.publish.promote import Target
+from builder.publish.promote import OCI_MANIFEST, Target
 from builder.registry.client import RegistryClient
+from builder.render import sharedstages
+from builder.render.dockerfile import RenderedCell
 from builder.render.sources import WheelSource
 
 NAMESPACE = "rocm"
@@ -92,10 +96,28 @@ def night(name: str, registry: LocalRegistry, tree: Path, matrices: list[Path], 
         raise SystemExit(f"{name}: the plan failed for {len(failed)} images, e.g. {failed[0].reason}")
     rows = json.loads(github(decisions))["include"]
     moves = sum(1 for r in planner.reports(decisions) if r.state == "would-skip" and r.moved)
+    built = [d.job for d in decisions if d.action == "build"]
+    in_rows = {j.combination for j in built}
+    stages = stagewave.to_build([d.job.rendered for d in decisions if d.job.rendered is not None
+                                 and d.job.combination in in_rows], buildcache(registry))
     folder = {d.job.combination: d.job.rendered.group for d in decisions if d.job.rendered is not None}
     return Night(name, len(todo), sorted({folder[g] for row in rows for g in str(row["groups"]).split()}),
-                 workflow_jobs(len(rows), moves), requests, render_s, lookup_s,
+                 workflow_jobs(len(rows), moves, len(stages)), requests, render_s, lookup_s,
                  change.groups if change else None)
+
+
+def buildcache(registry: LocalRegistry) -> Cache:
+    return Cache(f"{registry.address}/{NAMESPACE}/buildcache", insecure=True)
+
+
+def fill_stages(api: RegistryClient, rendered: list[RenderedCell]) -> None:
+    """The shared stages in the build cache, as the last night's `stages` job left them (a tag each)."""
+    config = api.push_blob(f"{NAMESPACE}/buildcache", b"{}")
+    body = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": [],
+                       "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config,
+                                  "size": 2}}).encode()
+    for stage in sharedstages.shared(rendered):
+        api.put_manifest(f"{NAMESPACE}/buildcache", stage.key, body, OCI_MANIFEST)
 
 
 def variant(base: Path, folder: Path) -> Path:
@@ -238,6 +260,7 @@ def filled(registry: LocalRegistry, tree: Path, matrices: list[Path], what: str)
     todo = jobs_of(tree, matrices)
     before, start = settled(registry), time.perf_counter()
     fill(Target(f"{registry.address}/{NAMESPACE}", RegistryClient(registry.address), None), todo, workers=16)
+    fill_stages(RegistryClient(registry.address), [j.rendered for j in todo if j.rendered is not None])
     seconds, requests = time.perf_counter() - start, settled(registry) - before
     print(f"filled: {what}, {len(todo)} images published by the factory's registry client (synthetic layers) "
           f"in {seconds:.1f} s, {requests} requests")
