@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -464,6 +465,15 @@ def test_lock_refresh_proposes_the_new_locks_as_a_pull_request_and_publishing_fo
     assert "builder render --check" in script and "gh pr create" in script
     assert "git diff --quiet -- images" in script  # no change, no pull request
     assert "docker" not in script and "builder publish" not in script  # it builds and pushes nothing
+    # the index cache kept between nights: restored before the refresh, saved after it whatever it found
+    assert '--index-cache "$RUNNER_TEMP/index-cache" --jobs 8' in script
+    restore, save = (next(s for s in job["steps"] if str(s.get("uses", "")).startswith(f"actions/cache/{kind}@"))
+                     for kind in ("restore", "save"))
+    names = [s.get("name") for s in job["steps"]]
+    assert names.index(restore["name"]) < names.index("Resolve the locks again") < names.index(save["name"])
+    assert restore["with"]["path"] == save["with"]["path"] == "${{ runner.temp }}/index-cache"
+    assert restore["with"]["key"] == save["with"]["key"] and restore["with"]["restore-keys"] == "lock-index-"
+    assert "github.run_id" in save["with"]["key"] and save["if"] == "${{ !cancelled() }}"
     publish = triggers(load(ROOT / ".github" / "workflows" / "publish.yml"))
     assert publish["push"]["branches"] == ["main"] and "images/**" in publish["push"]["paths"]
     cells_doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
@@ -530,3 +540,57 @@ def test_the_first_wave_builds_the_stages_every_row_shares_once_before_the_rows(
     env["GROUPS_JSON"] = json.dumps({"include": [{"group": "g", "cells": "ok $(touch pwned)", "images": 2}]})
     proc = run_script(stages_step()["run"], env, tmp_path, tmp_path)
     assert proc.returncode != 0 and not args.exists() and not (tmp_path / "pwned").exists()
+
+
+INSTALL_ACTION = "./.github/actions/install-builder"
+
+
+def test_every_job_that_runs_builder_installs_it_from_the_cached_environment() -> None:
+    for path in WORKFLOWS:
+        for job_id, job in load(path)["jobs"].items():
+            scripts = "\n".join(str(s.get("run", "")) for s in job.get("steps", []))
+            uses = [str(s.get("uses", "")) for s in job.get("steps", [])]
+            assert "pip install ." not in scripts, f"{path.name} {job_id}: installs the factory uncached"
+            if re.search(r"(^|\s)builder ", scripts):
+                assert INSTALL_ACTION in uses, f"{path.name} {job_id}: runs builder without {INSTALL_ACTION}"
+                assert uses.index(INSTALL_ACTION) > uses.index(next(u for u in uses if "actions/checkout" in u))
+    action = load(ROOT / ".github" / "actions" / "install-builder" / "action.yml")
+    steps_ = action["runs"]["steps"]
+    cache = next(s for s in steps_ if str(s.get("uses", "")).startswith("actions/cache@"))
+    assert PINNED.match(cache["uses"]) and cache["with"]["path"] == "~/.rif-venv"
+    key = next(s for s in steps_ if s.get("id") == "key")
+    assert "hashFiles('pyproject.toml')" in key["env"]["HASH"] and "python-version" in key["env"]["PYTHON"]
+
+
+def run_install_step(tmp_path: Path, hit: bool) -> list[list[str]]:
+    """The action's install script with a `python` whose venvs record every pip call (nothing is installed)."""
+    action = load(ROOT / ".github" / "actions" / "install-builder" / "action.yml")
+    (step,) = [s for s in action["runs"]["steps"] if s.get("name") == "Install builder"]
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir(parents=True)
+    recorder = tmp_path / "recorder"
+    recorder.write_text(f"#!/bin/sh\nprintf '%s\\0' \"$@\" >> '{calls}'\necho >> '{calls}'\n")
+    recorder.chmod(0o755)
+    (bin_dir / "python").write_text(
+        "#!/bin/sh\nif [ \"$1\" = -m ] && [ \"$2\" = venv ]; then mkdir -p \"$3/bin\"\n"
+        f"  cp '{recorder}' \"$3/bin/python\"; printf '#!/bin/sh\\n' > \"$3/bin/builder\"\n"
+        f"  chmod +x \"$3/bin/builder\"; exit 0; fi\nexec '{sys.executable}' \"$@\"\n")
+    (bin_dir / "python").chmod(0o755)
+    home = tmp_path / "home"
+    if hit:  # the restored environment
+        subprocess.run([str(bin_dir / "python"), "-m", "venv", str(home / ".rif-venv")], check=True)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HIT": "true" if hit else "", "HOME": str(home),
+           "GITHUB_PATH": str(tmp_path / "path.txt")}
+    proc = run_script(step["run"], env, ROOT, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "path.txt").read_text().strip() == f"{home}/.rif-venv/bin"
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return [[a for a in line.split("\0") if a] for line in lines if line]
+
+
+def test_a_cache_hit_reinstalls_only_the_factory_offline_and_a_miss_installs_everything(tmp_path: Path) -> None:
+    pip = ["-m", "pip", "install", "--quiet"]
+    assert run_install_step(tmp_path / "hit", hit=True) == [
+        [*pip, "--no-deps", "--no-index", "--no-build-isolation", "--force-reinstall", "."]]
+    backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert run_install_step(tmp_path / "miss", hit=False) == [[*pip, *backend], [*pip, "--no-build-isolation", "."]]
