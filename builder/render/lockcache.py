@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,14 +68,15 @@ def step_key(parts: dict[str, object]) -> str:
 
 
 class LockCache:
-    """The cache folder; counts what it reused and resolved (thread-safe enough: += on ints under the GIL is not
-    atomic, so the counts are per-key sets)."""
+    """The cache folder, shared by the combinations resolved at once; the keys it reused and resolved."""
 
     def __init__(self, folder: Path, clock: Callable[[], float] = time.time) -> None:
         self.folder, self.clock = folder, clock
         self.checks = indexpages.Checks()
         self.reused: set[str] = set()
         self.resolved: set[str] = set()
+        self._pages: dict[str, indexpages.Page] = {}
+        self._lock = threading.Lock()
 
     def lock_text(self, key: str, step: lockfile.Step, index: str, resolver: Resolver) -> str:
         """The step's lock text: the entry's when every page it was resolved from is unchanged, else pip's
@@ -95,7 +98,7 @@ class LockCache:
             return None
         if entry.key != key or not self._fresh(entry) or not entry.pages:
             return None
-        if not all(p.url.startswith(index) and indexpages.is_page_url(p.url) for p in entry.pages):
+        if not all(_on_index(p.url, index) for p in entry.pages):
             return None
         try:
             if lockfile.grammar_problems(path, entry.lock) or lockfile.inputs_of(entry.lock) != step.inputs:
@@ -112,11 +115,10 @@ class LockCache:
         """Remembered only when every page pip asked for is on the step's index and could be fetched; a cache
         that cannot be written is no error (the next night resolves again)."""
         urls = list(dict.fromkeys(urls))
-        if not urls or len(urls) > MAX_PAGES or not all(u.startswith(index) and indexpages.is_page_url(u)
-                                                        for u in urls):
+        if not urls or len(urls) > MAX_PAGES or not all(_on_index(u, index) for u in urls):
             return
         try:
-            pages = [indexpages.fetch(u) for u in urls]
+            pages = [self._fetch(u) for u in urls]
         except OSError:
             return
         entry = Entry(format=FORMAT, key=key, resolved_at=self.clock(), lock=text,
@@ -126,6 +128,16 @@ class LockCache:
             safefs.write_inside(self.folder, f"{STEPS_DIR}/{key}.json", entry.model_dump_json().encode())
         except OSError:
             return
+
+    def _fetch(self, url: str) -> indexpages.Page:
+        """A page as it is now, fetched once per run (steps of many combinations read numpy's page)."""
+        with self._lock:
+            page = self._pages.get(url)
+        if page is None:
+            page = indexpages.fetch(url)
+            with self._lock:
+                self._pages[url] = page
+        return page
 
     def prune(self) -> int:
         """Remove the entries no refresh will reuse again (expired, unreadable); the count removed."""
@@ -142,6 +154,12 @@ class LockCache:
             if not keep:
                 removed += safefs.remove_inside(self.folder, f"{STEPS_DIR}/{path.name}")
         return removed
+
+
+def _on_index(url: str, index: str) -> bool:
+    """A project page of the step's own index: under it, one plain path segment, no query, no `..`."""
+    rest = url[len(index):] if url.startswith(index) else ""
+    return indexpages.is_page_url(url) and bool(re.fullmatch(r"[A-Za-z0-9._-]+/?", rest)) and ".." not in rest
 
 
 def _page(p: CachedPage) -> indexpages.Page:
