@@ -34,8 +34,8 @@ from tests.fakes.simpleindex import SimpleIndex
 from tests.fakes.synthwheels import therock_like, wheel
 
 ROOT = Path(__file__).resolve().parents[2]
-FAMILIES = ["gfx942", "gfx1151", "gfx1100", "gfx90a"]
-FAMILY_NAMES = {"gfx942": "gfx94X-dcgpu", "gfx1151": "gfx1151", "gfx1100": "gfx110X-all", "gfx90a": "gfx90a"}
+FAMILIES = ["gfx942", "gfx1151", "gfx90a", "gfx950"]  # one target each: one device extra each
+FAMILY_NAMES = {"gfx942": "gfx94X-dcgpu", "gfx1151": "gfx1151", "gfx90a": "gfx90a-dcgpu", "gfx950": "gfx950-dcgpu"}
 
 
 @dataclass(frozen=True)
