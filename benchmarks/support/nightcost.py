@@ -64,7 +64,8 @@ def measure_install(tmp: Path) -> Install:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     venv = tmp / "rif-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "--isolated", "--no-cache-dir", "install", "--quiet"]
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--isolated", "--no-cache-dir", "--disable-pip-version-check",
+           "install", "--quiet"]
     start = time.perf_counter()
     subprocess.run([*pip, str(ROOT)], check=True, env=env, cwd=tmp)
     uncached_s = time.perf_counter() - start
@@ -74,6 +75,7 @@ def measure_install(tmp: Path) -> Install:
             tarfile.open(fileobj=out, mode="w|") as tar:
         tar.add(venv, arcname=venv.name)
     shutil.rmtree(venv)
+    compressed = len(packed.getvalue())
     start = time.perf_counter()
     packed.seek(0)
     with zstandard.ZstdDecompressor().stream_reader(packed) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
@@ -82,7 +84,7 @@ def measure_install(tmp: Path) -> Install:
     start = time.perf_counter()
     subprocess.run([*pip, "--no-deps", "--no-index", "--no-build-isolation", "--force-reinstall", str(ROOT)],
                    check=True, env=env, cwd=tmp)
-    return Install(uncached_s, unpack_s, time.perf_counter() - start, len(packed.getvalue()))
+    return Install(uncached_s, unpack_s, time.perf_counter() - start, compressed)
 
 
 def matrix_text(url: str, families: list[str], oses: list[str]) -> str:
