@@ -102,7 +102,7 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
                  "Remember each pip step's answer and the index pages it came from in DIR; next time a step whose "
                  "pages all answer 304 Not Modified is not resolved again (lock-refresh.yml keeps DIR between "
                  "nights)."))] = None,
-             jobs: Annotated[int, typer.Option("--jobs", min=1, max=64, help=(
+             jobs: Annotated[int, typer.Option("--jobs", metavar="N", min=1, max=64, help=(
                  "Resolve this many combinations at once (each one's steps in order)."))] = 8,
              ) -> None:
     """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256.
