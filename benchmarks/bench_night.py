@@ -9,7 +9,15 @@ looked up by builder.publish.planner, rows as `--format github` prints them; the
 `if:` rules (benchmarks/support/nightjobs.py). Scenarios, each on a copy of the tree:
   (a) nothing changed; (b) one base image's digest changed (every combination pinning it);
   (c) one torch wheel's sha256 changed (every lock pinning that file); (d) the matrix 10x (ten image names), unchanged.
-Requests are counted by the registry itself (its access log). Usage: python benchmarks/bench_night.py [--copies 10]
+Requests are counted by the registry itself (its access log).
+
+Then a model of a night in runner-minutes (benchmarks/support/nightmodel.py, nightscenarios.py): quiet; one device
+wheel; a numpy bump touching every image; a new base digest; a full cold publish. Measured here: the plan (scenario
+(a) above), the factory's install uncached and from the cached environment, a lock refresh cold, quiet and after one
+page changed against a loopback index answering 304 (benchmarks/support/nightcost.py); the rest is stated as
+assumed, modelled or a placeholder. `--quick` measures only the lock refresh on a one-combination matrix and the
+plan's render (no registry, no install): the test's mode.
+Usage: python benchmarks/bench_night.py [--copies 10] [--quick]
 """
 
 from __future__ import annotations
@@ -23,19 +31,25 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.support import nightcost, nightmodel, nightscenarios
 from benchmarks.support.localregistry import LocalRegistry
 from benchmarks.support.nightfill import fill
 from benchmarks.support.nightjobs import workflow_jobs, workflow_locks
 from benchmarks.support.nighttree import Change, change_base, change_torch_wheel, copies, copy_tree
+from builder.buildkit.export import Cache
 from builder.cli.planning import github
+from builder.pipeline import stagewave
 from builder.pipeline.jobs import Job, matrix_jobs
 from builder.publish import planner
-from builder.publish.promote import Target
+from builder.publish.promote import OCI_MANIFEST, Target
 from builder.publish.rows import Runner
 from builder.registry.client import RegistryClient
+from builder.render import sharedstages
+from builder.render.dockerfile import RenderedCell
 from builder.render.sources import WheelSource
 
 NAMESPACE = "rocm"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -84,10 +98,28 @@ def night(name: str, registry: LocalRegistry, tree: Path, matrices: list[Path], 
     # Whole combinations (a budget every one fits): the jobs the workflow starts when the runner holds each row.
     rows = json.loads(github(decisions, Runner(disk=10 << 40)))["include"]
     moves = sum(1 for r in planner.reports(decisions) if r.state == "would-skip" and r.moved)
+    built = [d.job for d in decisions if d.action == "build"]
+    in_rows = {j.combination for j in built}
+    stages = stagewave.to_build([d.job.rendered for d in decisions if d.job.rendered is not None
+                                 and d.job.combination in in_rows], buildcache(registry))
     folder = {d.job.combination: d.job.rendered.group for d in decisions if d.job.rendered is not None}
     return Night(name, len(todo), sorted({folder[g] for row in rows for g in str(row["groups"]).split()}),
-                 workflow_jobs(len(rows), moves), requests, render_s, lookup_s,
+                 workflow_jobs(len(rows), moves, len(stages)), requests, render_s, lookup_s,
                  change.groups if change else None)
+
+
+def buildcache(registry: LocalRegistry) -> Cache:
+    return Cache(f"{registry.address}/{NAMESPACE}/buildcache", insecure=True)
+
+
+def fill_stages(api: RegistryClient, rendered: list[RenderedCell]) -> None:
+    """The shared stages in the build cache, as the last night's `stages` job left them (a tag each)."""
+    config = api.push_blob(f"{NAMESPACE}/buildcache", b"{}")
+    body = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": [],
+                       "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config,
+                                  "size": 2}}).encode()
+    for stage in sharedstages.shared(rendered):
+        api.put_manifest(f"{NAMESPACE}/buildcache", stage.key, body, OCI_MANIFEST)
 
 
 def variant(base: Path, folder: Path) -> Path:
@@ -114,9 +146,16 @@ def table(nights: list[Night]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--copies", type=int, default=10, help="how many times the matrix, in scenario (d)")
+    parser.add_argument("--quick", action="store_true", help="the model only, with the few quick measurements")
     args = parser.parse_args()
-    print("$ python benchmarks/bench_night.py" + (f" --copies {args.copies}" if args.copies != 10 else ""))
+    print("$ python benchmarks/bench_night.py" + (f" --copies {args.copies}" if args.copies != 10 else "")
+          + (" --quick" if args.quick else ""))
     load = os.getloadavg()[0]
+    if args.quick:
+        start = time.perf_counter()
+        jobs_of(ROOT, [ROOT / "matrix.yaml"])
+        model(time.perf_counter() - start, "the plan's render (--quick: no registry look-ups)", quick=True)
+        return
     with tempfile.TemporaryDirectory(prefix="rif-bench-night-") as tmp_name:
         tmp = Path(tmp_name)
         registry = LocalRegistry(tmp / "registry", access_log=True)
@@ -144,6 +183,78 @@ def main() -> None:
             registry.stop()
     print(table(nights[1:]))
     print(f"load average {os.getloadavg()[0]:.1f} (at the start {load:.1f}) on {os.cpu_count()} cores")
+    quiet = nights[1]
+    model(quiet.render_s + quiet.lookup_s, "scenario (a): render + registry look-ups", quick=False)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def model(plan_s: float, plan_source: str, quick: bool) -> None:
+    """The night in runner-minutes, with the inputs measured here (nightcost) and the rest stated."""
+    production = nightscenarios.production(ROOT / "matrix.yaml")
+    with nightcost.scratch() as tmp_name:
+        lock = nightcost.measure_lock(Path(tmp_name) / "lock", quick)
+        install = None if quick else nightcost.measure_install(Path(tmp_name))
+    print(f"lock refresh against a loopback index (ETag, 304), {lock.combinations} combinations, {lock.pip_steps} pip "
+          f"steps: cold {lock.cold_s:.1f} s (1 worker); quiet {lock.quiet_s:.1f} s (8 workers): {lock.quiet_resolved} "
+          f"steps resolved again, {lock.requests} requests to the index, {lock.conditional_304} of them conditional "
+          f"and answered 304; numpy's page changed: {lock.changed_s:.1f} s, {lock.changed_resolved} steps resolved")
+    inputs = nightinputs(production, lock, install, quick)
+    print(f"plan: {plan_s:.1f} s ({plan_source}); production: {sum(production.images.values())} images in "
+          f"{len(production.images)} combinations, {sum(len(f) for f in production.steps.values())} pip steps, "
+          f"{production.shared} shared stages, {production.indexes} wheel indexes")
+    print(nightmodel.inputs_table(inputs))
+    print("TODO: build_image_s, rebuild_image_s and stage_s are placeholders until benchmarks/bench_row.py "
+          "(issue 37, item 7) measures a production row: wire its per-image figures into nightinputs()")
+    nights = nightscenarios.scenarios(production, plan_s)
+    print(nightmodel.table(nights, inputs))
+    print(nightmodel.quiet_line(nights[0], inputs))
+
+
+RTT_S = 0.1  # assumed: one conditional request to download.pytorch.org / PyPI (CDN) from a hosted runner
+PROJECTS_PER_INDEX = 40  # assumed: torch's closure, the companions, numpy, a family's device packages, per index
+STEP_S_ISSUE = 30 * 60 / 321  # issue 37: 321 pip steps in 10-30 minutes one after another; the upper figure
+
+
+def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: nightcost.Install | None,
+                quick: bool) -> nightmodel.Inputs:
+    F = nightmodel.Figure
+    pip = sum(len(f) for f in p.steps.values())
+    step_s = max(lock.cold_s / max(lock.pip_steps, 1), STEP_S_ISSUE)
+    pages = p.indexes * PROJECTS_PER_INDEX
+    quiet_s = (lock.quiet_s / max(lock.pip_steps, 1) * pip + pages * RTT_S / nightmodel.LOCK_WORKERS
+               + len(set(p.base.values())) * RTT_S
+               + nightscenarios.expiring(p) * step_s / min(nightmodel.LOCK_WORKERS, nightmodel.RUNNER_CPUS))
+    if install is None:
+        uncached, cached = F(45.0, "not measured (--quick): this machine's figure in docs/benchmarks.md"), \
+            F(12.0, "not measured (--quick): this machine's figure in docs/benchmarks.md")
+    else:
+        uncached = F(install.uncached_s, "measured here: pip install . into a fresh venv, no pip cache, from PyPI")
+        cached = F(install.compressed_bytes / CACHE_BYTES_S + install.unpack_s + install.reinstall_s,
+                   f"measured here: {install.compressed_bytes / 1e6:.0f} MB (zstd) at an assumed "
+                   f"{CACHE_BYTES_S / 1e6:.0f} MB/s from the Actions cache + unpack {install.unpack_s:.1f} s + the "
+                   f"factory reinstalled offline {install.reinstall_s:.1f} s")
+    return nightmodel.Inputs(
+        job_start_s=F(10.0, "assumed: billed from the job's start (set up job, checkout, post steps); queueing is "
+                            "not billed"),
+        install_uncached_s=uncached, install_cached_s=cached,
+        lock_quiet_s=F(quiet_s, f"measured per step here ({lock.quiet_s / max(lock.pip_steps, 1):.3f} s, warm "
+                                f"cache, loopback 304) x {pip} steps + {pages} pages ({p.indexes} indexes x "
+                                f"{PROJECTS_PER_INDEX} projects, assumed) x {RTT_S} s RTT (assumed) / "
+                                f"{nightmodel.LOCK_WORKERS} workers + {nightscenarios.expiring(p):.0f} expiring "
+                                f"steps resolved"),
+        lock_step_s=F(step_s, f"the larger of this machine's cold step on loopback "
+                              f"({lock.cold_s / max(lock.pip_steps, 1):.1f} s) and issue 37's 30 min / 321 steps"),
+        row_setup_s=F(60.0, "assumed: build-runner frees the disk and restarts the engine"),
+        stage_s=F(300.0, "PLACEHOLDER (TODO bench_row): one OS base stage built"),
+        build_image_s=F(600.0, "PLACEHOLDER (TODO bench_row): one ROCm image built whole"),
+        rebuild_image_s=F(120.0, "PLACEHOLDER (TODO bench_row): one image rebuilt over cached torch"),
+        sign_call_s=F(3.0, "modelled, not measured (no cosign, Fulcio or Rekor here): ephemeral key, OIDC token, "
+                           "Fulcio certificate"),
+        sign_digest_s=F(1.5, "modelled, not measured: signature, Rekor entry, signature pushed"),
+        catalog_s=F(60.0, "assumed"), pages_s=F(20.0, "assumed"))
+
+
+CACHE_BYTES_S = 50e6  # assumed: an Actions cache download on a hosted runner
 
 
 def filled(registry: LocalRegistry, tree: Path, matrices: list[Path], what: str) -> Night:
@@ -151,6 +262,7 @@ def filled(registry: LocalRegistry, tree: Path, matrices: list[Path], what: str)
     todo = jobs_of(tree, matrices)
     before, start = settled(registry), time.perf_counter()
     fill(Target(f"{registry.address}/{NAMESPACE}", RegistryClient(registry.address), None), todo, workers=16)
+    fill_stages(RegistryClient(registry.address), [j.rendered for j in todo if j.rendered is not None])
     seconds, requests = time.perf_counter() - start, settled(registry) - before
     print(f"filled: {what}, {len(todo)} images published by the factory's registry client (synthetic layers) "
           f"in {seconds:.1f} s, {requests} requests")

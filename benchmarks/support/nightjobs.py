@@ -29,26 +29,27 @@ ASSUMED: dict[str, dict[str, tuple[tuple[str, ...], str | None]]] = {
         "pages": (("catalog",), None),
     },
     "publish-cells.yml": {
-        "stages": ((), "inputs.rows > 1 && inputs.dry_run != true"),  # inputs.rows: the plan's count
+        "stages": ((), "inputs.stages > 0 && inputs.dry_run != true"),  # inputs.stages: the plan's stages
         "publish": (("stages",), "${{ !cancelled() }}"),  # strategy.matrix: fromJSON(inputs.groups): one job per row
         "sign": (("publish",), "${{ !cancelled() && inputs.dry_run != true }}"),
     },
 }
 
 
-def workflow_jobs(rows: int, moves: int) -> dict[str, int]:
+def workflow_jobs(rows: int, moves: int, stages: int = 0) -> dict[str, int]:
     """Runner jobs a scheduled (not dry) run of publish.yml starts, by job name, given the plan job's outputs:
-    `count` (rows: combinations with an image to build) and `moves` (published images whose tags point elsewhere).
+    `count` (rows: combinations with an image to build), `moves` (published images whose tags point elsewhere) and
+    `stages` (stages several rows share that the build cache lacks).
 
     publish.yml: `plan` always; `retag` when moves != 0; `publish` calls publish-cells.yml when count != 0 (with
-    rows = count), which starts `stages` (the stages several rows share, built once first) when rows > 1, one
+    rows = count, stages = stages), which starts `stages` (those stages, built once first) when stages > 0, one
     `publish` job per row and then one `sign` job; `catalog` when count != 0 or moves != 0, and `pages` after it.
     """
     jobs = {"plan": 1}
     if moves:
         jobs["retag"] = 1
     if rows:
-        jobs["stages"] = 1 if rows > 1 else 0
+        jobs["stages"] = 1 if stages > 0 else 0
         jobs["publish"] = rows
         jobs["sign"] = 1
     if rows or moves:

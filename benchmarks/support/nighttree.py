@@ -9,6 +9,7 @@ same sha256, as a real index serves one file), so a change touches every lock th
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,10 @@ def _pin(requirement: str, python: str, index: str) -> lockfile.Pin:
     return lockfile.Pin(name, version, _sha("wheel", name, version, python, index))
 
 
+def _key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def copy_tree(dest: Path, matrix: Path = ROOT / "matrix.yaml", images: Path = ROOT / "images") -> bool:
     """dest/matrix.yaml and dest/images/*/lock/: the repository's locks (True) or synthetic ones (False)."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -73,7 +78,8 @@ def write_synthetic_locks(matrix: Path, tree: Path) -> None:
                 base = step.wants[0]
                 text = lockfile.base_text(step, f"{base}@sha256:{_sha('base', base)}")
             else:
-                text = lockfile.pip_text(step, [_pin(r, step.python, first.index_url) for r in step.wants])
+                pins = {_key(p.name): p for p in (_pin(r, step.python, first.index_url) for r in step.wants)}
+                text = lockfile.pip_text(step, list(pins.values()))  # torch and torch[device-X]: one pin
             path.write_text(text, encoding="utf-8")
 
 

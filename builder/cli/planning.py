@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from builder.buildkit.export import Cache
 from builder.cli import console, runs
 from builder.cli.kit import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
-from builder.pipeline import jobs
+from builder.pipeline import jobs, stagewave
 from builder.publish import planner, record, rows
 from builder.publish.promote import Target
 from builder.render.dockerfile import RenderedCell
@@ -34,9 +35,11 @@ def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
 
 
 def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,
-             registry: str, where: rows.Runner = rows.HOSTED) -> int:
+             registry: str, where: rows.Runner = rows.HOSTED, cache: Cache | None = None) -> int:
     """Plan (and with move_tags, move the tags that need no build), print it, write the record; exit 1 when the
-    registry could not say for some image, 2 when the record cannot be written (said after the plan)."""
+    registry could not say for some image, 2 when the record cannot be written (said after the plan). With a
+    cache registry, the record also lists the shared stages the rows to build need that it does not hold yet
+    (`shared_stages`: publish.yml starts its `stages` job only for those)."""
     if record_path is not None:
         safefs.check_named(record_path, "the run record")
     decisions = planner.plan(target, todo)
@@ -46,7 +49,7 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
     unwritten = None
     if record_path is not None:
         try:
-            record.write(record_path, reports, registry, True)
+            record.write(record_path, reports, registry, True, _stages(decisions, cache))
         except safefs.OutputError as exc:
             unwritten = exc
     failed = [d for d in decisions if d.action == "error"]
@@ -86,12 +89,23 @@ def row_of(todo: list[jobs.Job], where: rows.Runner) -> dict[str, str]:
     return rows.row_of(rows.build_rows(_groups(todo), where=where))
 
 
-def github(decisions: list[planner.Decision[jobs.Job]], where: rows.Runner = rows.HOSTED) -> str:
-    """The rows (all their images, as `builder matrix --format github` lists them) of the combinations with at
-    least one image to build; the publish job skips the others again by content hash."""
+def _stages(decisions: list[planner.Decision[jobs.Job]], cache: Cache | None) -> dict[str, object] | None:
+    if cache is None:
+        return None
+    missing = stagewave.to_build([r for rs in _to_build(decisions).values() for r in rs], cache)
+    return {"shared_stages": {"cache": cache.ref, "to_build": [s.key for s in missing]}}
+
+
+def _to_build(decisions: list[planner.Decision[jobs.Job]]) -> dict[str, list[RenderedCell]]:
+    """Every image (rendered) of each combination with at least one image to build."""
     groups: dict[str, list[planner.Decision[jobs.Job]]] = {}
     for d in decisions:
         groups.setdefault(d.job.combination, []).append(d)
-    rendered = {name: [d.job.rendered for d in members if d.job.rendered is not None]
-                for name, members in groups.items() if any(d.action == "build" for d in members)}
-    return json.dumps({"include": rows.build_rows(rendered, where=where)}, separators=(",", ":"))
+    return {name: [d.job.rendered for d in members if d.job.rendered is not None]
+            for name, members in groups.items() if any(d.action == "build" for d in members)}
+
+
+def github(decisions: list[planner.Decision[jobs.Job]], where: rows.Runner = rows.HOSTED) -> str:
+    """The rows (all their images, as `builder matrix --format github` lists them) of the combinations with at
+    least one image to build; the publish job skips the others again by content hash."""
+    return json.dumps({"include": rows.build_rows(_to_build(decisions), where=where)}, separators=(",", ":"))

@@ -98,7 +98,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
         raise usage_error("--shared-stages", "builds stages and --plan builds nothing: pass one of them")
     if plan:  # its own path: the registry alone answers, no engine
         raise typer.Exit(planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path,
-                                           registry, where))
+                                           registry, where, _cache(cache_registry, insecure_hosts)))
     options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=True, gpu=gpu,
                                 apptainer=apptainer,
                                 target=runs.target(registry, insecure_hosts), skip_published=True, no_push=no_push,

@@ -27,7 +27,7 @@ from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import select
 from builder.registry.address import check_insecure, check_registry
-from builder.render import imagetree, lockfile, oslock, resolve, wheelhouse
+from builder.render import imagetree, lockcache, lockfile, oslock, resolve, wheelhouse
 from builder.render.dockerfile import RenderedCell, render_all
 
 
@@ -98,6 +98,12 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
              apt_snapshot_time: Annotated[str | None, typer.Option(
                  "--apt-snapshot-time", metavar="YYYYMMDDTHHMMSSZ", envvar=oslock.TIME_ENV, help=(
                      "The snapshot to pin OS packages at (default: the lock's own; with --update, now)."))] = None,
+             index_cache: Annotated[Path | None, typer.Option("--index-cache", metavar="DIR", help=(
+                 "Remember each pip step's answer and the index pages it came from in DIR; next time a step whose "
+                 "pages all answer 304 Not Modified is not resolved again (lock-refresh.yml keeps DIR between "
+                 "nights)."))] = None,
+             jobs: Annotated[int, typer.Option("--jobs", metavar="N", min=1, max=64, help=(
+                 "Resolve this many combinations at once (each one's steps in order)."))] = 8,
              ) -> None:
     """Pin every image's inputs without building: the base image by digest, the complete wheel set by sha256.
 
@@ -123,9 +129,14 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
         if state != "kept":
             console.out.print(f"{state:>9}  {safe(out_dir / group / lockfile.LOCK_DIR / file)}")
 
+    cache = lockcache.LockCache(index_cache) if index_cache is not None else None
     done = resolve.lock_tree(cells, out_dir, wheelhouse_dir.resolve() if wheelhouse_dir else None,
                           update or check_data, base_registry, check_insecure(insecure), say, write=not check_data,
-                          snapshot=snapshot)
+                          snapshot=snapshot, workers=jobs, cache=cache)
+    if cache is not None:
+        console.out.print(f"index cache: {len(cache.reused)} steps reused (their pages unchanged: "
+                          f"{cache.checks.requests} conditional requests), {len(cache.resolved)} resolved by pip; "
+                          f"{cache.prune()} expired entries removed")
     unwritten = _report_data_errors(done.errors, data_errors)
     if check_data:
         console.out.print(f"{len(done.written) + len(done.kept)} locks resolved, {len(done.errors)} data errors")

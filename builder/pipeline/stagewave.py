@@ -90,3 +90,11 @@ def present(cache: Cache, keys: list[str], policy: retry.Policy = retry.DEFAULT)
 
     with ThreadPoolExecutor(max_workers=min(LOOKUP_WORKERS, len(keys))) as pool:
         return {key for key, ok in zip(keys, pool.map(held, keys), strict=True) if ok}
+
+
+def to_build(rendered: list[RenderedCell], cache: Cache, policy: retry.Policy = retry.DEFAULT) -> list[SharedStage]:
+    """The shared stages of these images that the cache registry does not hold yet: what a first wave (the `stages`
+    job) would build. A stage it cannot look up counts as not held (the wave then runs, as it always did)."""
+    stages = sharedstages.shared(rendered)
+    held = present(cache, [s.key for s in stages], policy)
+    return [s for s in stages if s.key not in held]

@@ -70,10 +70,12 @@ class ImageReport:
         return row
 
 
-def write(path: Path, reports: list[ImageReport], registry: str | None = None, finished: bool = True) -> None:
+def write(path: Path, reports: list[ImageReport], registry: str | None = None, finished: bool = True,
+          extra: dict[str, object] | None = None) -> None:
     """The run record; written whatever happened, so every selected image is accounted for (a planted link or
-    FIFO at path is replaced, never written through; a full disk is one safefs.OutputError)."""
+    FIFO at path is replaced, never written through; a full disk is one safefs.OutputError). extra: more
+    top-level keys (a plan's shared stages to build)."""
     data = {"registry": registry, "complete": finished,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "images": [r.as_json() for r in reports]}
+            "images": [r.as_json() for r in reports], **(extra or {})}
     safefs.write_named(path, json.dumps(data, indent=2).encode(), "the run record")

@@ -18,6 +18,7 @@ from builder.publish import rows
 from builder.publish.planner import Decision
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import DATA, ROOT
+from tests.fakes.matrices import cpu_matrix, write_matrix
 from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
 from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all
 from tests.publish.test_planner import example_jobs
@@ -212,3 +213,29 @@ def test_the_rows_of_a_split_combination_are_what_shared_stages_counts() -> None
     assert set(parts) == {j.tag for j in todo}
     assert len(set(parts.values())) > len(by_combination(todo)), "some combination is split"
     assert set(planning.row_of(todo, rows.Runner(disk=10 << 40)).values()) == set(by_combination(todo))
+
+
+def test_the_plan_record_lists_the_shared_stages_the_cache_registry_lacks(server: Start, tmp_path: Path) -> None:
+    """publish.yml starts its `stages` job only for these: two combinations over one OS base share it until the
+    cache registry holds it, then nothing is left for a first wave to build."""
+    store = Store()
+    scripted = server(store.answer)
+    matrix = write_matrix(tmp_path, cpu_matrix("'2.13.0'", "'2.12.0'"))
+
+    def stages() -> list[str]:
+        result = CliRunner().invoke(app, ["publish", "--plan", "-m", str(matrix), "--registry",
+                                          f"{scripted.address}/rocm", "--cache-registry", f"{scripted.address}/rocm",
+                                          "--format", "github"])
+        assert result.exit_code == 0, result.output
+        shared = json.loads(Path("publish-record.json").read_text())["shared_stages"]
+        assert shared["cache"] == f"{scripted.address}/rocm/buildcache"
+        keys: list[str] = shared["to_build"]
+        return keys
+
+    missing = stages()
+    assert missing and all(k.startswith("stage-") for k in missing)
+    store.publish("rocm/buildcache", missing[0], "")
+    assert stages() == missing[1:]
+    for key in missing[1:]:
+        store.publish("rocm/buildcache", key, "")
+    assert stages() == []

@@ -29,11 +29,13 @@ def test_publish_calls_one_job_per_row_and_the_plan_says_rows_and_moves() -> Non
     jobs = load_jobs(nightjobs.PUBLISH)
     assert jobs["publish"]["uses"] == "./.github/workflows/publish-cells.yml"
     assert jobs["publish"]["with"]["groups"] == "${{ needs.plan.outputs.groups }}"
-    assert jobs["publish"]["with"]["rows"] == "${{ fromJSON(needs.plan.outputs.count) }}"  # what stages runs on
+    assert jobs["publish"]["with"]["rows"] == "${{ fromJSON(needs.plan.outputs.count) }}"
+    assert jobs["publish"]["with"]["stages"] == "${{ fromJSON(needs.plan.outputs.stages) }}"  # what stages runs on
     assert load_jobs(nightjobs.CELLS)["publish"]["strategy"]["matrix"] == "${{ fromJSON(inputs.groups) }}"
     outputs = jobs["plan"]["outputs"]
     assert outputs["count"] == "${{ steps.plan.outputs.count }}"
     assert outputs["moves"] == "${{ steps.plan.outputs.moves }}"
+    assert outputs["stages"] == "${{ steps.plan.outputs.stages }}"
     script = next(s["run"] for s in jobs["plan"]["steps"] if s.get("id") == "plan")
     assert "--plan" in script and "--format github" in script
     assert 'compgen -G "images/*/lock/base.txt"' in script and "args+=(--locks images)" in script
@@ -43,8 +45,9 @@ def test_the_model_starts_one_job_on_a_night_with_nothing_to_do() -> None:
     assert workflow_jobs(0, 0) == {"plan": 1}
 
 
-def test_the_model_counts_each_row_sign_catalog_pages_and_shared_stages_from_two_rows() -> None:
-    assert workflow_jobs(3, 0) == {"plan": 1, "stages": 1, "publish": 3, "sign": 1, "catalog": 1, "pages": 1}
+def test_the_model_counts_each_row_sign_catalog_pages_and_shared_stages_the_cache_lacks() -> None:
+    assert workflow_jobs(3, 0, 2) == {"plan": 1, "stages": 1, "publish": 3, "sign": 1, "catalog": 1, "pages": 1}
+    assert workflow_jobs(3, 0, 0) == {"plan": 1, "publish": 3, "sign": 1, "catalog": 1, "pages": 1}
     assert workflow_jobs(1, 0) == {"plan": 1, "publish": 1, "sign": 1, "catalog": 1, "pages": 1}
 
 

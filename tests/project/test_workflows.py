@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -204,9 +205,20 @@ def test_the_sign_step_signs_exactly_the_digests_this_shard_published(tmp_path: 
         "other-shard": record_file("ghcr.io/some-org", [("e", "published", d3)])})
     assert proc.returncode == 0, proc.stderr
     assert calls[0] == ["login", "ghcr.io", "--username", "octo", "--password-stdin", "tok3n"]  # via stdin
-    assert calls[1:] == [["sign", "--yes", f"ghcr.io/some-org/pytorch@{d1}"],
-                         ["sign", "--yes", f"ghcr.io/some-org/pytorch@{d2}"]]
+    # one call for the row's digests: one key and one Fulcio certificate sign them all
+    assert calls[1:] == [["sign", "--yes", "--timeout", "10m", f"ghcr.io/some-org/pytorch@{d1}",
+                          f"ghcr.io/some-org/pytorch@{d2}"]]
     assert f"signed ghcr.io/some-org/pytorch@{d1}" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_sign_step_signs_fifty_digests_to_a_call(tmp_path: Path) -> None:
+    digests = [f"sha256:{n:064x}" for n in range(120)]
+    proc, calls = run_sign_step(tmp_path, ["g1"], {
+        "g1": record_file("ghcr.io/some-org", [(f"t{n}", "published", d) for n, d in enumerate(digests)])})
+    assert proc.returncode == 0, proc.stderr
+    signed = [call[4:] for call in calls[1:]]
+    assert [len(refs) for refs in signed] == [50, 50, 20]
+    assert [r for refs in signed for r in refs] == [f"ghcr.io/some-org/pytorch@{d}" for d in digests]
 
 
 def test_the_sign_step_signs_nothing_when_nothing_was_pushed_and_refuses_odd_references(tmp_path: Path) -> None:
@@ -263,7 +275,7 @@ def test_publish_plans_against_the_registry_and_starts_only_what_it_must() -> No
     assert "builder publish" in plan_script and "--plan" in plan_script and "--format github" in plan_script
     assert "--move-tags" not in plan_script, "the plan only reads"
     assert plan["permissions"] == {"contents": "read", "packages": "read"}
-    assert set(plan["outputs"]) == {"groups", "count", "moves"}
+    assert set(plan["outputs"]) == {"groups", "count", "moves", "stages"}
     job = doc["jobs"]["publish"]
     assert job["uses"] == CELLS_WORKFLOW and job["needs"] == "plan"
     assert job["with"]["groups"] == "${{ needs.plan.outputs.groups }}"
@@ -339,13 +351,15 @@ def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_whe
     found = json.loads(out["groups"])["include"]
     assert sorted(found, key=lambda r: r["group"]) == sorted(expected, key=lambda r: r["group"])
     assert (int(out["count"]), out["moves"]) == (len(found), "0") and len(found) <= 256
+    if not match:
+        assert int(out["stages"]) > 0  # the OS bases the rows share: the build cache holds none yet
     summary = (tmp_path / "empty" / "summary.md").read_text()
     assert f"plan: {len(found)} jobs to publish {sum(r['images'] for r in found)} images" in summary
 
     todo = matrix_jobs(ROOT / "matrix.yaml", None, match or None, WheelSource())
     publish_all(store, todo, "some-org")  # the owner's name, lower-cased as ghcr.io wants it
     out = run_plan_step(tmp_path / "done", f"{scripted.address}/Some-Org", match, event="schedule")
-    assert (out["groups"], out["count"], out["moves"]) == ('{"include":[]}', "0", "0")
+    assert (out["groups"], out["count"], out["moves"], out["stages"]) == ('{"include":[]}', "0", "0", "0")
     summary = (tmp_path / "done" / "summary.md").read_text()
     assert "UNLOCKED TREE" in summary and "lock-refresh" in summary  # matrix.yaml's tree has no locks yet
 
@@ -353,7 +367,7 @@ def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_whe
 def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     call = triggers(doc)["workflow_call"]
-    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner", "rows", "runner_disk"}
+    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner", "rows", "runner_disk", "stages"}
     job = doc["jobs"]["publish"]
     assert list(doc["jobs"]) == ["stages", "publish", "sign"]
     assert job["needs"] == "stages" and job["if"] == "${{ !cancelled() }}"  # a failed first wave blocks no row
@@ -452,6 +466,15 @@ def test_lock_refresh_proposes_the_new_locks_as_a_pull_request_and_publishing_fo
     assert "builder render --check" in script and "gh pr create" in script
     assert "git diff --quiet -- images" in script  # no change, no pull request
     assert "docker" not in script and "builder publish" not in script  # it builds and pushes nothing
+    # the index cache kept between nights: restored before the refresh, saved after it whatever it found
+    assert '--index-cache "$RUNNER_TEMP/index-cache" --jobs 8' in script
+    restore, save = (next(s for s in job["steps"] if str(s.get("uses", "")).startswith(f"actions/cache/{kind}@"))
+                     for kind in ("restore", "save"))
+    names = [s.get("name") for s in job["steps"]]
+    assert names.index(restore["name"]) < names.index("Resolve the locks again") < names.index(save["name"])
+    assert restore["with"]["path"] == save["with"]["path"] == "${{ runner.temp }}/index-cache"
+    assert restore["with"]["key"] == save["with"]["key"] and restore["with"]["restore-keys"] == "lock-index-"
+    assert "github.run_id" in save["with"]["key"] and save["if"] == "${{ !cancelled() }}"
     publish = triggers(load(ROOT / ".github" / "workflows" / "publish.yml"))
     assert publish["push"]["branches"] == ["main"] and "images/**" in publish["push"]["paths"]
     cells_doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
@@ -491,13 +514,16 @@ def test_the_first_wave_builds_the_stages_every_row_shares_once_before_the_rows(
 
     cells_doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     job = cells_doc["jobs"]["stages"]
-    assert job["if"] == "inputs.rows > 1 && inputs.dry_run != true"
+    # only for a shared stage the build cache lacks (the plan's count), and its failure fails no run
+    assert job["if"] == "inputs.stages > 0 && inputs.dry_run != true"
+    assert job["continue-on-error"] is True
     assert job["permissions"] == {"contents": "read", "packages": "write"}
     uses = [str(s.get("uses", "")) for s in job["steps"]]
     assert "./.github/actions/build-runner" in uses  # the same engine set-up as the rows' jobs
     assert "./.github/actions/build-runner" in [str(s.get("uses", "")) for s in cells_doc["jobs"]["publish"]["steps"]]
     call = load(ROOT / ".github" / "workflows" / "publish.yml")["jobs"]["publish"]
     assert call["with"]["rows"] == "${{ fromJSON(needs.plan.outputs.count) }}"
+    assert call["with"]["stages"] == "${{ fromJSON(needs.plan.outputs.stages) }}"
     found = rows.rows(expand_matrix(ROOT / "matrix.yaml").cells, rows.Runner(disk=10 << 40))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -515,3 +541,57 @@ def test_the_first_wave_builds_the_stages_every_row_shares_once_before_the_rows(
     env["GROUPS_JSON"] = json.dumps({"include": [{"group": "g", "cells": "ok $(touch pwned)", "images": 2}]})
     proc = run_script(stages_step()["run"], env, tmp_path, tmp_path)
     assert proc.returncode != 0 and not args.exists() and not (tmp_path / "pwned").exists()
+
+
+INSTALL_ACTION = "./.github/actions/install-builder"
+
+
+def test_every_job_that_runs_builder_installs_it_from_the_cached_environment() -> None:
+    for path in WORKFLOWS:
+        for job_id, job in load(path)["jobs"].items():
+            scripts = "\n".join(str(s.get("run", "")) for s in job.get("steps", []))
+            uses = [str(s.get("uses", "")) for s in job.get("steps", [])]
+            assert "pip install ." not in scripts, f"{path.name} {job_id}: installs the factory uncached"
+            if re.search(r"(^|\s)builder ", scripts):
+                assert INSTALL_ACTION in uses, f"{path.name} {job_id}: runs builder without {INSTALL_ACTION}"
+                assert uses.index(INSTALL_ACTION) > uses.index(next(u for u in uses if "actions/checkout" in u))
+    action = load(ROOT / ".github" / "actions" / "install-builder" / "action.yml")
+    steps_ = action["runs"]["steps"]
+    cache = next(s for s in steps_ if str(s.get("uses", "")).startswith("actions/cache@"))
+    assert PINNED.match(cache["uses"]) and cache["with"]["path"] == "~/.rif-venv"
+    key = next(s for s in steps_ if s.get("id") == "key")
+    assert "hashFiles('pyproject.toml')" in key["env"]["HASH"] and "python-version" in key["env"]["PYTHON"]
+
+
+def run_install_step(tmp_path: Path, hit: bool) -> list[list[str]]:
+    """The action's install script with a `python` whose venvs record every pip call (nothing is installed)."""
+    action = load(ROOT / ".github" / "actions" / "install-builder" / "action.yml")
+    (step,) = [s for s in action["runs"]["steps"] if s.get("name") == "Install builder"]
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir(parents=True)
+    recorder = tmp_path / "recorder"
+    recorder.write_text(f"#!/bin/sh\nprintf '%s\\0' \"$@\" >> '{calls}'\necho >> '{calls}'\n")
+    recorder.chmod(0o755)
+    (bin_dir / "python").write_text(
+        "#!/bin/sh\nif [ \"$1\" = -m ] && [ \"$2\" = venv ]; then mkdir -p \"$3/bin\"\n"
+        f"  cp '{recorder}' \"$3/bin/python\"; printf '#!/bin/sh\\n' > \"$3/bin/builder\"\n"
+        f"  chmod +x \"$3/bin/builder\"; exit 0; fi\nexec '{sys.executable}' \"$@\"\n")
+    (bin_dir / "python").chmod(0o755)
+    home = tmp_path / "home"
+    if hit:  # the restored environment
+        subprocess.run([str(bin_dir / "python"), "-m", "venv", str(home / ".rif-venv")], check=True)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HIT": "true" if hit else "", "HOME": str(home),
+           "GITHUB_PATH": str(tmp_path / "path.txt")}
+    proc = run_script(step["run"], env, ROOT, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "path.txt").read_text().strip() == f"{home}/.rif-venv/bin"
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return [[a for a in line.split("\0") if a] for line in lines if line]
+
+
+def test_a_cache_hit_reinstalls_only_the_factory_offline_and_a_miss_installs_everything(tmp_path: Path) -> None:
+    pip = ["-m", "pip", "install", "--quiet"]
+    assert run_install_step(tmp_path / "hit", hit=True) == [
+        [*pip, "--no-deps", "--no-index", "--no-build-isolation", "--force-reinstall", "."]]
+    backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert run_install_step(tmp_path / "miss", hit=False) == [[*pip, *backend], [*pip, "--no-build-isolation", "."]]
