@@ -22,15 +22,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from builder.core import ospins, safefs, tags
+from builder.core import safefs
 from builder.core.errors import InputError
 from builder.core.logfiles import LOG_DIR
 from builder.core.scratch import scratch_dir
 from builder.core.spec import CellSpec
-from builder.registry import credentials, models
-from builder.registry.client import RegistryClient
 from builder.registry.errors import RegistryError
-from builder.render import aptindex, indexpages, lockcache, lockfile, oslock, wheelsizes
+from builder.render import aptindex, basepin, indexpages, lockcache, lockfile, oslock, wheelsizes
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps, stages_of
@@ -40,7 +38,6 @@ from builder.render.wheelhouse import PLATFORMS
 _PAGE_LINE = re.compile(r"Getting page (https?://\S+)")
 _MAX_PIP_LOG = 64 << 20
 OnStep = Callable[[str, str, str], None]  # (combination, lock file, "kept" | "written" | "unchanged" | "error")
-BASE_SIZES: dict[str, int] = {}  # pinned base reference -> its compressed bytes, as pin_base found them
 
 
 class LockError(RuntimeError):
@@ -167,9 +164,9 @@ def _resolve_step(step: lockfile.Step, texts: dict[str, str], cell: CellSpec, c:
     if step.file == lockfile.BASE_FILE:
         try:
             pinned = pin_base(step.wants[0], c.base_registry, c.insecure)
-            made = base_snapshot(pinned, c.insecure) if c.base_registry else None  # Docker Hub's carry no such label
-            return lockfile.base_text(step, pinned, snapshot=made, size=BASE_SIZES.get(pinned))
-        except RegistryError as exc:  # unreachable, refused: this base is not resolved either
+            made = basepin.snapshot(pinned, c.insecure) if c.base_registry else None  # Docker Hub's carry no such label
+            return lockfile.base_text(step, pinned, snapshot=made, size=basepin.SIZES.get(pinned))
+        except (RegistryError, basepin.BaseError) as exc:  # unreachable, refused: this base is not resolved either
             raise LockError(f"base image {step.wants[0]}: {exc}") from exc
     after = [p for f in step.after for p in lockfile.pins_of(texts[f])]
     index = cell.index_url.rstrip("/") + "/"
@@ -205,46 +202,14 @@ def _where(step: lockfile.Step, cell: CellSpec, wheelhouse: Path | None, base_re
 
 def pin_base(ref: str, base_registry: str | None, insecure: frozenset[str]) -> str:
     """`debian:12` -> `debian:12@sha256:...` (or `MIRROR/debian:12@sha256:...`), the registry's current digest; its
-    compressed size goes to BASE_SIZES, for base.txt to record."""
-    pinned, size = pin_base_sized(ref, base_registry, insecure)
+    compressed size goes to basepin.SIZES, for base.txt to record."""
+    try:
+        pinned, size = basepin.pin_sized(ref, base_registry, insecure)
+    except basepin.BaseError as exc:
+        raise LockError(str(exc)) from None
     if size is not None:
-        BASE_SIZES[pinned] = size
+        basepin.SIZES[pinned] = size
     return pinned
-
-
-def pin_base_sized(ref: str, base_registry: str | None, insecure: frozenset[str]) -> tuple[str, int | None]:
-    """pin_base, with the base's compressed size (its linux/amd64 manifest's config and layers; None where the
-    registry's answer does not say)."""
-    name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
-    full = f"{base_registry.rstrip('/')}/{name}" if base_registry else name
-    first = full.split("/", 1)[0]
-    if "/" in full and ("." in first or ":" in first or first == "localhost"):
-        host, repository = first, full.split("/", 1)[1]
-    else:  # Docker Hub: official images live under library/
-        host, repository = "registry-1.docker.io", full if "/" in full else f"library/{full}"
-    api = RegistryClient(host, credentials.lookup(host) if base_registry else None, insecure=insecure)
-    found = api.manifest(repository, tag)
-    if found is None:
-        raise LockError(f"base image {full}:{tag}: no such tag in {host}")
-    return f"{full}:{tag}@{found.digest}", wheelsizes.image_size(api, repository, found.body)
-
-
-def base_snapshot(pinned: str, insecure: frozenset[str]) -> str | None:
-    """The snapshot a digest-pinned base on a mirror was made from (its SNAPSHOT_LABEL, which `builder base
-    --snapshot` sets); None for an image without it or an index (no config of its own). A label that is not a UTC
-    timestamp is a LockError: the lock never records what it cannot read back."""
-    name, _, digest = pinned.partition("@")
-    host, _, rest = name.partition("/")
-    repository = rest.rpartition(":")[0] if ":" in rest.rsplit("/", 1)[-1] else rest
-    api = RegistryClient(host, credentials.lookup(host), insecure=insecure)
-    manifest = api.manifest(repository, digest)
-    if manifest is None or models.parse(models.ManifestDoc, manifest.body, f"base image {pinned}").is_index:
-        return None
-    found = api.config(repository, manifest).labels.get(tags.SNAPSHOT_LABEL)
-    if found is not None and not ospins.TIMESTAMP.fullmatch(found):
-        raise LockError(f"base image {pinned}: its {tags.SNAPSHOT_LABEL} label {found[:40]!r} is not a UTC "
-                        "timestamp like 20261101T000000Z")
-    return found
 
 
 def resolve(step: lockfile.Step, after: list[lockfile.Pin], cell: CellSpec,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from builder.core import tags
-from builder.render import lockfile, resolve
+from builder.render import basepin, lockfile, resolve
 from tests.fakes.matrices import BARE_TORCH, cpu_matrix, load_cells
 from tests.fakes.scripted_registry import Reply, Scripted, Seen
 
@@ -74,3 +74,11 @@ def test_a_snapshot_label_that_is_no_timestamp_is_a_data_error(tmp_path: Path, m
     [error] = report.errors
     assert error.step == "base.txt" and "is not a UTC timestamp" in error.missing, error
     assert not list((tmp_path / "tree").glob("*/lock/base.txt"))
+
+
+def test_a_base_tag_the_registry_lacks_is_a_base_error_naming_it(server: Callable[..., Scripted]) -> None:
+    mirror = server(mirror_of({}))
+    with pytest.raises(basepin.BaseError, match="debian:99: no such tag"):
+        basepin.pin_sized("debian:99", mirror.address, frozenset({mirror.address}))
+    pinned, size = basepin.pin_sized("debian:12", mirror.address, frozenset({mirror.address}))
+    assert pinned.startswith(f"{mirror.address}/debian:12@sha256:") and size is not None
