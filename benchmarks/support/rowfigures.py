@@ -81,7 +81,7 @@ def collect(m: Measured) -> Figures:
     figures = Figures(m, len(rows), len(published), sum(int(r.get("loaded_bytes") or 0) for r in rows),
                       sum(own.values()), m.registry.stored_bytes(),
                       sum(n for d, n in own.items() if d not in kept), None)
-    return replace(figures, estimate=int(factor * figures.row_images / 2) if factor else None)
+    return replace(figures, estimate=int(factor * figures.row_images) if factor else None)
 
 
 def _ratio(a: float, b: float) -> str:
@@ -105,6 +105,6 @@ def print_figures(f: Figures) -> None:
         lines.append("plan's estimate vs measured peak: TODO (builder.publish.sizes.PEAK_FACTOR not on this branch)")
     else:
         lines.append(f"plan's estimate / measured peak:  {_ratio(f.estimate, peak)} ({size(f.estimate)} / "
-                     f"{size(peak)}: PEAK_FACTOR x the row's installed bytes, half its images' disk)"
+                     f"{size(peak)}: PEAK_FACTOR x the row's images on the store)"
                      "   target within 20%")
     print("\n".join(lines))

@@ -6,7 +6,8 @@ family's device packages (channels whose wheels split per gfx target) and, for a
 Images of one row that share a part store it once. A part's compressed size comes from the combination's locks
 where they record sizes (builder lock: each wheel's size, the base image's compressed size), else from the cited
 figures of builder/data/sizes.yaml. Installed bytes are compressed bytes times the data's ratio; a row's peak disk
-is its images' installed bytes (each shared part once) times PEAK_FACTOR.
+is its images' footprint on the engine's containerd store (each shared part once: its compressed blobs beside its
+unpacked snapshots, compressed plus installed bytes) times PEAK_FACTOR.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from builder.core.errors import InputError, usage_error
 from builder.render import lockfile
 from builder.render.dockerfile import RenderedCell
 
-# Peak disk during a row's build over its final images' installed bytes: BuildKit's snapshots beside the unpacked
-# images on the containerd store. docs/benchmarks.md "Measured at ROCm scale" (11.219 GB / 4.588 GB); the row
-# benchmark (benchmarks/, issue 37) re-measures it: change it here, in one place.
-PEAK_FACTOR = 2.445
+# Peak disk during a row's publish over its final images' footprint on the containerd store (compressed blobs and
+# unpacked snapshots): what BuildKit's cache, the bake's OCI layout and the images being validated add at the worst
+# moment. Measured by benchmarks/bench_row.py (docs/benchmarks.md "The largest row at ROCm size": 5.273 GB / 3.578
+# GB, scale 1/16, with --release); it was 2.445 before images were loaded without the blobs the engine holds and
+# released family by family. Change it here, in one place, when the benchmark says otherwise.
+PEAK_FACTOR = 1.474
 GIB = 1 << 30
 # The publish workflow's runner (.github/workflows/publish-cells.yml: ubuntu-24.04) after its own clean-up
 # (.github/actions/build-runner removes .NET, Android, GHC and CodeQL, then prunes Docker): GitHub documents 14 GB
@@ -98,11 +101,13 @@ def installed(compressed: int) -> int:
 
 
 def peak_of(images: list[ImageSize]) -> int:
-    """The peak disk of building these images on one runner: their installed bytes, each shared part once."""
+    """The peak disk of building these images on one runner: their footprint (compressed and installed bytes), each
+    shared part once, times PEAK_FACTOR."""
     parts: dict[Part, int] = {}
     for image in images:
         parts.update(image.parts)
-    return int(installed(sum(parts.values())) * PEAK_FACTOR)
+    compressed = sum(parts.values())
+    return int((compressed + installed(compressed)) * PEAK_FACTOR)
 
 
 def estimate(rendered: RenderedCell) -> ImageSize:
