@@ -212,6 +212,10 @@ def model(plan_s: float, plan_source: str, quick: bool) -> None:
 
 RTT_S = 0.1  # assumed: one conditional request to download.pytorch.org / PyPI (CDN) from a hosted runner
 PROJECTS_PER_INDEX = 40  # assumed: torch's closure, the companions, numpy, a family's device packages, per index
+# builder lock --update moves each OS's archive snapshot to now and reads its Packages indexes once per run
+# (aptindex keeps them for every combination): measured here 2026-11-28, aptindex.load of the host mirror's bookworm
+# main (63,436 packages) 16.0 s; taken twice per OS for its other suites and Ubuntu's larger universe (assumed).
+OS_INDEXES_S = 2 * 16.0
 STEP_S_ISSUE = 30 * 60 / 321  # issue 37: 321 pip steps in 10-30 minutes one after another; the upper figure
 
 
@@ -222,7 +226,7 @@ def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: 
     step_s = max(lock.cold_s / max(lock.pip_steps, 1), STEP_S_ISSUE)
     pages = p.indexes * PROJECTS_PER_INDEX
     quiet_s = (lock.quiet_s / max(lock.pip_steps, 1) * pip + pages * RTT_S / nightmodel.LOCK_WORKERS
-               + len(set(p.base.values())) * RTT_S
+               + len(set(p.base.values())) * (RTT_S + OS_INDEXES_S)
                + nightscenarios.expiring(p) * step_s / min(nightmodel.LOCK_WORKERS, nightmodel.RUNNER_CPUS))
     if install is None:
         uncached, cached = F(45.0, "not measured (--quick): this machine's figure in docs/benchmarks.md"), \
@@ -241,7 +245,8 @@ def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: 
                                 f"cache, loopback 304) x {pip} steps + {pages} pages ({p.indexes} indexes x "
                                 f"{PROJECTS_PER_INDEX} projects, assumed) x {RTT_S} s RTT (assumed) / "
                                 f"{nightmodel.LOCK_WORKERS} workers + {nightscenarios.expiring(p):.0f} expiring "
-                                f"steps resolved"),
+                                f"steps resolved + {len(set(p.base.values()))} OSes' archive indexes read once "
+                                f"({OS_INDEXES_S:.0f} s each: 16 s measured for bookworm main, x2 assumed)"),
         lock_step_s=F(step_s, f"the larger of this machine's cold step on loopback "
                               f"({lock.cold_s / max(lock.pip_steps, 1):.1f} s) and issue 37's 30 min / 321 steps"),
         row_setup_s=F(60.0, "assumed: build-runner frees the disk and restarts the engine"),

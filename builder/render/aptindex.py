@@ -12,8 +12,10 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import threading
 import urllib.error
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -116,8 +118,33 @@ def _meets(version: str, relation: object) -> bool:
     return {"<<": cmp < 0, "<=": cmp <= 0, "=": cmp == 0, ">=": cmp >= 0, ">>": cmp > 0}[op]
 
 
+KEPT_INDEXES = 8  # a lock refresh reads a few OSes' suites: the last ones loaded are kept for the next combination
+_LOADED: OrderedDict[tuple[tuple[Source, ...], str], Index] = OrderedDict()
+_LOADING = threading.Lock()
+
+
 def load(sources: Iterable[Source], arch: str = "amd64") -> Index:
-    """Every suite and component of the sources, merged (the newest version of each package wins)."""
+    """Every suite and component of the sources, merged (the newest version of each package wins). Read once per
+    process for the same sources (a snapshot never changes): `builder lock` of every combination fetches and parses
+    each OS's indexes once, so its cost grows with the OSes, not with the fleet of combinations."""
+    key = (tuple(sources), arch)
+    with _LOADING:  # combinations are locked concurrently (lock --jobs): one of them reads, the others wait for it
+        found = _LOADED.get(key)
+        if found is None:
+            found = _LOADED[key] = _read(key[0], arch)
+            while len(_LOADED) > KEPT_INDEXES:
+                _LOADED.popitem(last=False)
+        _LOADED.move_to_end(key)
+    return found
+
+
+def forget() -> None:
+    """Drop the indexes read so far: for a mirror that changed under its URL (a test's archive; never a snapshot)."""
+    with _LOADING:
+        _LOADED.clear()
+
+
+def _read(sources: tuple[Source, ...], arch: str) -> Index:
     index = Index()
     for source in sources:
         for component in source.components:

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.render import aptindex
+
 
 @dataclass(frozen=True)
 class Deb:
@@ -51,7 +53,10 @@ def build_deb(deb: Deb, pool: Path) -> Path:
 
 
 def write_snapshot(root: Path, stamp: str, codename: str, debs: list[Deb], real: bool = False) -> None:
-    """One dated snapshot of one suite: its index (and .debs when real) and a Release naming the index's hash."""
+    """One dated snapshot of one suite: its index (and .debs when real) and a Release naming the index's hash. A
+    snapshot never changes, so builder.render.aptindex keeps what it read: a test that rewrites one (or serves another
+    archive on a port an earlier one had) makes this process read it again."""
+    aptindex.forget()
     top = root / stamp
     pool = top / "pool"
     pool.mkdir(parents=True, exist_ok=True)
@@ -78,6 +83,7 @@ class Served:
     """`python3 -m http.server` on a free loopback port, serving root."""
 
     def __init__(self, root: Path) -> None:
+        aptindex.forget()
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from debian import deb822
 
+from builder.core.ospins import Source
 from builder.render import aptindex
 
 PACKAGES = """\
@@ -91,3 +92,30 @@ def test_an_unmet_versioned_dependency_is_an_archive_error() -> None:
                                              "Depends: libpython3 (>= 4)\n"], use_apt_pkg=False))
     with pytest.raises(aptindex.ArchiveError, match="tool 1 depends on libpython3"):
         idx.closure(["tool"], set())
+
+
+def test_the_same_sources_are_read_once_per_process_and_forget_reads_them_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock refresh of every combination reads each OS's indexes once: its cost grows with the OSes."""
+    fetched: list[str] = []
+
+    def fetch(folder: str) -> str:
+        fetched.append(folder)
+        return "Package: rif-a\nVersion: 1.0\nArchitecture: all\nSHA256: " + "a" * 64 + "\n"
+
+    monkeypatch.setattr(aptindex, "_fetch", fetch)
+    aptindex.forget()
+    one = (Source("http://127.0.0.1:9/20261101T000000Z/", "bookworm", ("main",)),)
+    other = (Source("http://127.0.0.1:9/20261102T000000Z/", "bookworm", ("main",)),)
+    first = aptindex.load(one)
+    assert aptindex.load(one) is first and aptindex.load(list(one)) is first
+    assert len(fetched) == 1
+    aptindex.load(other)
+    assert len(fetched) == 2, "another snapshot is read"
+    for n in range(aptindex.KEPT_INDEXES):
+        aptindex.load((Source(f"http://127.0.0.1:9/2026110{n}T120000Z/", "bookworm", ("main",)),))
+    aptindex.load(one)
+    assert len(fetched) == 3 + aptindex.KEPT_INDEXES, "the oldest was let go: at most KEPT_INDEXES are kept"
+    aptindex.forget()
+    aptindex.load(one)
+    assert len(fetched) == 4 + aptindex.KEPT_INDEXES
