@@ -13,9 +13,9 @@ A file of its own (`<combination>/lock/os-<step>.txt`, written by `builder lock`
 
 `for` is what the step asks for (a lock asked for other packages is stale), `source` lines are the archive at that
 snapshot (one per suite; a vendor's repository of one release, such as AMD's, needs no timestamp and ends in
-`signed-by=/KEYRING`, the key apt checks it with), `trusted: yes` marks an unsigned mirror the site trusts (a test's loopback archive), and
-each `pin` is one package of the step's closure. Reading is bounded and names the file and line of the first
-thing that does not fit.
+`signed-by=/KEYRING`, the key apt checks it with), `trusted: yes` marks an unsigned mirror the site trusts (a
+test's loopback archive), and each `pin` is one package of the step's closure. Reading is bounded and names the
+file and line of the first thing that does not fit.
 """
 
 from __future__ import annotations

@@ -91,8 +91,8 @@ def test_the_locked_sdk_step_installs_exactly_the_pins_with_amds_source_signed_b
     named = [line.split("--no-install-recommends ")[1].split(" >")[0].removesuffix(" \\").split() for line in installs]
     assert len(named) == 4 and all(re.fullmatch(r"[a-z0-9.+-]+=[0-9][^ =]*", word) for words in named for word in words)
     assert named[0] == ["curl=8.5.0-2ubuntu10", "gnupg=2.4.4-2ubuntu17"] and len(named[3]) == 9
-    first_install, key, amd = step.index(" install -y "), step.index("gpg --batch --yes --dearmor"), step.index(amd_line)
-    assert first_install < key < amd  # curl and gnupg from the snapshot alone, AMD's source only once its key is in
+    key = step.index("gpg --batch --yes --dearmor")  # curl and gnupg from the snapshot alone, AMD's source after
+    assert step.index(" install -y ") < key < step.index(amd_line)
     assert step.count("apt would install packages the lock does not pin") == 2
     assert "apt-mark auto gpg hipcc libcurl4 libgfortran5 rocblas rocblas-dev" in step
     (tmp_path / "Dockerfile").write_text(devel.dockerfile)  # DL3008 (unpinned apt), not ignored, holds

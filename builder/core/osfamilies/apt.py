@@ -110,8 +110,8 @@ def sdk_steps(release: str, os_name: str) -> list[str]:
     repository only through it (signed-by)."""
     apt = facts.compat().amd_apt
     return [*_key_commands(), *_repo_commands(apt.repo.format(rocm=release), apt.suites[os_name]), "apt-get update",
-            f"apt-get install -y --no-install-recommends {' '.join(apt.packages)}", remove_command(list(FETCH_PACKAGES)),
-            _SDK_DONE]
+            f"apt-get install -y --no-install-recommends {' '.join(apt.packages)}",
+            remove_command(list(FETCH_PACKAGES)), _SDK_DONE]
 
 
 def sdk_source(release: str, os_name: str) -> ospins.Source | None:
