@@ -133,7 +133,7 @@ def pinned_sdk_commands(lock: ospins.OsLock) -> list[str]:
     amd = [s for s in lock.sources if s.signed_by == KEYRING]
     fetch = [p for p in lock.packages if p.name in FETCH_PACKAGES]
     auto = sorted(p.name for p in lock.packages if p.name not in lock.wants)
-    return [*_checked_install(lock, [s for s in lock.sources if s not in amd], _pins(fetch)), *_key_commands(),
+    return [*_checked_install(lock, [s for s in lock.sources if not s.signed_by], _pins(fetch)), *_key_commands(),
             *[c for s in amd for c in _repo_commands(s.url.rstrip("/"), s.suite)],
             *_checked_install(lock, list(lock.sources), _pins(lock.packages)),
             *([f"apt-mark auto {' '.join(auto)}"] if auto else []), remove_command(list(FETCH_PACKAGES)), _SDK_DONE]
