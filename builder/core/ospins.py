@@ -8,12 +8,14 @@ A file of its own (`<combination>/lock/os-<step>.txt`, written by `builder lock`
     snapshot: 20261101T000000Z
     trusted: no
     source: https://snapshot.debian.org/archive/debian/20261101T000000Z/ bookworm main
+    source: https://repo.radeon.com/rocm/apt/7.2.1/ noble main signed-by=/etc/apt/keyrings/rocm.gpg
     pin: libpython3.11-minimal:amd64=3.11.2-6+deb12u6 <sha256 of the .deb>
 
 `for` is what the step asks for (a lock asked for other packages is stale), `source` lines are the archive at that
-snapshot (one per suite), `trusted: yes` marks an unsigned mirror the site trusts (a test's loopback archive), and
-each `pin` is one package of the step's closure. Reading is bounded and names the file and line of the first
-thing that does not fit.
+snapshot (one per suite; a vendor's repository of one release, such as AMD's, needs no timestamp and ends in
+`signed-by=/KEYRING`, the key apt checks it with), `trusted: yes` marks an unsigned mirror the site trusts (a
+test's loopback archive), and each `pin` is one package of the step's closure. Reading is bounded and names the
+file and line of the first thing that does not fit.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ MAX_PINS = 5000
 TIMESTAMP = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _NAME = r"[a-z0-9][a-z0-9+.-]*"
 _PIN = re.compile(rf"({_NAME}):([a-z0-9-]+)=([0-9][A-Za-z0-9.+~:-]*) ([0-9a-f]{{64}}|-)")
-_SOURCE = re.compile(r"(https?://[^\s]+/) ([A-Za-z0-9._/-]+)((?: [A-Za-z0-9._-]+)+)")
+_SOURCE = re.compile(r"(https?://[^\s]+/) ([A-Za-z0-9._/-]+)((?: [A-Za-z0-9._-]+)+)(?: signed-by=(/[A-Za-z0-9._/-]+))?")
 _KEYS = ("os", "for", "snapshot", "trusted")
 
 
@@ -51,6 +53,11 @@ class Source:
     url: str  # the archive at the snapshot, ending in /
     suite: str
     components: tuple[str, ...]
+    signed_by: str = ""  # the keyring (a path in the image) apt checks this source with; '': the lock's trust
+
+    def line(self) -> str:
+        signed = f" signed-by={self.signed_by}" if self.signed_by else ""
+        return f"source: {self.url} {self.suite} {' '.join(self.components)}{signed}\n"
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ class OsLock:
         head = (f"{MAGIC}\n# Written by `builder lock`; refresh with `builder lock --update`, never by hand.\n"
                 f"os: {self.os}\nfor: {' '.join(self.wants)}\nsnapshot: {self.snapshot}\n"
                 f"trusted: {'yes' if self.trusted else 'no'}\n")
-        sources = "".join(f"source: {s.url} {s.suite} {' '.join(s.components)}\n" for s in self.sources)
+        sources = "".join(s.line() for s in self.sources)
         return head + sources + "".join(p.line() for p in sorted(self.packages, key=lambda p: (p.name, p.arch)))
 
 
@@ -128,8 +135,8 @@ def _pin(value: str, where: Path, number: int) -> Package:
 def _source(value: str, where: Path, number: int) -> Source:
     match = _SOURCE.fullmatch(value)
     if not match:
-        raise _bad(where, number, "source", f"{value[:80]!r} is not `URL/ SUITE COMPONENT...`")
-    return Source(match[1], match[2], tuple(match[3].split()))
+        raise _bad(where, number, "source", f"{value[:80]!r} is not `URL/ SUITE COMPONENT... [signed-by=/KEYRING]`")
+    return Source(match[1], match[2], tuple(match[3].split()), match[4] or "")
 
 
 def _bad(where: Path, line: int | None, key: str, message: str) -> InputError:

@@ -7,6 +7,7 @@ pin them.
 
 from __future__ import annotations
 
+from builder.core import ospins
 from builder.core.spec import CellSpec
 
 
@@ -48,6 +49,12 @@ def os_sdk_steps(cell: CellSpec) -> list[str]:
     nothing: the OS family writes the steps, the channel says which release."""
     release = cell.wheels.os_sdk_release(cell)
     return [] if release is None else cell.os_family.sdk_steps(release, cell.os)
+
+
+def os_sdk_source(cell: CellSpec) -> ospins.Source | None:
+    """AMD's repository that os_sdk_steps read, as an OS lock's source (None: the image has no such step)."""
+    release = cell.wheels.os_sdk_release(cell)
+    return None if release is None else cell.os_family.sdk_source(release, cell.os)
 
 
 def requirements(cell: CellSpec) -> list[str]:

@@ -31,12 +31,12 @@ from builder.render import lockfile, oslock
 MEDIA_TYPE = "application/vnd.rocm-image-factory.lock.v1+json"
 TITLE = "lock.json"
 MAX_BYTES = 4 << 20  # an image's locks are tens of KB: a few hundred pins and a few hundred OS packages
-MAX_FILES = 64  # base, torch, its deps, a family's device and runtime steps, a devel's SDK, two OS steps
+MAX_FILES = 64  # base, torch, its deps, a family's device and runtime steps, a devel's SDK, three OS steps
 MAX_FILE_CHARS = ospins.MAX_BYTES
 # A lock file's name as `builder lock` writes them (base.txt, torch.txt, torch-deps.txt, <stage>-device.txt,
-# <stage>.txt, os-base.txt, os-devel.txt): one name, no folder, no dot first.
+# <stage>.txt, os-base.txt, os-devel.txt, os-sdk.txt): one name, no folder, no dot first.
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9_-]+)*\.txt", re.ASCII)
-OS_FILES = (oslock.BASE_STEP, oslock.DEVEL_STEP)
+OS_FILES = (oslock.BASE_STEP, oslock.DEVEL_STEP, oslock.SDK_STEP)
 ANNOTATIONS = {"snapshot": LABEL_PREFIX + "lock.snapshot", "base": LABEL_PREFIX + "lock.base-snapshot",
                "wheels": LABEL_PREFIX + "lock.wheels", "os": LABEL_PREFIX + "lock.os-packages"}
 

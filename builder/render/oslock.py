@@ -1,7 +1,9 @@
 """A combination's OS package locks: which apt steps it has, the snapshot they read, and their closures.
 
-Two steps install OS packages: the base's runtime and venv packages (`os-base.txt`) and, where the combination
-has a devel image, its toolchain (`os-devel.txt`, over what the base step leaves: its runtime packages). `builder
+Three steps install OS packages: the base's runtime and venv packages (`os-base.txt`), where the combination
+has a devel image, its toolchain (`os-devel.txt`, over what the base step leaves: its runtime packages), and where
+that devel image adds the ROCm SDK from AMD's apt repository, the SDK step (`os-sdk.txt`: curl, gnupg and AMD's
+SDK packages, over both, from the snapshot and AMD's repository of the ROCm release, checked with AMD's key). `builder
 lock` resolves each against the OS's archive at one snapshot timestamp (builder/data/os.yaml, or one mirror for
 every OS: --apt-snapshot / RIF_APT_SNAPSHOT) and writes its lock; a render reads them back. The snapshot is kept
 until `--update` moves it to now (or to --apt-snapshot-time / RIF_APT_SNAPSHOT_TIME).
@@ -19,10 +21,11 @@ from builder.core import ospins, safefs
 from builder.core.errors import InputError
 from builder.core.spec import CellSpec
 from builder.render import aptindex
-from builder.render.installs import devel_packages, runtime_packages, venv_packages
+from builder.render.installs import devel_packages, os_sdk_source, runtime_packages, venv_packages
 
 BASE_STEP = "os-base.txt"
 DEVEL_STEP = "os-devel.txt"
+SDK_STEP = "os-sdk.txt"
 URL_ENV = "RIF_APT_SNAPSHOT"  # one archive for every OS: an air-gapped site's mirror, a test's loopback archive
 TIME_ENV = "RIF_APT_SNAPSHOT_TIME"
 TRUSTED_ENV = "RIF_APT_SNAPSHOT_TRUSTED"  # yes: the mirror is unsigned and trusted as it is (a test's)
@@ -33,6 +36,7 @@ class OsStep:
     file: str
     wants: tuple[str, ...]
     over: tuple[str, ...] = ()  # packages a step below installed and kept: not installed again
+    extra: tuple[ospins.Source, ...] = ()  # sources beside the snapshot's (AMD's repository of one release)
 
 
 # An archive's address: http(s), a host, a path of printable ASCII without spaces or quotes.
@@ -75,6 +79,10 @@ def steps(members: list[CellSpec]) -> list[OsStep]:
     found = [OsStep(BASE_STEP, runtime + tuple(venv_packages(first)))]
     if any(c.flavor == "devel" for c in members):
         found.append(OsStep(DEVEL_STEP, tuple(devel_packages(first)), over=runtime))
+    sdk = next((s for s in map(os_sdk_source, (c for c in members if c.flavor == "devel")) if s is not None), None)
+    if sdk is not None:
+        found.append(OsStep(SDK_STEP, first.os_family.sdk_packages(), over=runtime + tuple(devel_packages(first)),
+                            extra=(sdk,)))
     return found
 
 
@@ -84,21 +92,22 @@ def lock_group(members: list[CellSpec], lock_dir: Path, snapshot: Snapshot, upda
     old = {s.file: _old(lock_dir / s.file) for s in steps(members)}
     kept_time = next((o.snapshot for o in old.values() if o is not None), None)
     time = snapshot.time or (None if update else kept_time) or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    sources = snapshot.sources(cell, time)
     texts: dict[str, str] = {}
-    index: aptindex.Index | None = None
+    indexes: dict[tuple[ospins.Source, ...], aptindex.Index] = {}
     for step in steps(members):
         current = old[step.file]
+        sources = snapshot.sources(cell, time) + step.extra
         if (current is not None and not update and current.snapshot == time and current.wants == step.wants
                 and current.os == cell.os and current.sources == sources):
             texts[step.file] = current.text()
             continue
-        index = index or aptindex.load(sources)
+        index = indexes[sources] = indexes.get(sources) or aptindex.load(sources)
         present = index.base_set()
         if step.over:
             present |= {p.name for p in index.closure(step.over, present)}
         packages = tuple(index.closure(step.wants, present))
-        if current is not None and current.wants == step.wants and set(current.packages) == set(packages):
+        if (current is not None and current.wants == step.wants and set(current.packages) == set(packages)
+                and set(step.extra) <= set(current.sources)):
             texts[step.file] = current.text()  # the archive moved, this closure did not: the lock stays as it is
             continue
         texts[step.file] = ospins.OsLock(cell.os, step.wants, time, sources, packages, snapshot.trusted).text()
@@ -124,6 +133,10 @@ def read_group(lock_dir: Path, members: list[CellSpec]) -> dict[str, ospins.OsLo
         if lock.wants != step.wants or lock.os != members[0].os:
             raise ospins.stale(path, f"resolved for {lock.os}: {' '.join(lock.wants)}; the matrix now asks for "
                                      f"{members[0].os}: {' '.join(step.wants)} (run `builder lock`)")
+        missing = [s for s in step.extra if s not in lock.sources]
+        if missing:
+            raise ospins.stale(path, f"resolved without {missing[0].url} {missing[0].suite}, which the matrix now "
+                                     "installs from (run `builder lock`)")
         found[step.file] = lock
     return found
 

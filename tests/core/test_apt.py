@@ -41,3 +41,10 @@ def test_every_apt_get_install_of_a_locked_step_names_each_pinned_version() -> N
         words = command.split(" install ", 1)[1].split(" > ", 1)[0].split()
         assert sorted(w for w in words if not w.startswith("-")) == ["libc6=2.36-9+deb12u14", "python3=3.11.2-1+b1"]
     assert any("20261101T000000Z" in c and "trusted=yes" in c for c in apt.pinned_install_commands(lock))
+
+
+def test_amds_repository_is_a_lock_source_of_one_release_signed_by_its_keyring() -> None:
+    assert apt.sdk_source("7.2.1", "ubuntu-24.04") == ospins.Source(
+        "https://repo.radeon.com/rocm/apt/7.2.1/", "noble", ("main",), "/etc/apt/keyrings/rocm.gpg")
+    assert apt.sdk_source("7.2.1", "debian-12") is None  # AMD documents no Debian suite
+    assert apt.sdk_packages() == ("curl", "gnupg", "rocm-hip-sdk")

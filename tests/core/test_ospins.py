@@ -26,6 +26,26 @@ def test_a_lock_reads_back_as_written() -> None:
     assert set(read.packages) == set(LOCK.packages)
 
 
+AMD = ospins.Source("https://repo.radeon.com/rocm/apt/7.2.1/", "noble", ("main",), "/etc/apt/keyrings/rocm.gpg")
+
+
+def test_a_source_signed_by_a_keyring_reads_back_and_one_without_is_read_as_before() -> None:
+    lock = ospins.OsLock(LOCK.os, LOCK.wants, LOCK.snapshot, (*LOCK.sources, AMD), LOCK.packages)
+    text = lock.text()
+    assert "source: https://repo.radeon.com/rocm/apt/7.2.1/ noble main signed-by=/etc/apt/keyrings/rocm.gpg\n" in text
+    assert ospins.parse(text, Path("os-sdk.txt")).sources == lock.sources
+    assert ospins.parse(text, Path("os-sdk.txt")).sources[0].signed_by == ""  # a lock written before signed-by
+
+
+@pytest.mark.parametrize("tail", ["signed-by=rocm.gpg", "signed-by=/k'ey", "signed-by=", "signed-by=/a signed-by=/b"])
+def test_a_signed_by_that_is_no_absolute_path_is_named_by_line(tail: str) -> None:
+    text = LOCK.text().replace(" bookworm main\n", f" bookworm main {tail}\n")
+    with pytest.raises(InputError) as caught:
+        ospins.parse(text, Path("os-sdk.txt"))
+    [problem] = caught.value.problems
+    assert (problem.line, problem.key) == (7, "source"), str(problem)
+
+
 @pytest.mark.parametrize(("change", "line", "key"), [
     (("pin: python3:amd64=3.11.2-1+b1 " + "a" * 64, "pin: python3=3.11.2-1+b1 " + "a" * 64), 9, "pin"),
     (("pin: python3:amd64=3.11.2-1+b1 " + "a" * 64, "pin: python3:amd64=3.11.2 $(reboot)"), 9, "pin"),

@@ -85,6 +85,19 @@ def test_a_file_name_no_lock_has_is_refused(name: str) -> None:
     assert "is no lock file's name" in said or "files" in said, said
 
 
+def test_an_sdk_steps_os_lock_is_read_and_counted_as_os_packages_not_wheels() -> None:
+    files = good_files()
+    amd = ospins.Source("https://repo.radeon.com/rocm/apt/7.2.1/", "noble", ("main",), "/etc/apt/keyrings/rocm.gpg")
+    sdk = ospins.OsLock("ubuntu-24.04", ("curl", "gnupg", "rocm-hip-sdk"), SNAP, (amd,),
+                        (ospins.Package("rocm-hip-sdk", "amd64", "7.2.1.70201-81~24.04", ""),))
+    recorded = lockrecord.Recorded({**files, oslock.SDK_STEP: sdk.text()})
+    body = recorded.body
+    assert lockrecord.parse(body, "sha256:" + hashlib.sha256(body).hexdigest(), "x") == recorded
+    assert (recorded.wheels, recorded.os_packages) == (3, 4)
+    body, digest = blob({**files, oslock.SDK_STEP: sdk.text().replace("signed-by=/etc", "signed-by=etc")})
+    assert oslock.SDK_STEP in refused(body, digest)
+
+
 @pytest.mark.parametrize(("name", "change"), [
     ("torch.txt", lambda t: t + "--extra-index-url http://evil.example/simple\n"),  # an option pip would take
     ("torch.txt", lambda t: t.replace("    --hash=sha256:", "    --hash=md5:")),

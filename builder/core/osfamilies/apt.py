@@ -34,26 +34,40 @@ _SNAPSHOT_APT = f"apt-get -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceP
 _PLANNED = r"sed -n 's/^Inst \([^ :]*\)[^ ]* \(\[[^]]*\] \)\{0,1\}(\([^ ]*\) .*/\1=\3/p'"
 
 
-def pinned_install_commands(lock: ospins.OsLock) -> list[str]:
-    """Install exactly the lock's packages from its snapshot: a simulated install first, and the step fails, naming
+def _source_line(source: ospins.Source, trusted: bool) -> str:
+    """A vendor's source is checked with its own key (signed-by); the snapshot's as the lock says."""
+    options = "check-valid-until=no" + (f" signed-by={source.signed_by}" if source.signed_by
+                                        else " trusted=yes" if trusted else "")
+    return f"'deb [{options}] {source.url} {source.suite} {' '.join(source.components)}'"
+
+
+def _pins(packages: tuple[ospins.Package, ...] | list[ospins.Package]) -> str:
+    return " ".join(f"{p.name}={p.version}" for p in sorted(packages, key=lambda p: p.name))
+
+
+def _checked_install(lock: ospins.OsLock, sources: list[ospins.Source], install: str) -> list[str]:
+    """Install `install` (NAME=VERSION...) from the sources; first a simulated install, and the step fails, naming
     them, if apt would install anything the lock does not pin (a base that moved, an archive that differs)."""
-    options = "[check-valid-until=no" + (" trusted=yes]" if lock.trusted else "]")
-    lines = " ".join(f"'deb {options} {s.url} {s.suite} {' '.join(s.components)}'" for s in lock.sources)
-    pins = " ".join(f"{p.name}={p.version}" for p in sorted(lock.packages, key=lambda p: p.name))
+    lines = " ".join(_source_line(s, lock.trusted) for s in sources)
     return [
         f"rm -rf {_SNAPSHOT_DIR} && mkdir -p {_SNAPSHOT_DIR}",
         f"printf '%s\\n' {lines} > {_SNAPSHOT_DIR}/snapshot.list",
         f"{_SNAPSHOT_APT} update",
-        f"printf '%s\\n' {pins} > {_SNAPSHOT_DIR}/pinned",
-        f"{_SNAPSHOT_APT} -s -y install --no-install-recommends {pins} > {_SNAPSHOT_DIR}/plan",
+        f"printf '%s\\n' {_pins(lock.packages)} > {_SNAPSHOT_DIR}/pinned",
+        f"{_SNAPSHOT_APT} -s -y install --no-install-recommends {install} > {_SNAPSHOT_DIR}/plan",
         f"{_PLANNED} {_SNAPSHOT_DIR}/plan > {_SNAPSHOT_DIR}/planned",  # no pipe: a failing simulation fails the step
         f"sort -o {_SNAPSHOT_DIR}/pinned {_SNAPSHOT_DIR}/pinned",
         f"sort -o {_SNAPSHOT_DIR}/planned {_SNAPSHOT_DIR}/planned",
         f"comm -23 {_SNAPSHOT_DIR}/planned {_SNAPSHOT_DIR}/pinned > {_SNAPSHOT_DIR}/unpinned",
         f"if [ -s {_SNAPSHOT_DIR}/unpinned ]; then echo 'apt would install packages the lock does not pin "
         f"(snapshot {lock.snapshot}):' >&2; cat {_SNAPSHOT_DIR}/unpinned >&2; exit 1; fi",
-        f"{_SNAPSHOT_APT} install -y --no-install-recommends {pins}",
+        f"{_SNAPSHOT_APT} install -y --no-install-recommends {install}",
     ]
+
+
+def pinned_install_commands(lock: ospins.OsLock) -> list[str]:
+    """Install exactly the lock's packages from its snapshot, failing on anything else."""
+    return _checked_install(lock, list(lock.sources), _pins(lock.packages))
 
 
 def remove_command(packages: list[str]) -> str:
@@ -65,11 +79,11 @@ def cleanup_command() -> str:
             "/var/cache/ldconfig/aux-cache")
 
 
-def sdk_steps(release: str, os_name: str) -> list[str]:
-    """The key is fetched over HTTPS and refused unless its fingerprint is the pinned one, and apt trusts the
-    repository only through it (signed-by)."""
+KEYRING = "/etc/apt/keyrings/rocm.gpg"
+
+
+def _key_commands() -> list[str]:
     apt = facts.compat().amd_apt
-    repo = apt.repo.format(rocm=release)
     return [
         "export GNUPGHOME=/tmp/rif-gnupg",
         "install -d -m 0700 /tmp/rif-gnupg",
@@ -77,16 +91,52 @@ def sdk_steps(release: str, os_name: str) -> list[str]:
         "gpg --batch --show-keys --with-colons /tmp/rif-rocm.asc > /tmp/rif-rocm.keys",
         f"grep -qx 'fpr:::::::::{apt.key_fingerprint}:' /tmp/rif-rocm.keys",
         "install -d -m 0755 /etc/apt/keyrings",
-        "gpg --batch --yes --dearmor -o /etc/apt/keyrings/rocm.gpg /tmp/rif-rocm.asc",
-        f'echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {repo} {apt.suites[os_name]} main" '
-        "> /etc/apt/sources.list.d/rocm.list",
-        "printf 'Package: *\\nPin: release o=repo.radeon.com\\nPin-Priority: 600\\n' "
-        "> /etc/apt/preferences.d/rocm-pin-600",
-        "apt-get update",
-        f"apt-get install -y --no-install-recommends {' '.join(apt.packages)}",
-        remove_command(list(FETCH_PACKAGES)),
-        "rm -rf /tmp/rif-gnupg /tmp/rif-rocm.asc /tmp/rif-rocm.keys",
+        f"gpg --batch --yes --dearmor -o {KEYRING} /tmp/rif-rocm.asc",
     ]
+
+
+def _repo_commands(url: str, suite: str) -> list[str]:
+    """AMD's repository in the image's own sources, preferred over the OS's (AMD's own pin), for who extends it."""
+    return [f'echo "deb [arch=amd64 signed-by={KEYRING}] {url} {suite} main" > /etc/apt/sources.list.d/rocm.list',
+            "printf 'Package: *\\nPin: release o=repo.radeon.com\\nPin-Priority: 600\\n' "
+            "> /etc/apt/preferences.d/rocm-pin-600"]
+
+
+_SDK_DONE = "rm -rf /tmp/rif-gnupg /tmp/rif-rocm.asc /tmp/rif-rocm.keys"
+
+
+def sdk_steps(release: str, os_name: str) -> list[str]:
+    """The key is fetched over HTTPS and refused unless its fingerprint is the pinned one, and apt trusts the
+    repository only through it (signed-by)."""
+    apt = facts.compat().amd_apt
+    return [*_key_commands(), *_repo_commands(apt.repo.format(rocm=release), apt.suites[os_name]), "apt-get update",
+            f"apt-get install -y --no-install-recommends {' '.join(apt.packages)}",
+            remove_command(list(FETCH_PACKAGES)), _SDK_DONE]
+
+
+def sdk_source(release: str, os_name: str) -> ospins.Source | None:
+    """AMD's repository of one ROCm release (no timestamp: it is one per release), checked with AMD's key."""
+    apt = facts.compat().amd_apt
+    if os_name not in apt.suites:
+        return None
+    return ospins.Source(apt.repo.format(rocm=release).rstrip("/") + "/", apt.suites[os_name], ("main",), KEYRING)
+
+
+def sdk_packages() -> tuple[str, ...]:
+    return FETCH_PACKAGES + facts.compat().amd_apt.packages
+
+
+def pinned_sdk_commands(lock: ospins.OsLock) -> list[str]:
+    """sdk_steps from a lock: curl and gnupg at their pinned versions from the snapshot alone, the key checked as
+    unlocked, then exactly the lock's packages from the snapshot and AMD's repository (signed-by the key); only what
+    the step asked for stays marked manual, so removing curl and gnupg takes what only they needed."""
+    amd = [s for s in lock.sources if s.signed_by == KEYRING]
+    fetch = [p for p in lock.packages if p.name in FETCH_PACKAGES]
+    auto = sorted(p.name for p in lock.packages if p.name not in lock.wants)
+    return [*_checked_install(lock, [s for s in lock.sources if not s.signed_by], _pins(fetch)), *_key_commands(),
+            *[c for s in amd for c in _repo_commands(s.url.rstrip("/"), s.suite)],
+            *_checked_install(lock, list(lock.sources), _pins(lock.packages)),
+            *([f"apt-mark auto {' '.join(auto)}"] if auto else []), remove_command(list(FETCH_PACKAGES)), _SDK_DONE]
 
 
 def install_fix(packages: list[str]) -> str:

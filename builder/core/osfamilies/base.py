@@ -49,6 +49,18 @@ class OsFamily(Protocol):
         """Shell steps adding AMD's ROCm SDK at release from AMD's repository for this family (pinned key)."""
         ...
 
+    def sdk_source(self, release: str, os_name: str) -> ospins.Source | None:
+        """AMD's repository of that release for the OS as a lock source (with the key's keyring), None: none."""
+        ...
+
+    def sdk_packages(self) -> tuple[str, ...]:
+        """What the SDK step installs: the fetch packages and AMD's SDK packages (its lock's `for`)."""
+        ...
+
+    def pinned_sdk_commands(self, lock: ospins.OsLock) -> list[str]:
+        """sdk_steps installing exactly the lock's packages from its snapshot and AMD's repository."""
+        ...
+
     def install_fix(self, packages: list[str]) -> str:
         """The words a user reads to add packages in a derived image."""
         ...

@@ -47,5 +47,17 @@ def sdk_steps(release: str, os_name: str) -> list[str]:
     return []
 
 
+def sdk_source(release: str, os_name: str) -> ospins.Source | None:
+    return None
+
+
+def sdk_packages() -> tuple[str, ...]:
+    return ()
+
+
+def pinned_sdk_commands(lock: ospins.OsLock) -> list[str]:
+    raise NotImplementedError("dnf: AMD's rpm repository is not in the data yet (no SDK step to pin)")
+
+
 def install_fix(packages: list[str]) -> str:
     return f"dnf install -y {' '.join(packages)}"
