@@ -33,7 +33,11 @@ MAX_PINS = 5000
 TIMESTAMP = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _NAME = r"[a-z0-9][a-z0-9+.-]*"
 _PIN = re.compile(rf"({_NAME}):([a-z0-9-]+)=([0-9][A-Za-z0-9.+~:-]*) ([0-9a-f]{{64}}|-)")
-_SOURCE = re.compile(r"(https?://[^\s]+/) ([A-Za-z0-9._/-]+)((?: [A-Za-z0-9._-]+)+)(?: signed-by=(/[A-Za-z0-9._/-]+))?")
+# A source's URL goes into the Dockerfile's apt sources (inside a shell word): a host, then a path of the characters
+# an archive's address needs, never a quote, space, `$` or backquote (a lock record from a registry is hostile).
+_URL = r"https?://[A-Za-z0-9.\-\[\]:]+/(?:[A-Za-z0-9._~%+\-]+/)*"
+_SOURCE = re.compile(rf"({_URL}) ([A-Za-z0-9._/-]+)((?: [A-Za-z0-9._-]+)+)(?: signed-by=(/[A-Za-z0-9._/-]+))?",
+                     re.ASCII)
 _KEYS = ("os", "for", "snapshot", "trusted")
 
 

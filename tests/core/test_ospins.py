@@ -46,6 +46,20 @@ def test_a_signed_by_that_is_no_absolute_path_is_named_by_line(tail: str) -> Non
     assert (problem.line, problem.key) == (7, "source"), str(problem)
 
 
+@pytest.mark.parametrize("url", ["https://snapshot.debian.org/archive/debian/x'$(id)'/",
+                                 "https://snapshot.debian.org/archive/`id`/", "https://a b/",
+                                 "https://snapshot.debian.org/archive/\"x\"/", "https://host/a;b/",
+                                 "https://h\u00e9st/"])
+def test_a_source_url_that_could_leave_its_shell_word_is_refused_by_line(url: str) -> None:
+    """A source's URL is written into the Dockerfile's apt sources: a lock record read from a registry must not
+    carry a quote, a space or a command substitution into it."""
+    text = LOCK.text().replace("https://snapshot.debian.org/archive/debian/20261101T000000Z/", url)
+    with pytest.raises(InputError) as caught:
+        ospins.parse(text, Path("os-base.txt"))
+    [problem] = caught.value.problems
+    assert (problem.line, problem.key) == (7, "source"), str(problem)
+
+
 @pytest.mark.parametrize(("change", "line", "key"), [
     (("pin: python3:amd64=3.11.2-1+b1 " + "a" * 64, "pin: python3=3.11.2-1+b1 " + "a" * 64), 9, "pin"),
     (("pin: python3:amd64=3.11.2-1+b1 " + "a" * 64, "pin: python3:amd64=3.11.2 $(reboot)"), 9, "pin"),
