@@ -34,6 +34,8 @@ class Archive:
         self.url = self.proc.stdout.readline().split()[1].rstrip("/")  # "serving http://127.0.0.1:PORT/ ..."
 
     def index(self, stamp: str) -> aptindex.Index:
+        """Read afresh: `bump` rewrites a timestamp in place (a test archive; aptindex keeps a snapshot it read)."""
+        aptindex.forget()
         return aptindex.load([ospins.Source(f"{self.url}/{stamp}/", "bookworm", ("main",))])
 
     def bump(self, *args: str) -> str:
