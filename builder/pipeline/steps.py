@@ -19,7 +19,7 @@ from builder.buildkit.engine import installed_bytes, run_captured
 from builder.core import tags
 from builder.pipeline.jobs import Job
 from builder.publish.promote import Target
-from builder.publish.record import ImageReport
+from builder.publish.record import ImageReport, Stage
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 from builder.render import lockrecord
@@ -100,13 +100,21 @@ def make_sbom(client: docker.DockerClient, job: Job, stage: Callable[[str], None
 def attach(job: Job, target: Target, manifest: Manifest, document: sbom.Sbom, stage: Callable[[str], None],
            report: ImageReport) -> bool:
     stage("attach sbom")
+    return _attached(job, target, manifest, report, "sbom", "the SBOM",
+                     lambda: target.attach_sbom(report, manifest, document))
+
+
+def _attached(job: Job, target: Target, manifest: Manifest, report: ImageReport, kind: Stage, what: str,
+              put: Callable[[], object]) -> bool:
+    """put() attaches an artifact to the pushed manifest before any tag moves; a registry error fails the image at
+    stage kind, saying that a rerun attaches it."""
     try:
-        target.attach_sbom(report, manifest, document)
+        put()
     except RegistryError as exc:
         where = f"{target.api.address}/{target.repository(job.repository)}@{manifest.digest}"
         report.digest = manifest.digest
-        report.fail("sbom", f"sbom: cannot attach the SBOM to {where} (pushed under {report.immutable_tag}; no "
-                            f"tag moved; a rerun attaches it): {exc}")
+        report.fail(kind, f"{kind}: cannot attach {what} to {where} (pushed under {report.immutable_tag}; no "
+                          f"tag moved; a rerun attaches it): {exc}")
         return False
     return True
 
@@ -135,15 +143,9 @@ def attach_lock(job: Job, target: Target, manifest: Manifest, stage: Callable[[s
     if job.rendered is None or not job.rendered.lock_files:
         return True
     stage("attach lock")
-    try:
-        target.attach_lock(report, manifest, lockrecord.Recorded(dict(job.rendered.lock_files)))
-    except RegistryError as exc:
-        where = f"{target.api.address}/{target.repository(job.repository)}@{manifest.digest}"
-        report.digest = manifest.digest
-        report.fail("push", f"push: cannot attach the lock record to {where} (pushed under {report.immutable_tag}; "
-                            f"no tag moved; a rerun attaches it): {exc}")
-        return False
-    return True
+    recorded = lockrecord.Recorded(dict(job.rendered.lock_files))
+    return _attached(job, target, manifest, report, "push", "the lock record",
+                     lambda: target.attach_lock(report, manifest, recorded))
 
 
 def repair_lock(job: Job, target: Target, published: Manifest, stage: Callable[[str], None],
