@@ -107,19 +107,19 @@ def measure_lock(tmp: Path, quick: bool) -> LockRun:
         tree, cache = tmp / "tree", tmp / "cache"
         cold = lockcache.LockCache(cache)
         start = time.perf_counter()
-        resolve.lock_tree(cells, tree, update=True, cache=cold, workers=1)
+        refreshed(resolve.lock_tree(cells, tree, update=True, cache=cold, workers=1))
         cold_s = time.perf_counter() - start
         seen = len(index.requests)
         quiet = lockcache.LockCache(cache)
         start = time.perf_counter()
-        resolve.lock_tree(cells, tree, update=True, cache=quiet, workers=8)
+        refreshed(resolve.lock_tree(cells, tree, update=True, cache=quiet, workers=8))
         quiet_s = time.perf_counter() - start
         night = index.requests[seen:]
         made = wheel(tmp / "wheels", "numpy", "2.4.7", payload=b"m" * 64)
         os.utime(made, (time.time() + 5, time.time() + 5))
         changed = lockcache.LockCache(cache)
         start = time.perf_counter()
-        resolve.lock_tree(cells, tree, update=True, cache=changed, workers=8)
+        refreshed(resolve.lock_tree(cells, tree, update=True, cache=changed, workers=8))
         changed_s = time.perf_counter() - start
     finally:
         resolve.pin_base = original  # type: ignore[assignment]
@@ -128,6 +128,12 @@ def measure_lock(tmp: Path, quick: bool) -> LockRun:
                    len(quiet.resolved), len(night),
                    sum(r.conditional and r.status == 304 and r.agent == indexpages.USER_AGENT for r in night),
                    changed_s, len(changed.resolved))
+
+
+def refreshed(report: resolve.LockReport) -> None:
+    """A refresh that failed measured nothing: stop with pip's words rather than print a figure of it."""
+    if report.errors:
+        raise SystemExit("lock refresh failed: " + "; ".join(e.line() for e in report.errors))
 
 
 def scratch() -> tempfile.TemporaryDirectory[str]:

@@ -4,6 +4,8 @@ a strong ETag per representation and a Last-Modified per project page, `304 Not 
 If-None-Match matches (or, without If-None-Match, whose If-Modified-Since is not older than the page: RFC 9110
 13.1.3), PyPI's `Cache-Control: max-age=600, public` on pages. It records every request (path, User-Agent,
 whether it was conditional, the status sent), so a test can tell pip's requests from the factory's checks.
+Every URL starts with a prefix of its own (PyPI's file URLs name the file's hash): another test's index on a reused
+port never serves other bytes under a URL pip has cached as immutable.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import html
 import http.server
 import json
 import re
+import secrets
 import threading
 from dataclasses import dataclass
 from email.utils import formatdate, parsedate_to_datetime
@@ -50,6 +53,7 @@ class SimpleIndex:
 
     def __init__(self, wheels: Path, validators: bool = True) -> None:
         self.wheels, self.validators = wheels, validators
+        self.prefix = f"i{secrets.token_hex(6)}"
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         index = self
@@ -62,7 +66,7 @@ class SimpleIndex:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/{self.prefix}/simple/"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def project_files(self, project: str) -> list[Path]:
@@ -70,17 +74,19 @@ class SimpleIndex:
 
     def page(self, project: str, kind: str) -> bytes:
         files = [(w.name, hashlib.sha256(w.read_bytes()).hexdigest()) for w in self.project_files(project)]
+        at = f"/{self.prefix}/files/{project}"
         if kind == JSON:
             return json.dumps({"meta": {"api-version": "1.1"}, "name": project,
-                               "files": [{"filename": n, "url": f"/files/{project}/{n}", "hashes": {"sha256": h}}
+                               "files": [{"filename": n, "url": f"{at}/{n}", "hashes": {"sha256": h}}
                                          for n, h in files]}).encode()
-        links = "".join(f'<a href="/files/{project}/{html.escape(n)}#sha256={h}">{html.escape(n)}</a><br/>'
+        links = "".join(f'<a href="{at}/{html.escape(n)}#sha256={h}">{html.escape(n)}</a><br/>'
                         for n, h in files)
         return (f'<!DOCTYPE html><html><head><meta name="pypi:repository-version" content="1.1"></head>'
                 f"<body>{links}</body></html>").encode()
 
     def handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
         parts = [p for p in h.path.split("?")[0].split("/") if p]
+        parts = parts[1:] if parts[:1] == [self.prefix] else []
         conditional = "If-None-Match" in h.headers or "If-Modified-Since" in h.headers
         status, body, headers = 404, b"not found", {"Content-Type": "text/plain"}
         if len(parts) == 3 and parts[0] == "files" and (self.wheels / parts[2]).is_file():

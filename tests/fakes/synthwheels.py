@@ -11,6 +11,7 @@ import base64
 import hashlib
 import http.server
 import re
+import secrets
 import threading
 import zipfile
 from collections import Counter
@@ -92,6 +93,7 @@ class WheelIndex:
 
     def __init__(self, wheels: Path, host: str) -> None:
         self.wheels, self.downloads = wheels, Counter[str]()
+        self.prefix = f"i{secrets.token_hex(6)}"  # pip caches files by URL: no other test's bytes under this one
         index = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -105,7 +107,7 @@ class WheelIndex:
                 self.wfile.write(body or b"")
 
             def do_HEAD(self) -> None:  # a file's size, as an index answers it (not a download)
-                parts = [p for p in self.path.split("/") if p]
+                parts = index.parts(self.path)
                 found = index.wheels / parts[-1] if len(parts) == 3 and parts[0] == "files" else None
                 ok = found is not None and found.is_file()
                 self.send_response(200 if ok else 404)
@@ -116,17 +118,23 @@ class WheelIndex:
                 pass
 
         self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
-        self.url = f"http://{host}:{self.server.server_address[1]}/simple/"
+        self.url = f"http://{host}:{self.server.server_address[1]}/{self.prefix}/simple/"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def parts(self, path: str) -> list[str]:
+        """The path's segments after this index's prefix (none for a path outside it)."""
+        parts = [p for p in path.split("?")[0].split("/") if p]
+        return parts[1:] if parts[:1] == [self.prefix] else []
+
     def answer(self, path: str) -> tuple[bytes | None, str]:
-        parts = [p for p in path.split("/") if p]
+        parts = self.parts(path)
         if len(parts) == 3 and parts[0] == "files" and (self.wheels / parts[2]).is_file():
             self.downloads[parts[2]] += 1
             return (self.wheels / parts[2]).read_bytes(), "application/octet-stream"
         if len(parts) == 2 and parts[0] == "simple":
             project = re.sub(r"[-_.]+", "-", parts[1]).lower()
-            links = [f'<a href="/files/{project}/{w.name}">{w.name}</a>' for w in sorted(self.wheels.glob("*.whl"))
+            links = [f'<a href="/{self.prefix}/files/{project}/{w.name}">{w.name}</a>'
+                     for w in sorted(self.wheels.glob("*.whl"))
                      if re.sub(r"[-_.]+", "-", w.name.split("-")[0]).lower() == project]
             return f"<html><body>{''.join(links)}</body></html>".encode(), "text/html"
         return None, "text/plain"

@@ -129,7 +129,7 @@ def test_a_cache_file_that_lies_is_resolved_again_never_trusted(tmp_path: Path, 
         warm = lockcache.LockCache(folder)
         refresh(tmp_path, index, warm)
         assert (len(warm.resolved), len(warm.reused)) == (1, len(PIP_STEPS) - 1), lie
-    assert not [r for r in index.requests if r.path.startswith("/elsewhere/")]  # never asked off the index
+    assert not [r for r in index.requests if "/elsewhere/" in r.path]  # never asked off the index
 
 
 def test_an_entry_older_than_its_spread_is_resolved_again_and_pruned(tmp_path: Path, index: SimpleIndex) -> None:
