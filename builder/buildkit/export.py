@@ -1,5 +1,10 @@
 """Where a bake's images go: one OCI layout for every target, BuildKit's cache in a registry, and the engine.
 
+When the builder is the engine's own BuildKit (the docker driver of the engine DOCKER_HOST names, on its containerd
+image store), the images go straight into that store instead: no layout beside them on the disk, nothing streamed
+(a ROCm image is GBs written once more and read back). The manifest is the same either way: the provenance
+attestation the image exporter would wrap it in is turned off, so the engine's image ID is still the manifest digest.
+
 The layers' file times are constant (each RUN of the template sets what it wrote to time 0) and the config's come
 from SOURCE_DATE_EPOCH, so the same inputs give the same manifest digest on any engine; the engine's containerd
 image store keeps that digest as the image's ID when the image is loaded from the layout.
@@ -10,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import docker
+from docker.errors import DockerException
 
 from builder.buildkit import ocilayout
 from builder.buildkit.engine import EngineUnavailable, connect
@@ -50,26 +58,37 @@ class Export:
     compression: str = "gzip"
     load: bool = True  # False: the images stay in the layout (builder reproduce compares them there)
     cache: Cache | None = None
+    direct: bool = False  # into the builder's own engine (store_direct): no layout is written
+
+    @property
+    def writes_layout(self) -> bool:
+        return not self.direct
 
     def output(self, name: str) -> str:
         # No force-compression and no rewrite-timestamp: a layer already compressed (the base's, a cached step's)
         # is reused as it is. rewrite-timestamp recompresses every layer on every export, cached or not (27 s of
         # a 34 s warm bake of a CPU torch image; minutes for a ROCm one), for times the template already set.
+        if self.direct:  # named by the target's tags in the bake file
+            return f"type=image,oci-mediatypes=true,compression={self.compression}"
         return (f"type=oci,tar=false,dest={self.layout},name={name},oci-mediatypes=true,"
                 f"compression={self.compression}")
 
     def target(self, target: str, name: str) -> dict[str, Any]:
         """The bake keys that export target as name, and import and export its cache."""
         keys: dict[str, Any] = {"output": [self.output(name)]}
+        if self.direct:
+            keys["attest"] = ["type=provenance,disabled=true"]
         if self.cache is not None:
             keys["cache-from"] = self.cache.imports(target, self.compression)
             if self.cache.write:
                 keys["cache-to"] = [self.cache.attributes(target, True, self.compression)]
         return keys
 
-    def take(self, refs: list[str]) -> Taken:
-        """The image baked as refs[-1], loaded under refs (or, not loaded, left in the layout); ExportError when
-        it cannot be had."""
+    def take(self, refs: list[str], digest: str) -> Taken:
+        """The image baked as refs[-1] (bake said its manifest is digest), loaded under refs (or, not loaded, left
+        in the layout; or already in the engine); ExportError when it cannot be had."""
+        if self.direct:
+            return _in_engine(refs[-1], digest)
         try:
             image = ocilayout.find(self.layout, refs[-1])
             loaded = ocilayout.load(connect(), image, refs) if self.load else ocilayout.Loaded(image.digest, 0)
@@ -77,6 +96,27 @@ class Export:
             raise ExportError(str(exc)) from exc
         return Taken(loaded.image_id, image.digest, loaded.streamed,
                      tuple(dict.fromkeys([image.config.digest, *(b.digest for b in image.layers)])))
+
+
+def store_direct(client: docker.DockerClient) -> bool:
+    """Whether an image the engine's own BuildKit exports lands in its containerd image store, under its manifest
+    digest (a graph driver's store would name it by its config)."""
+    try:
+        status = client.info().get("DriverStatus") or []
+    except DockerException:
+        return False
+    return any(isinstance(row, list) and row == ["driver-type", "io.containerd.snapshotter.v1"] for row in status)
+
+
+def _in_engine(ref: str, digest: str) -> Taken:
+    """An image the bake exported into the engine: there under ref as its manifest digest, or ExportError."""
+    try:
+        held = connect().images.get(ref).id
+    except (EngineUnavailable, DockerException) as exc:
+        raise ExportError(f"the engine does not hold {ref}: {exc}") from exc
+    if held != digest:
+        raise ExportError(f"the engine holds {ref} as {held}, not the built manifest {digest}")
+    return Taken(digest, digest, 0, ())
 
 
 @dataclass(frozen=True)

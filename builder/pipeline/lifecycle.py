@@ -20,7 +20,8 @@ from docker.errors import DockerException, ImageNotFound
 
 from builder.buildkit.bake import BuildResult, OnLine, bake, require_buildx, waves
 from builder.buildkit.builders import CURRENT, BuilderUnusable, BuildKit, require_builder
-from builder.buildkit.export import Cache, Export
+from builder.buildkit.engine import EngineUnavailable, connect
+from builder.buildkit.export import Cache, Export, store_direct
 from builder.core import tags
 from builder.core.safefs import OutputError
 from builder.core.scratch import scratch_dir
@@ -140,6 +141,7 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
                no_cache: bool = False) -> dict[str, BuildResult]:
     kit = _builder(kit)
     require_inputs(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
+    export = _straight(export, kit)
     rendered = _together(jobs, source)
     if export.cache is not None:  # the shared stages a first wave (publish --shared-stages) left in the registry
         export = replace(export, cache=stagewave.with_stages(export.cache, rendered))
@@ -159,6 +161,17 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
             results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export,
                                 no_cache=no_cache, kit=kit))
     return {by_target[t].tag: result for t, result in results.items()}
+
+
+def _straight(export: Export, kit: BuildKit) -> Export:
+    """Straight into the engine when the builder is its own BuildKit on its containerd store (export.py): the
+    layout and the load would only copy each layer once more on the runner's disk."""
+    if not export.load or kit.driver != "docker" or kit.name is not None or kit.context is not None:
+        return export
+    try:
+        return replace(export, direct=store_direct(connect()))
+    except EngineUnavailable:
+        return export  # the load says what is wrong with the engine
 
 
 def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
@@ -263,7 +276,8 @@ def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared
         return  # --no-push: built, validated and inventoried; the registry is never written to
     stage("push")
     built = prepared.built.get(job.tag)
-    manifest = target.push(client, report, options.cache.ref if options.cache else None, built.blobs if built else ())
+    manifest = target.push(client, report, options.cache.ref if options.cache else None, built.blobs if built else (),
+                           built.target if built else None)
     # Before any tag moves: a moving tag always names an image whose SBOM is attached.
     if document is not None and not steps.attach(job, target, manifest, document, stage, report):
         return

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import docker
+from docker.errors import DockerException
 
 from builder.core.tags import HASH_LABEL
 from builder.publish.push import push_image
 from builder.publish.record import ImageReport
-from builder.registry import credentials, models, retry
+from builder.registry import credentials, models, retry, transport
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.registry.errors import RegistryError
 from builder.render import lockrecord
@@ -26,6 +27,7 @@ from builder.validate.sbom import MEDIA_TYPE, Sbom
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+UNCOMPRESSED = "containerd.io/uncompressed"  # BuildKit's annotation of a cache layer: its diff ID
 EMPTY_CONFIG = b"{}"  # the OCI 1.1 empty descriptor's content
 EMPTY_DIGEST = "sha256:" + hashlib.sha256(EMPTY_CONFIG).hexdigest()
 
@@ -72,12 +74,13 @@ class Target:
         return manifest
 
     def push(self, client: docker.DockerClient, report: ImageReport, cache: str | None = None,
-             blobs: tuple[str, ...] = ()) -> Manifest:
+             blobs: tuple[str, ...] = (), cache_tag: str | None = None) -> Manifest:
         """Push the validated local image under its immutable tag (unless already there); the manifest.
 
         cache (REGISTRY/REPOSITORY of BuildKit's registry cache) and blobs (the image's config and layers): the
         blobs the cache export uploaded are mounted from there first, so the push finds them and uploads each
-        layer once."""
+        layer once. An image exported straight into the engine has no layout to list its blobs: they are read
+        from the cache manifest under cache_tag (its bake target) instead."""
         repo = self.repository(report.repository)
         existing = self.published(report)
         if existing is not None:
@@ -85,7 +88,8 @@ class Target:
             return existing  # same content published before: it was validated then, and it never changes
         assert report.image_id is not None
         if cache is not None and cache.startswith(f"{self.api.address}/"):
-            self._mount(repo, cache[len(self.api.address) + 1:], blobs)
+            source = cache[len(self.api.address) + 1:]
+            self._mount(repo, source, blobs or self._cached_layers(client, report.image_id, source, cache_tag))
         uploaded: set[str] = set()
         digest = push_image(client, report.image_id, self.api, repo, report.immutable_tag, self.credentials,
                             uploaded=uploaded)
@@ -104,6 +108,21 @@ class Target:
                 self.api.mount_blob(repo, digest, source)
             except RegistryError:
                 return  # the push itself says what is wrong with the registry, if anything
+
+    def _cached_layers(self, client: docker.DockerClient, image_id: str, source: str, tag: str | None
+                       ) -> tuple[str, ...]:
+        """The layers of the cache manifest source:tag that are the image's: BuildKit annotates each with its
+        uncompressed digest, which is the image's diff ID. Nothing when either cannot be read (the push uploads)."""
+        if tag is None:
+            return ()
+        try:
+            diff_ids = set((client.images.get(image_id).attrs.get("RootFS") or {}).get("Layers") or [])
+            found = self.api.manifest(source, tag)
+            doc = models.parse(models.ManifestDoc, found.body, f"{source}:{tag}") if found is not None else None
+        except (DockerException, RegistryError):
+            return ()
+        return tuple(d.digest for d in doc.layers if transport.is_digest(d.digest) and d.annotations is not None
+                     and d.annotations.get(UNCOMPRESSED) in diff_ids) if doc is not None else ()
 
     def _check_content(self, repo: str, manifest: Manifest, report: ImageReport) -> None:
         """The immutable tag must name what was validated: the same manifest (the engine's image ID in its

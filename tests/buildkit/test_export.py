@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.buildkit.export import Cache, Export
+from builder.buildkit.export import Cache, Export, store_direct
 
 
 def test_the_registry_cache_is_per_target_every_stage_and_read_only_on_a_rehearsal(tmp_path: Path) -> None:
@@ -27,3 +27,27 @@ def test_a_target_imports_the_shared_stages_a_first_wave_exported_after_its_own_
     assert keys["cache-to"] == [cache.attributes("t1", True, "gzip")]  # a job exports its own images only
     other = Export(tmp_path, cache=cache).target("t2", "n")
     assert other["cache-from"] == ["type=registry,ref=ghcr.io/o/buildcache:t2"]
+
+
+def test_an_export_straight_into_the_engine_writes_no_layout_and_wraps_no_attestation(tmp_path: Path) -> None:
+    direct = Export(tmp_path / "layout", "zstd", cache=Cache("ghcr.io/o/buildcache"), direct=True)
+    keys = direct.target("t1", "rif-local/x:b-2")
+    assert keys["output"] == ["type=image,oci-mediatypes=true,compression=zstd"]  # named by the bake file's tags
+    assert keys["attest"] == ["type=provenance,disabled=true"]  # else the image is an index, its ID not the manifest
+    assert keys["cache-to"] == [Cache("ghcr.io/o/buildcache").attributes("t1", True, "zstd")]
+    assert not direct.writes_layout and Export(tmp_path).writes_layout
+    assert "attest" not in Export(tmp_path).target("t1", "n")
+
+
+class Info:
+    def __init__(self, status: object) -> None:
+        self.status = status
+
+    def info(self) -> dict[str, object]:
+        return {"DriverStatus": self.status}
+
+
+def test_only_a_containerd_image_store_takes_a_bake_straight() -> None:
+    assert store_direct(Info([["driver-type", "io.containerd.snapshotter.v1"]]))  # type: ignore[arg-type]
+    for status in ([["Backing Filesystem", "extfs"], ["Supports d_type", "true"]], None, "driver-type", [[1, 2]]):
+        assert not store_direct(Info(status)), status  # type: ignore[arg-type]

@@ -470,12 +470,14 @@ def test_a_push_after_the_cache_export_uploads_no_blob_twice(ns: Namespace, prox
                                                              wheelhouse: Path, tmp_path: Path) -> None:
     """Cache export (mode=max, to NS/buildcache) and push go through the proxy: each blob is uploaded (an upload
     finished by `PUT ...?digest=`) at most once; the push mounts from the cache what the export uploaded. The
-    image's own name is new, so it is baked (from BuildKit's local cache) and its cache exported."""
+    image's own name is new, so it is baked (from BuildKit's local cache) and its cache exported. Baked by the engine's
+own BuildKit, the images go straight into its store: the blobs to mount come from the cache manifest."""
     image = f"pytorch{uuid.uuid4().hex[:8]}"
     matrix = cpu_matrix(TORCH, image=image) + "  flavor: [runtime, devel]\n"
     run = publish(matrix, ns.via(proxy), wheelhouse, tmp_path, None, "--cache-registry", ns.via(proxy))
     assert run.proc.returncode == 0, run.output
     assert {v["state"] for v in run.record.values()} == {"published"}
+    assert {v["loaded_bytes"] for v in run.record.values()} == {0}  # the engine's own BuildKit: no layout streamed
     seen = proxy.snapshot()
     done = [urllib.parse.parse_qs(r.query).get("digest", [""])[0]
             for r in seen if r.method == "PUT" and "/blobs/uploads/" in r.path]
