@@ -1,8 +1,9 @@
 """Stage 3: a build tree -> images in the engine, by `docker buildx bake`, BuildKit's log streamed live.
 
-Images go through an OCI layout (builder.buildkit.export): layers whose file times the template set to 0 and a
-config dated SOURCE_DATE_EPOCH, so the same inputs give the same manifest digest on any engine, then loaded into
-the engine, whose containerd image store keeps that digest as the image's ID. One bake builds every selected image,
+Images go through an OCI layout, then are loaded into the engine, or (the engine's own BuildKit) straight into
+its store (builder.buildkit.export): layers whose file times the template set to 0 and a config dated
+SOURCE_DATE_EPOCH, so the same inputs give the same manifest digest on any engine, whose containerd image store
+keeps that digest as the image's ID. One bake builds every selected image,
 so stages shared by several images (the OS base, torch, a runtime under its devel) are built once. BuildKit cancels
 every target when one fails; so after a failed bake the targets that failed are set aside (read from the log) and the
 rest are baked again, from cache: a failed image never blocks or taints another.

@@ -2,9 +2,10 @@
 
 Any buildx builder bakes (`--builder NAME`, `docker buildx ls`): the engine of a docker context (driver
 `docker`), a BuildKit in a container (`docker-container`), a standalone buildkitd (`remote`) or pods
-(`kubernetes`). The images always come back through the OCI layout the buildx client writes (fs.write is the
-client's own grant, nothing a builder gives), and are loaded into the engine DOCKER_HOST names, where
-validation runs: a remote builder builds, the local engine runs.
+(`kubernetes`). The images come back through the OCI layout the buildx client writes (fs.write is the client's
+own grant, nothing a builder gives), and are loaded into the engine DOCKER_HOST names, where validation runs: a
+remote builder builds, the local engine runs. The current docker-driver builder is that engine's own BuildKit:
+its images go straight into the engine's store (builder.buildkit.export).
 
 Before any bake, `require_builder` asks `docker buildx inspect` for the builder and names what it lacks, in one line:
 unknown or unreachable, not running, no linux/amd64, the network.host entitlement when host networking was asked
