@@ -5,7 +5,7 @@ row's every device layer is on the disk together, three times (BuildKit's snapsh
 unpacked images). In family waves, a family's images are baked, validated and pushed, and the previous family's
 images leave the engine only once this family's are loaded (so the shared layers always have an image holding
 them and are never streamed or unpacked again), and BuildKit's cache of the earlier waves' steps is pruned (its
-records not used since this wave's bake began: the shared stages this bake reused stay).
+records not used since this wave's bake began: the shared stages this bake reused stay), with pip's download cache.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from builder.buildkit.builders import BuildKit
 from builder.pipeline.jobs import Job
 from builder.pipeline.steps import content_ref
 from builder.publish.record import ImageReport
+from builder.render.sources import PIP_CACHE_ID
 
 RELEASED = frozenset({"published", "skipped"})  # done for good; a failed image stays for a rerun to find
 
@@ -50,12 +51,21 @@ def release(client: docker.DockerClient, jobs: list[Job], reports: list[ImageRep
 
 
 def prune_cache(kit: BuildKit, since: float) -> bool:
-    """BuildKit's cache records not used since `since` (time.monotonic()): the earlier waves' own steps. False
-    when buildx could not prune (the run goes on: pruning only frees disk)."""
+    """BuildKit's cache records not used since `since` (time.monotonic()): the earlier waves' own steps; and pip's
+    download cache mount, which every wave uses and so never ages, and which would otherwise keep every wheel the
+    row downloaded on the disk until its last family (a ROCm row's device wheels: GBs per family). The next family
+    downloads what it needs again (a device package two families share, at most). False when buildx could not
+    prune (the run goes on: pruning only frees disk)."""
     age = max(1, round(time.monotonic() - since))
+    aged = _prune(kit, "--filter", f"until={age}s")
+    return _prune(kit, "--filter", "type=exec.cachemount", "--filter", f"description~={PIP_CACHE_ID}") and aged
+
+
+def _prune(kit: BuildKit, *filters: str) -> bool:
+    """One `buildx prune` of the records every filter matches."""
     try:
-        done = subprocess.run([*kit.buildx("prune"), "--force", "--filter", f"until={age}s"], capture_output=True,
-                              check=False, timeout=600)
+        done = subprocess.run([*kit.buildx("prune"), "--force", *filters], capture_output=True, check=False,
+                              timeout=600)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0

@@ -3,6 +3,9 @@ of them) only once this family's are baked and loaded."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from builder.buildkit.builders import BuildKit
 from builder.pipeline import jobs, lifecycle, release
 from builder.publish.record import ImageReport
-from builder.render.sources import INDEX
+from builder.render.sources import INDEX, PIP_CACHE_ID
 from tests.fakes.matrices import write_matrix
 from tests.pipeline.test_lifecycle import TWO_FAMILIES, no_engine  # noqa: F401 - the fixture
 
@@ -75,3 +78,42 @@ def test_without_release_a_row_is_one_bake_and_nothing_leaves(tmp_path: Path, mo
     monkeypatch.setattr(lifecycle, "run_image", lambda client, job, *a, **k: job.report())
     lifecycle.run(_Images(events), todo, lifecycle.Options(validate=False))  # type: ignore[arg-type]
     assert events == [] and len(no_engine) == 1
+
+
+def test_between_waves_the_aged_steps_and_pip_s_download_cache_are_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(release.subprocess, "run", run)
+    assert release.prune_cache(BuildKit(name="b1"), time.monotonic() - 30)
+    [aged, pip] = seen
+    assert aged[:5] == ["docker", "buildx", "prune", "--builder", "b1"]
+    assert aged[5:] == ["--force", "--filter", aged[-1]]
+    assert 30 <= int(aged[-1].removeprefix("until=").removesuffix("s")) <= 31
+    assert pip[5:] == ["--force", "--filter", "type=exec.cachemount", "--filter", f"description~={PIP_CACHE_ID}"]
+    monkeypatch.setattr(release.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 1, "", ""))
+    assert not release.prune_cache(BuildKit(), time.monotonic())  # reported, never raised: pruning only frees disk
+
+
+@pytest.mark.docker
+def test_the_pip_cache_filter_takes_that_cache_mount_on_a_real_buildkit_and_no_other(
+        base_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template's cache mount, as BuildKit describes it (`... with id "/ID"`), under a test-only ID, beside an
+    apt-like mount whose step mentions pip: only the pip one goes."""
+    run_id = f"rif-pip-test{uuid.uuid4().hex[:8]}"
+    keep = f"rif-keep-test{uuid.uuid4().hex[:8]}"
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {base_image}\n"
+        f"RUN --mount=type=cache,id={run_id},target=/tmp echo {run_id} > /tmp/pip-wheel\n"
+        f"RUN --mount=type=cache,id={keep},target=/var/cache/x echo pip > /var/cache/x/deb\n")
+    built = subprocess.run(["docker", "buildx", "build", "--network", "host", "--allow", "network.host",
+                            "--output", "type=cacheonly", str(tmp_path)], capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr[-2000:]
+    monkeypatch.setattr(release, "PIP_CACHE_ID", run_id)
+    assert release.prune_cache(BuildKit(), time.monotonic() - 10 * 3600)  # aged: only what no test used for 10 h
+    left = subprocess.run(["docker", "buildx", "du", "--verbose", "--filter", "type=exec.cachemount"],
+                          capture_output=True, text=True, check=True).stdout
+    assert f'with id "/{keep}"' in left and run_id not in left.replace(keep, "")
