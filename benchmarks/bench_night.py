@@ -203,8 +203,8 @@ def model(plan_s: float, plan_source: str, quick: bool) -> None:
           f"{len(production.images)} combinations, {sum(len(f) for f in production.steps.values())} pip steps, "
           f"{production.shared} shared stages, {production.indexes} wheel indexes")
     print(nightmodel.inputs_table(inputs))
-    print("TODO: build_image_s, rebuild_image_s and stage_s are placeholders until benchmarks/bench_row.py "
-          "(issue 37, item 7) measures a production row: wire its per-image figures into nightinputs()")
+    print("TODO: rebuild_image_s and stage_s are placeholders: benchmarks/bench_row.py measures a cold row only "
+          "(build_image_s is its figure); a warm rebuild and a stage alone are not measured yet")
     nights = nightscenarios.scenarios(production, plan_s)
     print(nightmodel.table(nights, inputs))
     print(nightmodel.quiet_line(nights[0], inputs))
@@ -217,6 +217,9 @@ PROJECTS_PER_INDEX = 40  # assumed: torch's closure, the companions, numpy, a fa
 # main (63,436 packages) 16.0 s; taken twice per OS for its other suites and Ubuntu's larger universe (assumed).
 OS_INDEXES_S = 2 * 16.0
 STEP_S_ISSUE = 30 * 60 / 321  # issue 37: 321 pip steps in 10-30 minutes one after another; the upper figure
+# benchmarks/bench_row.py, 2026-11-28 (docs/benchmarks.md "The largest row on a runner-sized disk"): the largest
+# production row, 30 images baked, validated, inventoried and pushed in 1,388 s at 1/16 of the bytes.
+ROW_WALL_S, ROW_IMAGES, ROW_SCALE = 1388.0, 30, 16
 
 
 def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: nightcost.Install | None,
@@ -251,7 +254,10 @@ def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: 
                               f"({lock.cold_s / max(lock.pip_steps, 1):.1f} s) and issue 37's 30 min / 321 steps"),
         row_setup_s=F(60.0, "assumed: build-runner frees the disk and restarts the engine"),
         stage_s=F(300.0, "PLACEHOLDER (TODO bench_row): one OS base stage built"),
-        build_image_s=F(600.0, "PLACEHOLDER (TODO bench_row): one ROCm image built whole"),
+        build_image_s=F(ROW_WALL_S / ROW_IMAGES * ROW_SCALE,
+                        f"bench_row (2026-11-28): {ROW_WALL_S:.0f} s / {ROW_IMAGES} images of the largest row at "
+                        f"1/{ROW_SCALE} of the bytes, x {ROW_SCALE} (time taken as bytes: an upper bound, fixed "
+                        "costs do not scale)"),
         rebuild_image_s=F(120.0, "PLACEHOLDER (TODO bench_row): one image rebuilt over cached torch"),
         sign_call_s=F(3.0, "modelled, not measured (no cosign, Fulcio or Rekor here): ephemeral key, OIDC token, "
                            "Fulcio certificate"),

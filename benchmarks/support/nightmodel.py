@@ -4,8 +4,8 @@ Each job costs its runner's start (billed set-up, checkout, post steps), the fac
 and its own work: the plan's render and registry look-ups, the lock refresh, the shared stages, each row's
 engine set-up and builds, the signatures, the catalog. GitHub bills each job's minutes rounded up to the whole
 minute ("About billing for GitHub Actions", docs.github.com), so a night is the sum of its jobs' rounded minutes.
-Every input is a Figure that says where it came from: measured here, assumed (with why), or a placeholder
-that another benchmark will replace (the per-image build costs: benchmarks/bench_row.py, TODO).
+Every input is a Figure that says where it came from: measured here, taken from another benchmark (a cold
+image's build: benchmarks/bench_row.py), assumed (with why), or a placeholder (a warm rebuild, a stage alone: TODO).
 """
 
 from __future__ import annotations
