@@ -2,11 +2,10 @@
 
 A row's images share their base and torch layers; each family adds its own device layer. Baked all at once, a
 row's every device layer is on the disk together, three times (BuildKit's snapshots, the engine's content and its
-unpacked images). In family waves, a family's images are baked, validated and pushed, and leave the engine: before
-the next family's bake when bakes go straight into the engine (the shared layers stay in BuildKit's cache), else
-only once the next family's are loaded (so the shared layers always have an image holding them and are never
-streamed again). BuildKit's cache of the earlier waves' steps is pruned after each bake (its records not used
-since this wave's bake began: the shared stages this bake reused stay), with pip's download cache.
+unpacked images). In family waves, a family's images are baked, validated and pushed, and the previous family's
+images leave the engine only once this family's are loaded (so the shared layers always have an image holding
+them and are never streamed or unpacked again), and BuildKit's cache of the earlier waves' steps is pruned (its
+records not used since this wave's bake began: the shared stages this bake reused stay), with pip's download cache.
 """
 
 from __future__ import annotations
