@@ -12,7 +12,7 @@ image store keeps that digest as the image's ID when the image is loaded from th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,6 @@ import docker
 from docker.errors import DockerException
 
 from builder.buildkit import ocilayout
-from builder.buildkit.builders import BuildKit
 from builder.buildkit.engine import EngineUnavailable, connect
 
 
@@ -107,17 +106,6 @@ def store_direct(client: docker.DockerClient) -> bool:
     except DockerException:
         return False
     return any(isinstance(row, list) and row == ["driver-type", "io.containerd.snapshotter.v1"] for row in status)
-
-
-def straight(export: Export, kit: BuildKit) -> Export:
-    """export, straight into the engine when kit (require_builder's) is the engine's own BuildKit on its containerd
-    store: the layout and the load would only copy each layer once more on the runner's disk."""
-    if not export.load or kit.driver != "docker" or kit.name is not None or kit.context is not None:
-        return export
-    try:
-        return replace(export, direct=store_direct(connect()))
-    except EngineUnavailable:
-        return export  # the load says what is wrong with the engine
 
 
 def _in_engine(ref: str, digest: str) -> Taken:

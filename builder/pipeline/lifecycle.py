@@ -20,8 +20,8 @@ from docker.errors import DockerException, ImageNotFound
 
 from builder.buildkit.bake import BuildResult, OnLine, bake, require_buildx, waves
 from builder.buildkit.builders import CURRENT, BuilderUnusable, BuildKit, require_builder
-from builder.buildkit.engine import EngineUnavailable
-from builder.buildkit.export import Cache, Export, straight
+from builder.buildkit.engine import EngineUnavailable, connect
+from builder.buildkit.export import Cache, Export, store_direct
 from builder.core import tags
 from builder.core.safefs import OutputError
 from builder.core.scratch import scratch_dir
@@ -86,15 +86,11 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
     if options.target is not None and jobs:
         options.target.preflight(jobs[0].repository, write=not options.no_push)
     previous: list[Job] = []
-    early = options.release and _bakes_straight(options.buildkit)
     for wave in release.waves(jobs) if options.release else [jobs]:
         started = time.monotonic()
-        if previous and early:  # nothing is streamed: the shared layers stay in BuildKit's cache, not in an image
-            release.release(client, previous, done)
         prepared = prepare(client, wave, options, events)
         if previous:  # this family's images are in: the previous family's may go, and BuildKit's cache of them
-            if not early:
-                release.release(client, previous, done)
+            release.release(client, previous, done)
             release.prune_cache(options.buildkit, started)
         for job in wave:
             done.append(job.report())
@@ -145,7 +141,7 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
                no_cache: bool = False) -> dict[str, BuildResult]:
     kit = _builder(kit)
     require_inputs(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
-    export = straight(export, kit)
+    export = _straight(export, kit)
     rendered = _together(jobs, source)
     if export.cache is not None:  # the shared stages a first wave (publish --shared-stages) left in the registry
         export = replace(export, cache=stagewave.with_stages(export.cache, rendered))
@@ -167,13 +163,15 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
     return {by_target[t].tag: result for t, result in results.items()}
 
 
-def _bakes_straight(kit: BuildKit) -> bool:
-    """Whether this run's bakes go straight into the engine (export.straight): then `--release` lets a family's
-    images go before the next family's bake, as no shared layer has to be streamed again from a layout."""
+def _straight(export: Export, kit: BuildKit) -> Export:
+    """Straight into the engine when the builder is its own BuildKit on its containerd store (export.py): the
+    layout and the load would only copy each layer once more on the runner's disk."""
+    if not export.load or kit.driver != "docker" or kit.name is not None or kit.context is not None:
+        return export
     try:
-        return straight(Export(Path()), _builder(kit)).direct
+        return replace(export, direct=store_direct(connect()))
     except EngineUnavailable:
-        return False
+        return export  # the load says what is wrong with the engine
 
 
 def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:

@@ -117,30 +117,3 @@ def test_the_pip_cache_filter_takes_that_cache_mount_on_a_real_buildkit_and_no_o
     left = subprocess.run(["docker", "buildx", "du", "--verbose", "--filter", "type=exec.cachemount"],
                           capture_output=True, text=True, check=True).stdout
     assert f'with id "/{keep}"' in left and run_id not in left.replace(keep, "")
-
-
-def test_baked_straight_into_the_engine_a_family_leaves_before_the_next_one_is_baked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_engine: list[list[str]]) -> None:  # noqa: F811
-    """Nothing is streamed from a layout then, so the previous family need not hold the shared layers: its images
-    go before the next family's device layers land (the disk holds one family at a time)."""
-    events: list[str] = []
-    todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
-    real_prepare = lifecycle.prepare
-
-    def prepare(client: object, wave: list[jobs.Job], *args: object, **kwargs: object) -> lifecycle.Prepared:
-        events.append("bake")
-        return real_prepare(client, wave, *args, **kwargs)  # type: ignore[arg-type]
-
-    def run_image(client: object, job: jobs.Job, *args: object, **kwargs: object) -> ImageReport:
-        report = job.report()
-        report.state = "published"
-        return report
-
-    monkeypatch.setattr(lifecycle, "_bakes_straight", lambda kit: True)
-    monkeypatch.setattr(lifecycle, "prepare", prepare)
-    monkeypatch.setattr(lifecycle, "run_image", run_image)
-    monkeypatch.setattr(release, "prune_cache", lambda kit, since: events.append("prune") or True)
-    lifecycle.run(_Images(events), todo, lifecycle.Options(validate=False, release=True))  # type: ignore[arg-type]
-    first = release.waves(todo)[0][0].tag.split("_")[4]
-    assert events[0] == "bake" and events[-2:] == ["bake", "prune"]
-    assert len(events) == 7 and all(e.startswith("remove") and first in e for e in events[1:5])
