@@ -218,14 +218,14 @@ def _bake_once(bake_file: Path, targets: list[str], on_line: OnLine, cwd: Path |
                no_cache: bool, kit: BuildKit) -> _Run:
     run = _Run(set(targets))
     tags = _tags(bake_file)
-    writes = export is not None and export.writes_layout
-    if export is not None and writes:  # buildx grants fs.write only on a folder that exists (reproduce names a new one)
-        export.layout.mkdir(parents=True, exist_ok=True)
+    layout = export.layout if export is not None and export.writes_layout else None
+    if layout is not None:  # buildx grants fs.write only on a folder that exists (`builder reproduce` names a new one)
+        layout.mkdir(parents=True, exist_ok=True)
     with scratch_dir("rif-bake-") as tmp:
         metadata, extra = tmp / "metadata.json", tmp / "override.json"
         extra.write_text(json.dumps(override({t: (tags.get(t) or [t])[-1] for t in targets}, export, kit.network)))
         cmd = [*kit.buildx("bake"), "--file", str(bake_file), "--file", str(extra), "--progress", "plain",
-               *kit.allow(), *(["--allow", f"fs.write={export.layout}"] if export is not None and writes else []),
+               *kit.allow(), *(["--allow", f"fs.write={layout}"] if layout is not None else []),
                *(["--no-cache"] if no_cache else []), "--metadata-file", str(metadata), *targets]
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
