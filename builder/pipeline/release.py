@@ -58,7 +58,13 @@ def prune_cache(kit: BuildKit, since: float) -> bool:
     prune (the run goes on: pruning only frees disk)."""
     age = max(1, round(time.monotonic() - since))
     aged = _prune(kit, "--filter", f"until={age}s")
-    return _prune(kit, "--filter", "type=exec.cachemount", "--filter", f"description~={PIP_CACHE_ID}") and aged
+    return _prune(kit, "--filter", "type=exec.cachemount", "--filter", pip_cache_filter()) and aged
+
+
+def pip_cache_filter() -> str:
+    """BuildKit describes a cache mount as `cached mount DEST from exec COMMAND with id "/ID"`: the filter takes the
+    mount of exactly that ID, never another whose step's command only mentions it (a user's cache is not ours)."""
+    return f'description~="with id \\"/{PIP_CACHE_ID}\\"$"'
 
 
 def _prune(kit: BuildKit, *filters: str) -> bool:
