@@ -37,6 +37,9 @@ class Cache:
     write: bool = True  # False (publish --no-push): import only, the registry is never written to
     # target -> the shared stages (builder.render.sharedstages keys) it also imports: those a first wave exported
     stages: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False, compare=False)
+    # cache tags every target also imports: an earlier wave's targets (publish --release), whose cache holds the
+    # shared stages once BuildKit's own records of them are pruned
+    earlier: tuple[str, ...] = field(default=(), compare=False)
 
     def attributes(self, tag: str, export: bool, compression: str) -> str:
         """BuildKit's cache attributes for one cache tag (a bake target, or a shared stage's key)."""
@@ -46,8 +49,10 @@ class Cache:
         return f"type=registry,ref={self.ref}:{tag}{extra}"
 
     def imports(self, target: str, compression: str) -> list[str]:
-        """What target imports: its own cache, then the shared stages it is built through."""
-        return [self.attributes(tag, False, compression) for tag in (target, *self.stages.get(target, ()))]
+        """What target imports: its own cache, then the shared stages it is built through, then an earlier
+        wave's."""
+        tags = dict.fromkeys((target, *self.stages.get(target, ()), *self.earlier))
+        return [self.attributes(tag, False, compression) for tag in tags]
 
 
 @dataclass(frozen=True)

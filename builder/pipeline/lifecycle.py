@@ -85,17 +85,13 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
     done = reports if reports is not None else []
     if options.target is not None and jobs:
         options.target.preflight(jobs[0].repository, write=not options.no_push)
-    previous: list[Job] = []
+    between = release.Waves(client, options.buildkit, options.cache, options.rehearsal)
     for wave in release.waves(jobs) if options.release else [jobs]:
-        started = time.monotonic()
-        prepared = prepare(client, wave, options, events)
-        if previous:  # this family's images are in: the previous family's may go, and BuildKit's cache of them
-            release.release(client, previous, done)
-            release.prune_cache(options.buildkit, started)
+        prepared = prepare(client, wave, replace(options, cache=between.before(done)), events)
+        between.after(wave, set(prepared.built), done)
         for job in wave:
             done.append(job.report())
             done[-1] = run_image(client, job, options, prepared, events, done[-1])
-        previous = wave
     return done
 
 

@@ -6,6 +6,12 @@ unpacked images). In family waves, a family's images are baked, validated and pu
 images leave the engine only once this family's are loaded (so the shared layers always have an image holding
 them and are never streamed or unpacked again), and BuildKit's cache of the earlier waves' steps is pruned (its
 records not used since this wave's bake began: the shared stages this bake reused stay), with pip's download cache.
+
+When the run writes a registry cache, BuildKit's records of the factory's steps go before each family's bake
+instead (`Waves`): the previous family's snapshots (its device layer, unpacked a second time beside its images)
+and the download caches are then off the disk while this family's land, and the bake takes the shared stages from
+the cache the previous wave exported (their blobs are local: the previous family's images hold them). Only the
+factory's steps are pruned, never another build's cache (builder.buildkit.records).
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
+from dataclasses import dataclass, field, replace
 
 import docker
 from docker.errors import DockerException
 
+from builder.buildkit import records
 from builder.buildkit.builders import BuildKit
+from builder.buildkit.export import Cache
 from builder.pipeline.jobs import Job
 from builder.pipeline.steps import content_ref
 from builder.publish.record import ImageReport
@@ -50,14 +59,78 @@ def release(client: docker.DockerClient, jobs: list[Job], reports: list[ImageRep
     return removed
 
 
+def anchors(jobs: list[Job]) -> list[Job]:
+    """One image per combination that holds its shared layers (base, torch) until the next family's images do:
+    the runtime image, which holds nothing more than its family's own layers (a devel image adds a toolchain)."""
+    kept: dict[str, Job] = {}
+    for job in jobs:
+        group = job.rendered.group if job.rendered is not None else job.tag
+        if group not in kept or (_is_runtime(job) and not _is_runtime(kept[group])):
+            kept[group] = job
+    return list(kept.values())
+
+
+def _is_runtime(job: Job) -> bool:
+    return job.rendered is not None and job.rendered.cell.flavor == "runtime"
+
+
+@dataclass
+class Waves:
+    """What happens between family waves. Before a family's bake, the previous family's images go, all but one
+    per combination (anchors: the shared layers keep an image holding them, so they are never unpacked or fetched
+    again); with a registry cache the run writes to, every record of the factory's steps goes too, and the bake
+    imports the cache of the last wave that baked. Once the family's images are in, the anchors go, with BuildKit's
+    records of the earlier waves and pip's download cache."""
+
+    client: docker.DockerClient
+    kit: BuildKit
+    cache: Cache | None
+    rehearsal: bool = False  # publish --no-push: no wave exports a cache for the next to import
+    baked: tuple[str, ...] = ()  # the bake targets of the last wave that baked (their cache holds the stages)
+    previous: list[Job] = field(default_factory=list)
+    anchored: list[Job] = field(default_factory=list)  # the previous wave's images still in the engine
+    started: float = 0.0
+
+    def before(self, reports: list[ImageReport]) -> Cache | None:
+        """The cache this wave's bake uses, once the disk holds no more of the earlier waves than it needs."""
+        self.started = time.monotonic()
+        self.anchored = anchors(self.previous)
+        release(self.client, [j for j in self.previous if j not in self.anchored], reports)
+        if self.cache is None or not self.cache.write or self.rehearsal or not self.baked:
+            return self.cache
+        prune_steps(self.kit)
+        return replace(self.cache, earlier=self.baked)
+
+    def after(self, wave: list[Job], built: set[str], reports: list[ImageReport]) -> None:
+        """This wave's images are in the engine: the previous wave's anchors may go."""
+        if self.previous:
+            release(self.client, self.anchored, reports)
+            prune_cache(self.kit, self.started)
+        targets = tuple(j.rendered.target for j in wave if j.rendered is not None and j.tag in built)
+        self.baked, self.previous = targets or self.baked, wave
+
+
+def prune_steps(kit: BuildKit, unused_for: int | None = None) -> bool:
+    """Every record of the factory's steps (not used for unused_for seconds, when given), shared with an image or
+    not (--all), with their cache mounts: BuildKit's second copy of the layers the engine's images hold, pip's and
+    the package manager's downloads. False when they could not be listed or pruned."""
+    found = records.listed(kit)
+    if found is None:
+        return False
+    ids = records.ours(found)
+    if not ids:
+        return True
+    return _prune(kit, "--all", "--filter", records.id_filter(ids),
+                  *(["--filter", f"until={unused_for}s"] if unused_for else []))
+
+
 def prune_cache(kit: BuildKit, since: float) -> bool:
     """BuildKit's cache records not used since `since` (time.monotonic()): the earlier waves' own steps; and pip's
     download cache mount, which every wave uses and so never ages, and which would otherwise keep every wheel the
     row downloaded on the disk until its last family (a ROCm row's device wheels: GBs per family). The next family
     downloads what it needs again (a device package two families share, at most). False when buildx could not
     prune (the run goes on: pruning only frees disk)."""
-    age = max(1, round(time.monotonic() - since))
-    aged = _prune(kit, "--filter", f"until={age}s")
+    aged = prune_steps(kit, max(1, round(time.monotonic() - since)))
     return _prune(kit, "--filter", "type=exec.cachemount", "--filter", pip_cache_filter()) and aged
 
 

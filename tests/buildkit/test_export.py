@@ -29,6 +29,13 @@ def test_a_target_imports_the_shared_stages_a_first_wave_exported_after_its_own_
     assert other["cache-from"] == ["type=registry,ref=ghcr.io/o/buildcache:t2"]
 
 
+def test_every_target_also_imports_an_earlier_wave_s_cache_once(tmp_path: Path) -> None:
+    cache = Cache("ghcr.io/o/buildcache", stages={"t1": ("stage-aaa",)}, earlier=("t0", "stage-aaa"))
+    keys = Export(tmp_path, cache=cache).target("t1", "n")
+    assert keys["cache-from"] == [f"type=registry,ref=ghcr.io/o/buildcache:{tag}" for tag in ("t1", "stage-aaa", "t0")]
+    assert keys["cache-to"] == [cache.attributes("t1", True, "gzip")]  # exported under its own tag only
+
+
 def test_an_export_straight_into_the_engine_writes_no_layout_and_wraps_no_attestation(tmp_path: Path) -> None:
     direct = Export(tmp_path / "layout", "zstd", cache=Cache("ghcr.io/o/buildcache"), direct=True)
     keys = direct.target("t1", "rif-local/x:b-2")
