@@ -30,14 +30,14 @@ CMD ["bash"]
 FROM base AS torch
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
- && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+ && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     --no-deps torch==2.8.0+rocm7.13.0 \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
- && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+ && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     torch==2.8.0+rocm7.13.0 \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
@@ -46,7 +46,7 @@ FROM torch AS runtime-gfx94x-dcgpu
 # This family's device packages only: the layer the family images do not share.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
- && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+ && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     'torch[device-gfx942]==2.8.0+rocm7.13.0' 'torchvision[device-gfx942]==0.23.0+rocm7.13.0' \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +

@@ -30,14 +30,14 @@ CMD ["bash"]
 FROM base AS torch
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
- && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+ && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location \
     --index-url https://download.pytorch.org/whl/rocm7.1 \
     --no-deps torch==2.12.0+rocm7.1 \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
 # torch's own dependencies: the same for every GPU family of this combination.
 RUN --mount=type=cache,id=rif-pip,target=/tmp \
     T=$(date +%s) \
- && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --cache-dir /tmp/pip --disable-pip-version-check --no-warn-script-location \
+ && SOURCE_DATE_EPOCH=0 PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location \
     --index-url https://download.pytorch.org/whl/rocm7.1 \
     torch==2.12.0+rocm7.1 \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +

@@ -1,0 +1,56 @@
+"""The row benchmark's "final images": the row's images as one containerd store holds them, each blob once and each
+layer unpacked once per chain it sits on (a devel toolchain layer, the same bytes in every family, on each)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.support import rowfigures
+from benchmarks.support.localregistry import LocalRegistry
+
+
+def _store(registry: LocalRegistry, data: bytes) -> dict[str, Any]:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    path = rowfigures._blob(registry, digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return {"digest": digest, "size": len(data)}
+
+
+def _layer(registry: LocalRegistry, name: str, payload: int) -> tuple[dict[str, Any], str, int]:
+    """A gzip layer of one file: its descriptor, diff ID and unpacked (tar) bytes."""
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size = payload
+        archive.addfile(info, io.BytesIO(b"x" * payload))
+    raw = tar.getvalue()
+    descriptor = _store(registry, gzip.compress(raw, mtime=0))
+    descriptor["mediaType"] = "application/vnd.oci.image.layer.v1.tar+gzip"
+    return descriptor, "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw)
+
+
+def test_a_layer_on_two_chains_is_unpacked_twice_and_stored_once(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = LocalRegistry(tmp_path)
+    base, fam_a, fam_b, tools = (_layer(registry, n, s) for n, s in
+                                 (("base", 3000), ("a", 5000), ("b", 7000), ("tools", 11000)))
+    manifests: dict[str, dict[str, Any]] = {}
+    for name, layers in {"a-devel": [base, fam_a, tools], "b-devel": [base, fam_b, tools],
+                         "a-runtime": [base, fam_a]}.items():
+        config = _store(registry, json.dumps({"rootfs": {"diff_ids": [d for _, d, _ in layers]}}).encode())
+        manifests[name] = {"config": config, "layers": [descriptor for descriptor, _, _ in layers]}
+    monkeypatch.setattr(rowfigures, "_get", lambda reg, path, accept: manifests[path.rsplit("/", 1)[-1]])
+    rows = [{"repository": "r", "digest": name} for name in manifests]
+    blobs = sum(m["config"]["size"] for m in manifests.values()) + sum(d["size"] for d, _, _ in (base, fam_a, fam_b,
+                                                                                                  tools))
+    unpacked = base[2] + fam_a[2] + fam_b[2] + 2 * tools[2]  # the toolchain on a's chain and on b's
+    assert rowfigures.footprint(registry, rows) == blobs + unpacked
