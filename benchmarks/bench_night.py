@@ -219,7 +219,7 @@ OS_INDEXES_S = 2 * 16.0
 STEP_S_ISSUE = 30 * 60 / 321  # issue 37: 321 pip steps in 10-30 minutes one after another; the upper figure
 # benchmarks/bench_row.py, 2026-11-28 (docs/benchmarks.md "The largest row on a runner-sized disk"): the largest
 # production row, 30 images baked, validated, inventoried and pushed in 1,388 s at 1/16 of the bytes.
-ROW_WALL_S, ROW_IMAGES, ROW_SCALE = 1388.0, 30, 16
+ROW_WALL_S, ROW_IMAGES, ROW_SCALE = 1116.0, 30, 16
 
 
 def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: nightcost.Install | None,

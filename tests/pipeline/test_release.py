@@ -39,8 +39,8 @@ def test_waves_are_the_gpu_families_in_order_runtime_and_devel_together(tmp_path
     assert [wave[0].tag.split("_")[4] for wave in release.waves(todo)] == list(dict.fromkeys(families))
 
 
-def test_a_family_s_devel_leaves_before_the_next_bake_and_its_runtime_once_the_next_family_is_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                no_engine: list[list[str]]) -> None:  # noqa: F811
+def test_a_family_s_devel_leaves_before_the_next_bake_and_its_runtime_once_the_next_family_is_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_engine: list[list[str]]) -> None:  # noqa: F811
     events: list[str] = []
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
     real_prepare = lifecycle.prepare
