@@ -26,11 +26,12 @@ from builder.render import lockfile
 from builder.render.dockerfile import RenderedCell
 
 # Peak disk during a row's publish over its final images' footprint on the containerd store (compressed blobs and
-# unpacked snapshots): what BuildKit's cache and pip's download cache add at the worst moment of a `--release` run
-# (the mode publish-cells.yml runs every row in). Measured by benchmarks/bench_row.py (docs/benchmarks.md "The
-# largest row at ROCm size": 5.247 GB / 3.883 GB, scale 1/16, 30 images, baked straight into the engine's store);
-# it was 1.474 while images went through an OCI layout, 2.445 before --release. The previous factor predicted this
-# run's peak within 9% (1.091). Change it here, in one place, when the benchmark says otherwise.
+# unpacked snapshots): what BuildKit's cache adds at the worst moment of a `--release` run (the mode
+# publish-cells.yml runs every row in). Measured by benchmarks/bench_row.py (docs/benchmarks.md "The largest row on
+# a runner-sized disk"): 1.351 on the largest row (30 images, scale 1/16) before the factory's BuildKit records
+# were pruned between families; since, the largest row peaks at 0.835 of its images and a one-family row at 1.652,
+# so the peak follows a row's largest family, not its length. 1.351 over-estimates the first and is within 20% of
+# the second (0.818); a per-wave model fitting both is the next step. Change it here, in one place.
 PEAK_FACTOR = 1.351
 GIB = 1 << 30
 # The publish workflow's runner (.github/workflows/publish-cells.yml: ubuntu-24.04) after its own clean-up
