@@ -2,16 +2,13 @@
 
 A row's images share their base and torch layers; each family adds its own device layer. Baked all at once, a
 row's every device layer is on the disk together, three times (BuildKit's snapshots, the engine's content and its
-unpacked images). In family waves, a family's images are baked, validated and pushed, and the previous family's
-images leave the engine only once this family's are loaded (so the shared layers always have an image holding
-them and are never streamed or unpacked again), and BuildKit's cache of the earlier waves' steps is pruned (its
-records not used since this wave's bake began: the shared stages this bake reused stay), with pip's download cache.
-
-When the run writes a registry cache, BuildKit's records of the factory's steps go before each family's bake
-instead (`Waves`): the previous family's snapshots (its device layer, unpacked a second time beside its images)
-and the download caches are then off the disk while this family's land, and the bake takes the shared stages from
-the cache the previous wave exported (their blobs are local: the previous family's images hold them). Only the
-factory's steps are pruned, never another build's cache (builder.buildkit.records).
+unpacked images). In family waves (`Waves`), a family's images are baked, validated and pushed. Before the next
+family's bake, the previous family's images go but its runtime images (`anchors`: they hold the shared layers,
+which are then never fetched or unpacked again), and, when the run writes a registry cache, every BuildKit record
+of the factory's steps with them (its second copy of the layers the images hold, the download caches): the bake
+takes the shared stages from the cache the previous bake exported, whose blobs the anchors hold. Once the family's
+images are in, the anchors go, with the records not used since the bake began and pip's download cache. Only the
+factory's own records are pruned, never another build's cache (builder.buildkit.records).
 """
 
 from __future__ import annotations
