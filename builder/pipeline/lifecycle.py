@@ -88,7 +88,7 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
     between = release.Waves(client, options.buildkit, options.cache, options.rehearsal)
     for wave in release.waves(jobs) if options.release else [jobs]:
         prepared = prepare(client, wave, replace(options, cache=between.before(done)), events)
-        between.after(wave, set(prepared.built), done)
+        between.after(wave, {tag for tag, result in prepared.built.items() if result.ok}, done)
         for job in wave:
             done.append(job.report())
             done[-1] = run_image(client, job, options, prepared, events, done[-1])

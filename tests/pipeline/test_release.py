@@ -114,7 +114,8 @@ def test_between_waves_the_factory_s_aged_steps_and_pip_s_download_cache_are_pru
     assert not release.prune_steps(BuildKit())  # not listed: nothing is pruned blind
 
 
-def _waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: lifecycle.Options) -> list[str]:
+def _waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: lifecycle.Options,
+           first_ok: bool = True) -> list[str]:
     """A --release run of two families whose bakes and publishes are faked: what happened, in order."""
     events: list[str] = []
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
@@ -122,7 +123,8 @@ def _waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: lifecycle.O
     def prepare(client: object, wave: list[jobs.Job], opts: lifecycle.Options, *a: object) -> lifecycle.Prepared:
         earlier = opts.cache.earlier if opts.cache is not None else ()
         events.append(f"bake {wave[0].tag.split('_')[4]} importing {' '.join(earlier) or '-'}")
-        return lifecycle.Prepared(built={j.tag: BuildResult(j.tag, True, "sha256:" + "0" * 64) for j in wave})
+        ok = first_ok or len([e for e in events if e.startswith("bake")]) > 1
+        return lifecycle.Prepared(built={j.tag: BuildResult(j.tag, ok, "sha256:" + "0" * 64) for j in wave})
 
     def published(client: object, job: jobs.Job, *args: object, **kwargs: object) -> ImageReport:
         report = job.report()
@@ -156,6 +158,13 @@ def test_with_a_registry_cache_a_family_bakes_after_the_factory_s_steps_go_and_i
 def test_without_a_cache_to_import_the_factory_s_steps_stay_for_the_next_family(
         options: lifecycle.Options, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events = _waves(tmp_path, monkeypatch, options)
+    assert "prune steps" not in events and all(e.endswith("importing -") for e in events if e.startswith("bake"))
+
+
+def test_a_wave_whose_bake_failed_exported_no_cache_so_the_next_keeps_the_factory_s_steps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = Cache("127.0.0.1:5000/ns/buildcache", insecure=True)
+    events = _waves(tmp_path, monkeypatch, lifecycle.Options(validate=False, release=True, cache=cache), False)
     assert "prune steps" not in events and all(e.endswith("importing -") for e in events if e.startswith("bake"))
 
 
