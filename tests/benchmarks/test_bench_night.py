@@ -31,7 +31,7 @@ def test_the_quick_night_prints_the_model_and_a_quiet_refresh_that_resolves_noth
                   "full cold publish"):
         assert f"| {night}" in out
     assert "TODO: rebuild_image_s and stage_s are placeholders: benchmarks/bench_row.py measures a cold row" in out
-    assert re.search(r"\| build_image_s \| 740\.3 \| bench_row \(2026-11-28\): 1388 s / 30 images", out)
+    assert re.search(r"\| build_image_s \| 595\.2 \| bench_row \(2026-11-28\): 1116 s / 30 images", out)
     assert re.search(r"quiet night: \d+ runner-minutes .*; target 5: ratio [\d.]+ \((met|MISSED)\)", out)
     assert all(name in out for name in vars(inputs()))
 
