@@ -74,7 +74,10 @@ class Sampler:
         return self.peak
 
     def sample(self) -> None:
-        self.peak = max(self.peak, used_bytes(self.mount))
+        try:
+            self.peak = max(self.peak, used_bytes(self.mount))
+        except OSError:  # unmounted under it (Ctrl-C, SIGTERM): the run is being cleaned up
+            self._stop.set()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
