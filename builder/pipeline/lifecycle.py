@@ -61,6 +61,11 @@ class Options:
         """Nothing may be written to the registry (--no-push; --plan never gets here: builder.publish.planner)."""
         return self.no_push
 
+    @property
+    def run_cache(self) -> Cache | None:
+        """The registry cache as this run may use it: imported always, exported only when it may write."""
+        return self.cache and replace(self.cache, write=self.cache.write and not self.rehearsal)
+
 
 @dataclass(frozen=True)
 class Events:
@@ -85,7 +90,7 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
     done = reports if reports is not None else []
     if options.target is not None and jobs:
         options.target.preflight(jobs[0].repository, write=not options.no_push)
-    between = release.Waves(client, options.buildkit, options.cache, options.rehearsal)
+    between = release.Waves(client, options.buildkit, options.run_cache)
     for wave in release.waves(jobs) if options.release else [jobs]:
         prepared = prepare(client, wave, replace(options, cache=between.before(done)), events)
         between.after(wave, {tag for tag, result in prepared.built.items() if result.ok}, done)
@@ -119,9 +124,9 @@ def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, even
 def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options) -> dict[str, BuildResult]:
     """The jobs' images from a fresh build tree (rendered together: one Dockerfile per combination), in bake waves,
     through an OCI layout into the engine."""
-    cache = options.cache and replace(options.cache, write=options.cache.write and not options.rehearsal)
     with scratch_dir("rif-layout-") as layout:
-        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=cache), options.buildkit)
+        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=options.run_cache),
+                          options.buildkit)
 
 
 def _builder(kit: BuildKit) -> BuildKit:
@@ -184,10 +189,10 @@ def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
 def shared_stages(jobs: list[Job], options: Options, on_line: OnLine) -> list[stagewave.StageOutcome]:
     """`builder publish --shared-stages`: the stages the jobs' combinations share, built once into options.cache
     (exported only when it may be written), for the per-combination jobs that follow to import."""
-    assert options.cache is not None, "the shared stages go to the registry cache"
+    cache = options.run_cache
+    assert cache is not None, "the shared stages go to the registry cache"
     kit = _builder(options.buildkit)
     require_inputs(jobs, options.source, kit)
-    cache = replace(options.cache, write=options.cache.write and not options.rehearsal)
     return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line, kit,
                            options.row_of)
 

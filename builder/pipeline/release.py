@@ -81,8 +81,7 @@ class Waves:
 
     client: docker.DockerClient
     kit: BuildKit
-    cache: Cache | None
-    rehearsal: bool = False  # publish --no-push: no wave exports a cache for the next to import
+    cache: Cache | None  # as the run may use it (write: False under --no-push, so no wave exports one)
     baked: tuple[str, ...] = ()  # the bake targets of the last wave that baked (their cache holds the stages)
     previous: list[Job] = field(default_factory=list)
     anchored: list[Job] = field(default_factory=list)  # the previous wave's images still in the engine
@@ -93,7 +92,7 @@ class Waves:
         self.started = time.monotonic()
         self.anchored = anchors(self.previous)
         release(self.client, [j for j in self.previous if j not in self.anchored], reports)
-        if self.cache is None or not self.cache.write or self.rehearsal or not self.baked:
+        if self.cache is None or not self.cache.write or not self.baked:
             return self.cache
         prune_steps(self.kit)
         return replace(self.cache, earlier=self.baked)
