@@ -128,9 +128,18 @@ class LocalRegistry:
         with log.open("rb") as fh:
             return sum(1 for line in fh if b'"' in line and b" /v2/" in line)
 
+    @property
+    def blobs(self) -> Path:
+        """Where the registry's filesystem driver keeps blobs: blobs/<algorithm>/<2 hex>/<hex>/data."""
+        return self.root / "storage" / "docker" / "registry" / "v2" / "blobs"
+
+    def blob_path(self, digest: str) -> Path:
+        algorithm, _, hexa = digest.partition(":")
+        return self.blobs / algorithm / hexa[:2] / hexa / "data"
+
     def stored_bytes(self) -> int:
         """Bytes of every blob the registry keeps (layers, configs, manifests): a push's growth is its upload."""
-        blobs = self.root / "storage" / "docker" / "registry" / "v2" / "blobs"
+        blobs = self.blobs
         return sum(p.stat().st_size for p in blobs.rglob("data") if p.is_file()) if blobs.is_dir() else 0
 
     def push(self, source: str, repo: str, tag: str) -> str:

@@ -69,19 +69,18 @@ def _get(registry: LocalRegistry, path: str, accept: str) -> dict[str, Any]:
     return data
 
 
-def image_blobs(registry: LocalRegistry, row: dict[str, Any]) -> dict[str, int]:
+def manifest_of(registry: LocalRegistry, row: dict[str, Any]) -> dict[str, Any]:
+    """A published image's manifest, as the registry serves it."""
+    return _get(registry, f"/v2/bench/{row['repository']}/manifests/{row['digest']}", MANIFEST_TYPES)
+
+
+def image_blobs(manifest: dict[str, Any]) -> dict[str, int]:
     """digest -> size of a published image's config and layers above the base."""
-    manifest = _get(registry, f"/v2/bench/{row['repository']}/manifests/{row['digest']}", MANIFEST_TYPES)
     return {str(b["digest"]): int(b["size"]) for b in [manifest["config"], *manifest["layers"][BASE_LAYERS:]]}
 
 
 class _Readable(Protocol):
     def read(self, size: int, /) -> bytes: ...
-
-
-def _blob(registry: LocalRegistry, digest: str) -> Path:
-    algo, _, hexa = digest.partition(":")
-    return registry.root / "storage" / "docker" / "registry" / "v2" / "blobs" / algo / hexa[:2] / hexa / "data"
 
 
 def _unpacked(path: Path, media_type: str) -> int:
@@ -104,21 +103,20 @@ def _count(stream: _Readable) -> int:
     return total
 
 
-def footprint(registry: LocalRegistry, published: list[dict[str, Any]]) -> int:
+def footprint(registry: LocalRegistry, manifests: list[dict[str, Any]]) -> int:
     """The published images in one containerd store: every blob (config, layers) once, and every chain's top
     layer unpacked (chain IDs as the OCI image spec defines them, from the configs' diff IDs)."""
     blobs: dict[str, int] = {}
     chains: dict[str, tuple[str, str]] = {}  # chain ID -> (layer digest, media type)
-    for row in published:
-        manifest = _get(registry, f"/v2/bench/{row['repository']}/manifests/{row['digest']}", MANIFEST_TYPES)
-        config = json.loads(_blob(registry, manifest["config"]["digest"]).read_bytes())
+    for manifest in manifests:
+        config = json.loads(registry.blob_path(manifest["config"]["digest"]).read_bytes())
         blobs[manifest["config"]["digest"]] = int(manifest["config"]["size"])
         chain = ""
         for layer, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"], strict=True):
             blobs[layer["digest"]] = int(layer["size"])
             chain = diff_id if not chain else "sha256:" + hashlib.sha256(f"{chain} {diff_id}".encode()).hexdigest()
             chains[chain] = (layer["digest"], layer["mediaType"])
-    unpacked = {d: _unpacked(_blob(registry, d), t) for d, t in set(chains.values())}
+    unpacked = {d: _unpacked(registry.blob_path(d), t) for d, t in set(chains.values())}
     return sum(blobs.values()) + sum(unpacked[d] for d, _ in chains.values())
 
 
@@ -134,14 +132,15 @@ def peak_factor() -> float | None:
 def collect(m: Measured) -> Figures:
     rows = json.loads(m.record.read_text())["images"] if m.record.is_file() else []
     published = [r for r in rows if r.get("digest")]
-    blobs = {r["digest"]: image_blobs(m.registry, r) for r in published}
+    manifests = {r["digest"]: manifest_of(m.registry, r) for r in published}
+    blobs = {digest: image_blobs(manifest) for digest, manifest in manifests.items()}
     own = {d: n for found in blobs.values() for d, n in found.items()}
     kept = {d for digest, found in blobs.items() if digest in m.held for d in found}
     factor = peak_factor()
     figures = Figures(m, len(rows), len(published), sum(int(r.get("loaded_bytes") or 0) for r in rows),
                       sum(own.values()), m.registry.stored_bytes(),
                       sum(n for d, n in own.items() if d not in kept), None,
-                      footprint(m.registry, published) if published else 0)
+                      footprint(m.registry, list(manifests.values())))
     return replace(figures, estimate=int(factor * figures.row_images) if factor else None)
 
 

@@ -19,7 +19,7 @@ from benchmarks.support.localregistry import LocalRegistry
 
 def _store(registry: LocalRegistry, data: bytes) -> dict[str, Any]:
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    path = rowfigures._blob(registry, digest)
+    path = registry.blob_path(digest)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return {"digest": digest, "size": len(data)}
@@ -49,8 +49,8 @@ def test_a_layer_on_two_chains_is_unpacked_twice_and_stored_once(tmp_path: Path,
         config = _store(registry, json.dumps({"rootfs": {"diff_ids": [d for _, d, _ in layers]}}).encode())
         manifests[name] = {"config": config, "layers": [descriptor for descriptor, _, _ in layers]}
     monkeypatch.setattr(rowfigures, "_get", lambda reg, path, accept: manifests[path.rsplit("/", 1)[-1]])
-    rows = [{"repository": "r", "digest": name} for name in manifests]
+    read = [rowfigures.manifest_of(registry, {"repository": "r", "digest": name}) for name in manifests]
     blobs = sum(m["config"]["size"] for m in manifests.values()) + sum(d["size"] for d, _, _ in (base, fam_a, fam_b,
                                                                                                   tools))
     unpacked = base[2] + fam_a[2] + fam_b[2] + 2 * tools[2]  # the toolchain on a's chain and on b's
-    assert rowfigures.footprint(registry, rows) == blobs + unpacked
+    assert rowfigures.footprint(registry, read) == blobs + unpacked
