@@ -5,8 +5,9 @@ The row is the one `builder matrix -m matrix.yaml --format github` gives the mos
 family of its line, runtime and devel). Its images are built from synthetic, incompressible wheels of the sizes
 the data cites (rocmwheels.py): torch and the ROCm libraries every family shares, and one device package per gfx
 target (TheRock's device-all layer is 18.6 GB for its targets: about 0.6 GB each), on the local channel, debian-12
-(the machine has no registry and no Ubuntu mirror to make ubuntu-24.04 from). This disk forces a scale factor:
-every size and the runner's disk are divided by --scale.
+(the machine has no registry and no Ubuntu mirror to make ubuntu-24.04 from). Where this disk forces one, a scale
+factor divides every size and the runner's disk: --scale, by default the smallest that fits the disk's free bytes
+(choose_scale: the largest row runs at 1/2 with 54 GB free, 1/4 with 29 GB, 1/8 with 16 GB).
 
 The engine is a fresh dockerd of its own (freshengine.py: the machine's binaries, containerd image store), its
 data root and the run's temporary folder (where a bake's OCI layout goes, as on a runner with one disk) on a
@@ -14,7 +15,7 @@ loop-mounted ext4 of the scaled runner disk (loopfs.py), whose used bytes are sa
 The registry is a fresh `docker-registry serve` behind a proxy that counts the bytes sent to it (cache export and
 push); both go away at the end, the loop filesystem is unmounted and its file deleted, Ctrl-C included.
 
-Usage: python benchmarks/bench_row.py [--scale 16] [--disk-gb G]   (needs root for the loop mount, debian:12 in
+Usage: python benchmarks/bench_row.py [--scale S] [--disk-gb G]   (needs root for the loop mount, debian:12 in
 the machine's engine at DOCKER_HOST, docker-registry, apt reachable from builds for devel's toolchain)
 """
 
@@ -47,11 +48,18 @@ from builder.core import facts
 GIB = 1 << 30
 HIP = "7.2.0"  # the matrix's platform: rocm7.2
 RUNNER_DISK = 48 * GIB  # builder.publish.sizes.DEFAULT_RUNNER_DISK where it exists (issue 37's other part)
+SCALES = (1, 2, 4, 8, 16, 32)  # the factors --scale tries by default, real size first
+# Bytes a run takes that no scale shrinks: the devel toolchain (572 MB unpacked, 190 MB compressed, on the loop
+# filesystem about three times while its wave bakes and once per devel image in the registry), debian:12 and
+# BuildKit's state. Runs at 1/16 and 1/4 put about 1.7 GB of the peak there (docs/benchmarks.md).
+UNSCALED = 3 * GB
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--scale", type=float, default=16.0, help="every size and the runner's disk divided by this")
+    parser.add_argument("--scale", type=float, default=None,
+                        help="every size and the runner's disk divided by this (default: the smallest of "
+                             f"{', '.join(map(str, SCALES))} this disk holds)")
     parser.add_argument("--common-gb", type=float, default=3.0, help="ROCm libraries every family shares (real size)")
     parser.add_argument("--torch-gb", type=float, default=1.0, help="torch itself (real size)")
     parser.add_argument("--device-gb", type=float, default=0.6, help="one gfx target's device package (real size)")
@@ -62,6 +70,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--keep-wheels", action="store_true", help="keep the synthetic wheels for another run")
     parser.add_argument("--families", nargs="*", default=None, help="GPU families (default: the largest row's)")
     return parser.parse_args()
+
+
+def disk_needed(scale: float, budget: int, wheels: int) -> int:
+    """This disk's bytes for a run at 1/scale: the loop filesystem (sparse, but it fills up to the peak: counted
+    whole), the synthetic wheels and the registry's copy of them (incompressible, each payload once), and what no
+    scale shrinks (the devel toolchain, the base, their copies in the registry: UNSCALED)."""
+    return int(budget / scale + 2 * wheels / scale + UNSCALED)
+
+
+def choose_scale(free: int, budget: int, wheels: int) -> float | None:
+    """The smallest scale factor (real size first) whose run fits in `free` bytes with a tenth to spare: the issue
+    asks for real sizes unless this disk forces a factor. None when even the largest does not fit."""
+    return next((float(s) for s in SCALES if disk_needed(s, budget, wheels) <= free * 0.9), None)
+
+
+def free_disk() -> int:
+    """Free bytes where the run writes: the temporary folder (loop filesystem, registry) and the wheel cache."""
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    return min(shutil.disk_usage(tempfile.gettempdir()).free, shutil.disk_usage(WHEEL_CACHE).free)
 
 
 def largest_row() -> list[str]:
@@ -105,7 +132,17 @@ def main() -> None:
     families = args.families or largest_row()
     known = facts.gfx_families()
     targets = sorted({t for f in families for t in known[f].targets})
-    scale = args.scale
+    real = rocmwheels.Sizes(common=int(args.common_gb * GB), device=int(args.device_gb * GB),
+                            torch=int(args.torch_gb * GB), numpy=0)
+    wheels_bytes = real.common + real.torch + real.device * len(targets)
+    free = free_disk()
+    scale = args.scale or choose_scale(free, runner_disk(), wheels_bytes)
+    if scale is None:
+        raise SystemExit(f"this disk has {size(free)} free; even at 1/{SCALES[-1]} the row needs "
+                         f"{size(disk_needed(SCALES[-1], runner_disk(), wheels_bytes))}")
+    print(f"scale 1/{scale:g}: " + ("as asked" if args.scale else
+          f"the smallest this disk holds ({size(disk_needed(scale, runner_disk(), wheels_bytes))} of {size(free)} "
+          "free)"), flush=True)
     sizes = rocmwheels.Sizes(common=int(args.common_gb * GB / scale), device=int(args.device_gb * GB / scale),
                              torch=int(args.torch_gb * GB / scale), numpy=int(8e6 / scale))
     budget = int(runner_disk() / scale)

@@ -101,10 +101,13 @@ def host_network(bake_file: Path, folder: Path, targets: list[str] | None = None
 Stage = tuple[str, bool]  # a stage of a target's chain (unique in the bake file), and whether it runs on the context
 
 
-def waves(chains: dict[str, list[Stage]]) -> list[list[str]]:
+def waves(chains: dict[str, list[Stage]], exported: bool = False) -> list[list[str]]:
     """Targets (-> their stage chains, base first) in bake order: within a wave, a stage that runs a step on the
     build context is built by one target only; the others that need it wait for a later wave and take it from
-    cache. Other stages are one vertex for every target and stay shared."""
+    cache. Other stages are one vertex for every target and stay shared, unless the bake exports a registry cache
+    (exported): each target's export uploads the layers of its chain, and two exports of one wave both find a
+    large blob missing and both upload it (a runtime and its devel sent a 3 GB layer twice, bench_row at real
+    size), so then every stage is built by one target of a wave and the next wave's exports find it there."""
     built: set[str] = set()
     pending = sorted(chains, key=lambda t: (len(chains[t]), t))  # runtimes before the devels over them
     out: list[list[str]] = []
@@ -113,7 +116,7 @@ def waves(chains: dict[str, list[Stage]]) -> list[list[str]]:
         later: list[str] = []
         claimed: set[str] = set()
         for target in pending:
-            new = {stage for stage, racy in chains[target] if racy and stage not in built}
+            new = {stage for stage, racy in chains[target] if (racy or exported) and stage not in built}
             if new & claimed:
                 later.append(target)
             else:

@@ -158,7 +158,8 @@ def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Exp
     with imagetree.run_tree(source) as tree:
         imagetree.write(tree, rendered, prune=True, source=source)
         results: dict[str, BuildResult] = {}
-        for wave in waves({r.target: r.chain for r in rendered}):
+        exported = export.cache is not None and export.cache.write
+        for wave in waves({r.target: r.chain for r in rendered}, exported):
             results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export,
                                 no_cache=no_cache, kit=kit))
     return {by_target[t].tag: result for t, result in results.items()}

@@ -58,7 +58,7 @@ def build(rendered: list[RenderedCell], source: WheelSource, cache: Cache, compr
         stage_file = tmp / STAGE_FILE
         replace_file(stage_file, json.dumps(definition, indent=2).encode())
         results: dict[str, BuildResult] = {}
-        for wave in waves(sharedstages.chains(rendered, stages)):
+        for wave in waves(sharedstages.chains(rendered, stages), cache.write):
             results.update(bake(stage_file, wave, on_line, cwd=tree.parent, images=False, kit=kit))
     return [StageOutcome(s, results[s.key]) for s in stages]
 

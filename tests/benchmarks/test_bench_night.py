@@ -31,7 +31,8 @@ def test_the_quick_night_prints_the_model_and_a_quiet_refresh_that_resolves_noth
                   "full cold publish"):
         assert f"| {night}" in out
     assert "TODO: rebuild_image_s and stage_s are placeholders: benchmarks/bench_row.py measures a cold row" in out
-    assert re.search(r"\| build_image_s \| 595\.2 \| bench_row \(2026-11-28\): 1116 s / 30 images", out)
+    assert re.search(r"\| build_image_s \| 46\.7 \| bench_row \(2026-11-28\): the largest row \(30 images\) at real "
+                     r"size, 1401 s, on the line through its runs at 1/2 \(1159 s\), 1/4 \(1038 s\)", out)
     assert re.search(r"quiet night: \d+ runner-minutes .*; target 5: ratio [\d.]+ \((met|MISSED)\)", out)
     assert all(name in out for name in vars(inputs()))
 
@@ -64,3 +65,10 @@ def test_signing_takes_one_call_per_fifty_digests_where_it_took_one_per_digest()
     i = inputs(sign_call_s=3, sign_digest_s=1)
     assert nightmodel.jobs(scenario(rows=1, images=120), i)["sign"] == 3 * 3 + 120
     assert nightmodel.jobs(scenario(rows=1, images=120), i, before=True)["sign"] == 120 * 3 + 120
+
+
+def test_a_row_s_wall_at_real_size_is_on_the_line_through_its_scaled_runs() -> None:
+    from benchmarks.bench_night import row_wall_real
+    assert row_wall_real({4.0: 100.0, 2.0: 150.0}) == 250.0  # 50 s a quarter of the bytes, 50 s fixed
+    assert row_wall_real({2.0: 150.0, 4.0: 100.0}) == 250.0  # in any order
+    assert row_wall_real({16.0: 90.0, 8.0: 90.0}) == 90.0  # time that does not grow with bytes stays

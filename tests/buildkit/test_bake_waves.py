@@ -82,3 +82,18 @@ def test_stages_that_touch_no_context_never_hold_a_target_back() -> None:
               "d": [("g/base", False), ("g/d", False)]}
     assert waves(chains) == [["c", "d", "a"], ["b"]]
     _check(waves(chains), chains)
+
+
+def test_with_a_registry_cache_exported_no_two_targets_of_a_wave_build_one_stage(tmp_path: Path) -> None:
+    """Each target's cache export uploads its chain's layers: two of one wave would both upload a new blob."""
+    rendered = render_images(load_cells(tmp_path, FAMILIES))  # an index build: no stage runs on the context
+    chains = _chains(rendered)
+    assert len(waves(chains)) == 1
+    plan = waves(chains, exported=True)
+    _check(plan, {t: [(stage, True) for stage, _ in chain] for t, chain in chains.items()})
+    position = {t: i for i, wave in enumerate(plan) for t in wave}
+    by_tag = {r.cell.tag: r for r in rendered}
+    for r in rendered:
+        if r.cell.flavor == "devel":
+            assert position[r.target] > position[by_tag[r.cell.tag.replace("_devel", "_runtime")].target]
+    assert len(plan) == 3  # one runtime per combination builds its torch; the other runtimes; the devels

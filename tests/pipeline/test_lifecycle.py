@@ -13,6 +13,7 @@ import docker
 import pytest
 
 from builder.buildkit.bake import BuildResult, BuildxUnavailable
+from builder.buildkit.export import Cache
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images
@@ -120,6 +121,26 @@ def counting(monkeypatch: pytest.MonkeyPatch, *where: str) -> list[list[str]]:
     for module in where:
         monkeypatch.setattr(f"{module}.render_images", render_images)
     return calls
+
+
+@pytest.mark.parametrize(("cache", "bakes"), [(None, 1), (Cache("127.0.0.1:5000/ns/buildcache"), 3),
+                                              (Cache("127.0.0.1:5000/ns/buildcache", write=False), 1)],
+                         ids=["no cache", "cache written", "cache read only"])
+def test_a_devel_bakes_after_its_runtime_when_both_would_export_the_same_layers(
+        cache: Cache | None, bakes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        no_engine: list[list[str]]) -> None:
+    """Two targets of one bake that export a registry cache each upload the blobs they share (no lock here: no
+    step runs on the context, so without a cache export every target is baked at once)."""
+    monkeypatch.setattr("builder.pipeline.stagewave.with_stages", lambda cache, rendered: cache)
+    todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
+    lifecycle.prepare(NO_ENGINE, todo, lifecycle.Options(validate=False, cache=cache))
+    assert len(no_engine) == bakes
+    when = {t: i for i, baked in enumerate(no_engine) for t in baked}
+    for job in todo:
+        if job.rendered is not None and job.rendered.cell.flavor == "devel":
+            runtime = next(j for j in todo if j.tag == job.tag.replace("_devel", "_runtime"))
+            assert runtime.rendered is not None
+            assert (when[job.rendered.target] > when[runtime.rendered.target]) is (bakes > 1)
 
 
 def test_a_run_renders_its_images_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
