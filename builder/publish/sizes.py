@@ -29,9 +29,10 @@ from builder.render.dockerfile import RenderedCell
 # unpacked snapshots): what BuildKit's cache adds at the worst moment of a `--release` run (the mode
 # publish-cells.yml runs every row in). Measured by benchmarks/bench_row.py (docs/benchmarks.md "The largest row on
 # a runner-sized disk"): 1.351 on the largest row (30 images, scale 1/16) before the factory's BuildKit records
-# were pruned between families; since, the largest row peaks at 0.835 of its images and a one-family row at 1.652,
-# so the peak follows a row's largest family, not its length. 1.351 over-estimates the first and is within 20% of
-# the second (0.818); a per-wave model fitting both is the next step. Change it here, in one place.
+# were pruned between families. Since, a row of one wave at real size peaks at 1.517 (gfx103X-all) and 1.530
+# (gfx1150) of its images, which 1.351 under-estimates by 11-12%, and the largest row at 0.572 (scale 1/2), which
+# it over-estimates 2.4x: the peak follows a row's largest wave, not its length; a per-wave model fitting both is
+# the next step. Change it here, in one place.
 PEAK_FACTOR = 1.351
 GIB = 1 << 30
 # The publish workflow's runner (.github/workflows/publish-cells.yml: ubuntu-24.04) after its own clean-up
