@@ -267,7 +267,9 @@ def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: 
                         f"bench_row (2026-11-28): the largest row ({ROW_IMAGES} images) at real size, "
                         f"{row_wall_real(ROW_WALLS_S):.0f} s, on the line through its runs at " + ", ".join(
                             f"1/{k:g} ({v:.0f} s)" for k, v in sorted(ROW_WALLS_S.items())) + " of the bytes"),
-        rebuild_image_s=F(120.0, "PLACEHOLDER (TODO bench_row): one image rebuilt over cached torch"),
+        rebuild_image_s=F(row_wall_real(ROW_WALLS_S) / ROW_IMAGES,
+                          "PLACEHOLDER (TODO bench_row): build_image_s, its upper bound (a rebuild runs the steps "
+                          "above what changed, never more than a cold build)"),
         sign_call_s=F(3.0, "modelled, not measured (no cosign, Fulcio or Rekor here): ephemeral key, OIDC token, "
                            "Fulcio certificate"),
         sign_digest_s=F(1.5, "modelled, not measured: signature, Rekor entry, signature pushed"),
