@@ -55,9 +55,16 @@ SCALES = (1, 2, 4, 8, 16, 32)  # the factors --scale tries by default, real size
 UNSCALED = 3 * GB
 
 
+def positive(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a scale factor is a number above 0")
+    return value
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--scale", type=float, default=None,
+    parser.add_argument("--scale", type=positive, default=None,
                         help="every size and the runner's disk divided by this (default: the smallest of "
                              f"{', '.join(map(str, SCALES))} this disk holds)")
     parser.add_argument("--common-gb", type=float, default=3.0, help="ROCm libraries every family shares (real size)")
@@ -136,7 +143,7 @@ def main() -> None:
                             torch=int(args.torch_gb * GB), numpy=0)
     wheels_bytes = real.common + real.torch + real.device * len(targets)
     free = free_disk()
-    scale = args.scale or choose_scale(free, runner_disk(), wheels_bytes)
+    scale = args.scale if args.scale is not None else choose_scale(free, runner_disk(), wheels_bytes)
     if scale is None:
         raise SystemExit(f"this disk has {size(free)} free; even at 1/{SCALES[-1]} the row needs "
                          f"{size(disk_needed(SCALES[-1], runner_disk(), wheels_bytes))}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from benchmarks import bench_row
@@ -21,3 +23,10 @@ def test_a_run_needs_its_loop_filesystem_its_wheels_twice_and_what_no_scale_shri
     assert bench_row.disk_needed(4, BUDGET, ROW_WHEELS) == BUDGET // 4 + 2 * ROW_WHEELS // 4 + bench_row.UNSCALED
     needs = [bench_row.disk_needed(s, BUDGET, ROW_WHEELS) for s in bench_row.SCALES]
     assert needs == sorted(needs, reverse=True) and needs[-1] > bench_row.UNSCALED
+
+
+@pytest.mark.parametrize("text", ["0", "-2", "nan", "inf", "x"])
+def test_a_scale_is_a_finite_number_above_zero(text: str) -> None:
+    with pytest.raises((argparse.ArgumentTypeError, ValueError)):
+        bench_row.positive(text)
+    assert bench_row.positive("2.5") == 2.5
