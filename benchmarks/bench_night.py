@@ -235,6 +235,7 @@ def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: 
                 quick: bool) -> nightmodel.Inputs:
     F = nightmodel.Figure
     pip = sum(len(f) for f in p.steps.values())
+    row_s = row_wall_real(ROW_WALLS_S)
     step_s = max(lock.cold_s / max(lock.pip_steps, 1), STEP_S_ISSUE)
     pages = p.indexes * PROJECTS_PER_INDEX
     quiet_s = (lock.quiet_s / max(lock.pip_steps, 1) * pip + pages * RTT_S / nightmodel.LOCK_WORKERS
@@ -263,11 +264,11 @@ def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: 
                               f"({lock.cold_s / max(lock.pip_steps, 1):.1f} s) and issue 37's 30 min / 321 steps"),
         row_setup_s=F(60.0, "assumed: build-runner frees the disk and restarts the engine"),
         stage_s=F(300.0, "PLACEHOLDER (TODO bench_row): one OS base stage built"),
-        build_image_s=F(row_wall_real(ROW_WALLS_S) / ROW_IMAGES,
+        build_image_s=F(row_s / ROW_IMAGES,
                         f"bench_row (2026-11-28): the largest row ({ROW_IMAGES} images) at real size, "
-                        f"{row_wall_real(ROW_WALLS_S):.0f} s, on the line through its runs at " + ", ".join(
+                        f"{row_s:.0f} s, on the line through its runs at " + ", ".join(
                             f"1/{k:g} ({v:.0f} s)" for k, v in sorted(ROW_WALLS_S.items())) + " of the bytes"),
-        rebuild_image_s=F(row_wall_real(ROW_WALLS_S) / ROW_IMAGES,
+        rebuild_image_s=F(row_s / ROW_IMAGES,
                           "PLACEHOLDER (TODO bench_row): build_image_s, its upper bound (a rebuild runs the steps "
                           "above what changed, never more than a cold build)"),
         sign_call_s=F(3.0, "modelled, not measured (no cosign, Fulcio or Rekor here): ephemeral key, OIDC token, "

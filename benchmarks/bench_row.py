@@ -139,20 +139,18 @@ def main() -> None:
     families = args.families or largest_row()
     known = facts.gfx_families()
     targets = sorted({t for f in families for t in known[f].targets})
-    real = rocmwheels.Sizes(common=int(args.common_gb * GB), device=int(args.device_gb * GB),
-                            torch=int(args.torch_gb * GB), numpy=0)
-    wheels_bytes = real.common + real.torch + real.device * len(targets)
-    free = free_disk()
-    scale = args.scale if args.scale is not None else choose_scale(free, runner_disk(), wheels_bytes)
+    runner, free = runner_disk(), free_disk()
+    wheels_bytes = int((args.common_gb + args.torch_gb + args.device_gb * len(targets)) * GB)  # real size
+    scale = args.scale if args.scale is not None else choose_scale(free, runner, wheels_bytes)
     if scale is None:
         raise SystemExit(f"this disk has {size(free)} free; even at 1/{SCALES[-1]} the row needs "
-                         f"{size(disk_needed(SCALES[-1], runner_disk(), wheels_bytes))}")
+                         f"{size(disk_needed(SCALES[-1], runner, wheels_bytes))}")
     print(f"scale 1/{scale:g}: " + ("as asked" if args.scale else
-          f"the smallest this disk holds ({size(disk_needed(scale, runner_disk(), wheels_bytes))} of {size(free)} "
+          f"the smallest this disk holds ({size(disk_needed(scale, runner, wheels_bytes))} of {size(free)} "
           "free)"), flush=True)
     sizes = rocmwheels.Sizes(common=int(args.common_gb * GB / scale), device=int(args.device_gb * GB / scale),
                              torch=int(args.torch_gb * GB / scale), numpy=int(8e6 / scale))
-    budget = int(runner_disk() / scale)
+    budget = int(runner / scale)
     disk = int(args.disk_gb * GB / scale) if args.disk_gb else budget
     print(f"row: {len(families)} families x {', '.join(FLAVORS)} = {2 * len(families)} images; {len(targets)} gfx "
           f"targets; scale 1/{scale:g}: common {size(sizes.common)}, torch {size(sizes.torch)}, device "
@@ -169,9 +167,6 @@ def main() -> None:
     try:
         with loopfs.loop_filesystem(work / "runner.img", work / "runner", disk) as mount:
             figures = run(mount, work, wheels, families, budget, not args.no_release)
-    except KeyboardInterrupt:
-        print("\ninterrupted: cleaning up", file=sys.stderr)
-        raise SystemExit(130) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if not args.keep_wheels:
@@ -226,4 +221,9 @@ def run(mount: Path, work: Path, wheels: rocmwheels.WheelSet, families: list[str
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM, in the wheels (a cache the next run completes) or the publish
+        print("\ninterrupted: the engine, registry and loop filesystem are gone (half-written wheels are written again "
+              "by the next run)", file=sys.stderr)
+        raise SystemExit(130) from None

@@ -52,16 +52,20 @@ def test_families_over_a_wheelhouse_wait_for_one_torch_and_devels_for_their_runt
     chains = _chains(rendered)
     plan = waves(chains)
     _check(plan, chains)
-    by_tag = {r.cell.tag: r for r in rendered}
     first = [by_tag_of(rendered, t) for t in plan[0]]
     assert sorted(r.group for r in first) == sorted({r.group for r in rendered})  # one leader per combination
     assert all(r.cell.flavor == "runtime" for r in first)
+    _devels_after_their_runtimes(plan, rendered)
+    assert len(plan) == 3  # the leaders; the other families and the leaders' devels; the other devels
+
+
+def _devels_after_their_runtimes(plan: list[list[str]], rendered: list[RenderedCell]) -> None:
     position = {t: i for i, wave in enumerate(plan) for t in wave}
+    by_tag = {r.cell.tag: r for r in rendered}
     for r in rendered:
         if r.cell.flavor == "devel":
             runtime = by_tag[r.cell.tag.replace("_devel", "_runtime")]
             assert position[r.target] > position[runtime.target], r.cell.tag
-    assert len(plan) == 3  # the leaders; the other families and the leaders' devels; the other devels
 
 
 def by_tag_of(rendered: list[RenderedCell], target: str) -> RenderedCell:
@@ -91,9 +95,5 @@ def test_with_a_registry_cache_exported_no_two_targets_of_a_wave_build_one_stage
     assert len(waves(chains)) == 1
     plan = waves(chains, exported=True)
     _check(plan, {t: [(stage, True) for stage, _ in chain] for t, chain in chains.items()})
-    position = {t: i for i, wave in enumerate(plan) for t in wave}
-    by_tag = {r.cell.tag: r for r in rendered}
-    for r in rendered:
-        if r.cell.flavor == "devel":
-            assert position[r.target] > position[by_tag[r.cell.tag.replace("_devel", "_runtime")].target]
+    _devels_after_their_runtimes(plan, rendered)
     assert len(plan) == 3  # one runtime per combination builds its torch; the other runtimes; the devels
