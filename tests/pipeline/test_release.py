@@ -3,6 +3,9 @@ of them) only once this family's are baked and loaded."""
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 import subprocess
 import time
 import uuid
@@ -95,10 +98,11 @@ def test_between_waves_the_factory_s_aged_steps_and_pip_s_download_cache_are_pru
         seen.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    listing = records.parse("\n".join([
-        f'{{"ID": "aaa", "Parents": null, "Description": "mount / from exec x && {records.STEP_MARK} -- {{}} +"}}',
-        '{"ID": "bbb", "Parents": ["aaa"], "Description": "[runtime 5/5] WORKDIR /root"}',
-        '{"ID": "ccc", "Parents": null, "Description": "a user\'s own step"}']))
+    step = f"mount / from exec /bin/sh -c {records.STEP_START}  && x  && {records.STEP_CLAMP}"
+    listing = records.parse("\n".join(json.dumps(r) for r in [
+        {"ID": "aaa", "Parents": None, "Description": step, "Type": "regular"},
+        {"ID": "bbb", "Parents": ["aaa"], "Description": "[runtime 5/5] WORKDIR /root", "Type": "regular"},
+        {"ID": "ccc", "Parents": None, "Description": "a user's own step", "Type": "regular"}]))
     monkeypatch.setattr(records, "listed", lambda kit: listing)
     monkeypatch.setattr(release.subprocess, "run", run)
     assert release.prune_cache(BuildKit(name="b1"), time.monotonic() - 30)
@@ -169,12 +173,15 @@ def test_a_wave_whose_bake_failed_exported_no_cache_so_the_next_keeps_the_factor
 
 
 def test_the_step_filter_finds_every_run_of_every_rendered_dockerfile() -> None:
-    """The prune takes BuildKit's records by STEP_MARK: a template RUN without it would stay on the disk."""
+    """The prune takes BuildKit's records by the template's whole step form: a template RUN without it would stay on
+    the disk. Each RUN as BuildKit describes its record: continuation lines joined, the --mount flags gone."""
     root = Path(__file__).resolve().parents[2] / "images"
-    runs = [step for dockerfile in root.glob("*/Dockerfile")
-            for step in dockerfile.read_text().replace("\\\n", " ").split("\nRUN ")[1:]]
+    runs = [step.split("\n", 1)[0] for dockerfile in root.glob("*/Dockerfile")
+            for step in dockerfile.read_text().replace("\\\n", "").split("\nRUN ")[1:]]
     assert len(runs) > 900
-    assert [r for r in runs if records.STEP_MARK not in r.split("\n", 1)[0]] == []
+    flags = re.compile(r"^(?:\s*--mount=\S+)*\s*")
+    described = ["mount / from exec /bin/sh -c " + flags.sub("", run) for run in runs]
+    assert [d for d in described if not records.is_step(records.Record(ID="x", Description=d, Type="regular"))] == []
 
 
 @pytest.mark.docker
@@ -198,40 +205,68 @@ def test_the_pip_cache_filter_takes_that_cache_mount_on_a_real_buildkit_and_no_o
     assert f'with id "/{keep}"' in left and f'with id "/{run_id}"' not in left  # kept though its step names run_id
 
 
+def _own_steps(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A test's own id and its RUN of the template's form: STEP_START narrowed to it, so the other tests' steps on
+    this engine are not the prune's."""
+    run_id = uuid.uuid4().hex[:12]
+    monkeypatch.setattr(records, "STEP_START", f"{records.STEP_START} && echo ours-{run_id}")
+    return run_id, (f"RUN --mount=type=cache,id=rif-test-{run_id},target=/tmp \\\n    {records.STEP_START}"
+                    f" > /o{run_id} \\\n && echo {run_id} > /tmp/w \\\n && {records.STEP_CLAMP}\n")
+
+
+def _build(folder: Path, dockerfile: str, output: str = "type=cacheonly") -> None:
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(dockerfile)
+    built = subprocess.run(["docker", "buildx", "build", "--network", "host", "--allow", "network.host",
+                            "--output", output, str(folder)], capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr[-2000:]
+
+
+def _left() -> str:
+    return subprocess.run(["docker", "buildx", "du", "--verbose"], capture_output=True, text=True, check=True).stdout
+
+
 @pytest.mark.docker
 def test_the_step_prune_takes_the_factory_s_steps_and_their_cache_mounts_on_a_real_buildkit_and_no_other_build_s(
         base_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
-    """prune_steps before a family's bake: every record whose step carries STEP_MARK (the template's clamp), shared
-    or not, its cache mounts and the WORKDIR record built on it; a step of another build (no mark) stays. The mark
-    is narrowed to this test's own file, so the other tests' steps on this engine stay cached."""
-    run_id = uuid.uuid4().hex[:12]
-    monkeypatch.setattr(records, "STEP_MARK", f"{records.STEP_MARK} -- /o{run_id}")
-    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
-    ours.mkdir(), theirs.mkdir()
-    (ours / "Dockerfile").write_text(
-        f"FROM {base_image}\n"
-        f"RUN --mount=type=cache,id=rif-test-{run_id},target=/tmp echo {run_id} > /tmp/w"
-        f" && echo ours-{run_id} > /o{run_id} && {records.STEP_MARK}\n"
-        f"WORKDIR /w{run_id}\n")  # as an image stage ends: a record whose description names no command
-    (theirs / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo theirs-{run_id} > /t\n")
+    """prune_steps before a family's bake: every record of the template's step form, shared or not, its cache
+    mounts and the WORKDIR record built on it; a step of another build stays."""
+    run_id, run = _own_steps(monkeypatch)
     image = f"rif-test/steps-{run_id}:1"  # ours is held by an image: its record is shared, pruned with --all only
-    for folder, output in ((ours, f"type=image,name={image}"), (theirs, "type=cacheonly")):
-        built = subprocess.run(["docker", "buildx", "build", "--network", "host", "--allow", "network.host",
-                                "--output", output, str(folder)], capture_output=True, text=True, check=False)
-        assert built.returncode == 0, built.stderr[-2000:]
+    _build(tmp_path / "ours", f"FROM {base_image}\n{run}WORKDIR /home/u{run_id}\n", f"type=image,name={image}")
     request.addfinalizer(lambda: subprocess.run(["docker", "image", "rm", image], capture_output=True, check=False))
-
-    def left() -> str:
-        return subprocess.run(["docker", "buildx", "du", "--verbose"], capture_output=True, text=True,
-                              check=True).stdout
-
-    before = left()
+    _build(tmp_path / "theirs", f"FROM {base_image}\nRUN echo theirs-{run_id} > /t\n")
+    before = _left()
     assert f"ours-{run_id}" in before and f'with id "/rif-test-{run_id}"' in before
     assert release.prune_steps(BuildKit())
-    after = left()
+    after = _left()
     assert f"ours-{run_id}" not in after and f'with id "/rif-test-{run_id}"' not in after
-    assert f"WORKDIR /w{run_id}" in before and f"WORKDIR /w{run_id}" not in after
+    assert f"WORKDIR /home/u{run_id}" in before and f"WORKDIR /home/u{run_id}" not in after  # a stage's last step
     assert f"theirs-{run_id}" in after
+
+
+@pytest.mark.docker
+def test_the_step_prune_keeps_another_build_s_steps_that_echo_the_mark_or_stand_on_a_factory_image(
+        base_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Another build's steps that echo the mark, and the whole start and clamp, and a build FROM a factory image
+    (BuildKit chains its records onto the factory's): none is pruned. Before the fix each was taken."""
+    run_id, run = _own_steps(monkeypatch)
+    image = f"rif-test/steps-{run_id}:1"
+    _build(tmp_path / "ours", f"FROM {base_image}\n{run}WORKDIR /root\n", f"type=image,name={image}")
+    request.addfinalizer(lambda: subprocess.run(["docker", "image", "rm", image], capture_output=True, check=False))
+    whole = shlex.quote(f"{records.STEP_START}  && {records.STEP_CLAMP}")
+    _build(tmp_path / "theirs", f"FROM {base_image}\n"
+           f"RUN echo 'touch --no-dereference --date=@0' theirs-mark-{run_id} > /m\n"
+           f"RUN --mount=type=cache,id=theirs-{run_id},target=/tmp echo {whole} theirs-whole-{run_id} > /w\n"
+           "WORKDIR /root\n")
+    _build(tmp_path / "child", f"FROM {image}\nRUN echo theirs-child-{run_id} > /c\n")
+    before = _left()
+    assert all(f"theirs-{kind}-{run_id}" in before for kind in ("mark", "whole", "child"))
+    assert release.prune_steps(BuildKit())
+    after = _left()
+    assert all(f"theirs-{kind}-{run_id}" in after for kind in ("mark", "whole", "child"))
+    assert f'with id "/theirs-{run_id}"' in after
+    assert f'with id "/rif-test-{run_id}"' not in after  # the prune ran: our cache mount (held by no child) went
 
 
 def test_each_combination_keeps_its_runtime_image_as_the_anchor_of_its_shared_layers(tmp_path: Path) -> None:
