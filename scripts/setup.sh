@@ -85,6 +85,81 @@ if [ "${buildx_minor:-0}" -lt 18 ]; then
   docker buildx version
 fi
 
+# Only an engine or registry this checkout can stand behind is used. What answers on the project's socket (or, for
+# a registry setup.sh started, on RIF_TEST_REGISTRY's loopback port) must run binaries and a config that still exist
+# and are this checkout's. One whose files are gone (its checkout deleted, or its engine unpacked again:
+# /proc/PID/exe reads "... (deleted)") fails every container start with a bare "400 Bad Request": it is stopped, and
+# this checkout's is started below. One of another checkout that still exists may be in use there: setup stops with
+# one line naming it and what to run.
+proc_exe() { as_root readlink "/proc/$1/exe" 2>/dev/null || true; }
+proc_arg() {  # proc_arg PID WORD: the argument after WORD (or WORD=VALUE) on the process's command line
+  as_root cat "/proc/$1/cmdline" 2>/dev/null | tr '\0' '\n' \
+    | awk -v w="$2" 'take { print; exit } $0 == w { take = 1 } index($0, w "=") == 1 { print substr($0, length(w) + 2); exit }'
+}
+files_gone() {  # files_gone PID CONFIG: the first of the process's (or its children's) binaries or config that is gone
+  local p exe
+  for p in "$1" $(pgrep -P "$1" 2>/dev/null || true); do
+    exe=$(proc_exe "$p")
+    case "$exe" in *" (deleted)") echo "${exe% (deleted)}"; return 0 ;; esac
+  done
+  if [ -n "$2" ] && ! as_root test -e "$2"; then echo "$2"; fi
+}
+checkout_of() {  # checkout_of EXE CONFIG: the checkout whose .rif/ a process was started from, else its binary
+  case "$2" in */.rif/*) echo "${2%%/.rif/*}"; return 0 ;; esac
+  case "$1" in */.rif/*) echo "${1%%/.rif/*}"; return 0 ;; esac
+  echo "$1"
+}
+stop_stale() {  # stop_stale WHAT PID: SIGTERM, then wait for the process to end (at most 60 s)
+  as_root kill "$2" 2>/dev/null || true
+  timeout 60 tail --pid="$2" -f /dev/null && return 0
+  echo "setup: $1 (pid $2) did not stop within 60 s: run 'sudo kill -9 $2', then source scripts/setup.sh again" >&2
+  return 1
+}
+tell_engine() {  # tell_engine: 0 when the engine on DOCKER_HOST is this checkout's (or was stale and is stopped)
+  local pid exe config gone
+  pid=$(as_root cat "$ENGINE_RUN/dockerd.pid" 2>/dev/null || true)
+  if [ -z "$pid" ] || [ ! -e "/proc/$pid" ]; then
+    echo "setup: an engine answers on $DOCKER_HOST but $ENGINE_RUN/dockerd.pid names no running dockerd: stop it" \
+         "(sudo ss -xlp | grep $ENGINE_RUN/docker.sock names it), then source scripts/setup.sh again" >&2
+    return 1
+  fi
+  exe=$(proc_exe "$pid") config=$(proc_arg "$pid" --config-file)
+  gone=$(files_gone "$pid" "$config")
+  if [ -n "$gone" ]; then
+    echo "setup: the engine on $DOCKER_HOST (dockerd $pid) runs files that are gone ($gone): stopping it to start this checkout's"
+    stop_stale "the engine on $DOCKER_HOST" "$pid"
+    return
+  fi
+  if [ "${exe#"$(readlink -f "$ENGINE")"/}" = "$exe" ] \
+     || [ "$(readlink -f "$config")" != "$(readlink -f "$STATE/daemon.json")" ]; then  # not run from our .rif/
+    echo "setup: the engine on $DOCKER_HOST (dockerd $pid) was started from $(checkout_of "$exe" "$config"), not this" \
+         "checkout ($ROOT): stop it (sudo kill $pid; whoever uses it there loses it) or work in that checkout, then" \
+         "source scripts/setup.sh again" >&2
+    return 1
+  fi
+}
+tell_registry() {  # tell_registry: 0 unless a registry setup.sh started elsewhere answers on our loopback port
+  local pid exe config gone
+  case "${RIF_TEST_REGISTRY%:*}" in 127.*|localhost|"[::1]") ;; *) return 0 ;; esac  # a registry elsewhere
+  pid=$(as_root ss -Hltnp "sport = :${RIF_TEST_REGISTRY##*:}" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1)
+  exe=$(if [ -n "$pid" ]; then proc_exe "$pid"; fi)
+  case "$exe" in */docker-registry|*"/docker-registry (deleted)") ;; *) return 0 ;; esac  # the user's own: as it is
+  config=$(proc_arg "$pid" serve)
+  gone=$(files_gone "$pid" "$config")
+  if [ -n "$gone" ]; then
+    echo "setup: the registry on $RIF_TEST_REGISTRY (docker-registry $pid) runs files that are gone ($gone): stopping it to start this checkout's"
+    stop_stale "the registry on $RIF_TEST_REGISTRY" "$pid"
+    return
+  fi
+  case "$config" in */.rif/registry.yml) ;; *) return 0 ;; esac  # not setup.sh's: the user's own, used as it is
+  if [ "$(readlink -f "$config")" != "$(readlink -f "$STATE/registry.yml")" ]; then
+    echo "setup: the registry on $RIF_TEST_REGISTRY (docker-registry $pid) was started from" \
+         "$(checkout_of "$exe" "$config"), not this checkout ($ROOT): stop it (sudo kill $pid; whoever uses it there" \
+         "loses it), or set RIF_TEST_REGISTRY to another 127.0.0.1:PORT, then source scripts/setup.sh again" >&2
+    return 1
+  fi
+}
+
 wait_for() {  # wait_for WHAT SECONDS COMMAND...
   local what=$1 secs=$2; shift 2
   for _ in $(seq "$secs"); do "$@" >/dev/null 2>&1 && return 0; sleep 1; done
@@ -98,6 +173,8 @@ wait_for() {  # wait_for WHAT SECONDS COMMAND...
 ENGINE_RUN=${RIF_ENGINE_RUN:-/run/rif-engine}
 ENGINE_DATA=${RIF_ENGINE_DATA:-/var/lib/rif-engine}
 if [ "$existing" = no ]; then export DOCKER_HOST=${RIF_DOCKER_HOST:-unix://$ENGINE_RUN/docker.sock}; fi
+# The engine on the project's own socket is used only when it is this checkout's (tell_engine above).
+if [ "$existing" = no ] && docker info >/dev/null 2>&1; then tell_engine || return 1; fi
 if ! docker info >/dev/null 2>&1; then
   echo "setup: starting dockerd $(engine_version).x on $DOCKER_HOST"
   as_root mkdir -p "$ENGINE_RUN" "$ENGINE_DATA"
@@ -117,6 +194,7 @@ if [ "$(docker info -f '{{.DriverStatus}}' 2>/dev/null | grep -c snapshotter)" =
 fi
 
 registry_up() { python3 -c "import urllib.request,sys; urllib.request.urlopen('http://$RIF_TEST_REGISTRY/v2/', timeout=2)"; }
+if registry_up 2>/dev/null; then tell_registry || return 1; fi
 if ! registry_up 2>/dev/null; then
   echo "setup: starting a registry on $RIF_TEST_REGISTRY"
   mkdir -p "$STATE/registry"
