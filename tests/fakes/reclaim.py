@@ -3,8 +3,8 @@
 A CI machine's free disk varies (tens of GB down to a few). Tests that change an input (a base, a wheel, a
 lock) rebuild the 750 MB torch layer under a new cache key, and every run of the lifecycle leaves a content-
 named image: unreclaimed, the suite's footprint grows by about 20 GB. After each docker test the names it made
-go (and BuildKit's cache is trimmed to BUILD_CACHE_KEEP when the engine's disk is short); after each module,
-the names its module-scoped fixtures made go too.
+go (and BuildKit's cache is trimmed by what the engine's disk is short of, least recently used first); after
+each module, the names its module-scoped fixtures made go too.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from tests.fakes.policy import engine_problem
 from tests.fakes.warm import drop_warm, keep_warm
 
 SUITE_IMAGE_PREFIXES = ("rocm-image-factory/", "t/", "127.0.0.1:", "localhost:")
-BUILD_CACHE_KEEP = 5 * 2**30  # bytes: room for the shared torch layers, so later tests still hit the cache
 MIN_FREE = 20 * 2**30  # bytes free on the engine's disk below which the build cache is trimmed
+WARM_MIN_FREE = 10 * 2**30  # bytes free below which, even after the trim, the warm names go too
 
 
 def suite_name(ref: str) -> bool:
@@ -49,15 +49,32 @@ def reclaim(client: docker.DockerClient, before: set[tuple[str, str]]) -> None:
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(str(image.id), force=True)
     with contextlib.suppress(docker.errors.APIError, OSError):
-        if short_of_disk(shutil.disk_usage(engine_root(client)).free):
-            drop_warm(client)
-            trim_build_cache(client, BUILD_CACHE_KEEP)
+        free = shutil.disk_usage(engine_root(client)).free
+        if short_of_disk(free):
+            trim_build_cache(client, cache_to_keep(free, build_cache_size(client)))
+            if shutil.disk_usage(engine_root(client)).free < WARM_MIN_FREE:
+                drop_warm(client)
 
 
 def short_of_disk(free: int) -> bool:
     """Trimming BuildKit's cache after every test made later tests build torch again (Docker 28 pruned the very
     steps they shared): the cache is trimmed only when the engine's disk is short."""
     return free < MIN_FREE
+
+
+def cache_to_keep(free: int, cache: int) -> int:
+    """The build cache's size after a trim on a short disk: smaller by what the disk is short of MIN_FREE, not down
+    to a fixed floor. CI's disk stays short for the engine tier's second half (16 GB free at its end): a trim to
+    5 GB after each of those tests, and the warm names dropped with it, made the next test install and compress
+    torch again; the shortfall is a few GB, taken from the least recently used records."""
+    return max(cache - max(MIN_FREE - free, 0), 0)
+
+
+def build_cache_size(client: docker.DockerClient) -> int:
+    """Bytes BuildKit's cache holds (`docker system df`'s build cache alone: images are not sized)."""
+    api = client.api
+    df = api._result(api._get(api._url("/system/df"), params={"type": "build-cache"}), True)
+    return sum(int(record.get("Size") or 0) for record in df.get("BuildCache") or [])
 
 
 @functools.cache

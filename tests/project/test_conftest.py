@@ -14,7 +14,7 @@ from tests.fakes.checkout import ROOT
 from tests.fakes.containers import TrackedContainers
 from tests.fakes.engine import labelled_image
 from tests.fakes.policy import ENGINE_FIXTURES, docker_policy, in_ci
-from tests.fakes.reclaim import reclaiming, short_of_disk, suite_name
+from tests.fakes.reclaim import MIN_FREE, build_cache_size, cache_to_keep, reclaiming, short_of_disk, suite_name
 from tests.fakes.warm import MAX_WARM, WARM_REPOSITORY, Warm, warm_ref
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
@@ -248,6 +248,26 @@ def test_reclaiming_removes_the_suite_images_made_inside_and_keeps_the_rest(dock
 @pytest.mark.parametrize(("free_gib", "trim"), [(100, False), (21, False), (19, True), (0, True)])
 def test_the_build_cache_is_trimmed_only_when_disk_is_short(free_gib: int, trim: bool) -> None:
     assert short_of_disk(free_gib * 2**30) is trim
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("free", "cache", "keep"), [
+    (MIN_FREE - 4 * GIB, 30 * GIB, 26 * GIB),  # CI's short disk: the shortfall goes, the torch steps stay
+    (MIN_FREE - 4 * GIB, 3 * GIB, 0),  # a cache smaller than the shortfall goes whole
+    (MIN_FREE, 30 * GIB, 30 * GIB),  # nothing short, nothing trimmed
+    (0, 30 * GIB, 10 * GIB),
+])
+def test_a_short_disk_trims_the_build_cache_by_its_shortfall_only(free: int, cache: int, keep: int) -> None:
+    assert cache_to_keep(free, cache) == keep
+
+
+@pytest.mark.docker
+def test_the_build_cache_size_is_what_the_engine_reports(docker_client: docker.DockerClient) -> None:
+    size = build_cache_size(docker_client)
+    reported = sum(int(r.get("Size") or 0) for r in docker_client.df().get("BuildCache") or [])
+    assert size >= 0 and abs(size - reported) <= 2**30  # read apart: another session may build in between
 
 
 def test_the_warm_image_of_a_tag_is_the_content_reclaimed_most_often() -> None:
