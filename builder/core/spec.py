@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from builder.core import channels, facts, osfamilies
+from builder.core import channels, drivers, facts, osfamilies
 from builder.core.channels.base import WheelChannel
 from builder.core.osfamilies.base import OsFamily
 from builder.core.tags import readable_tag
@@ -147,4 +147,6 @@ class CellSpec(BaseModel):
             # The image promises a ROCm SDK (hipcc, HIP and math-library headers), so torch-smoke's hip_compile
             # holds it to compiling.
             "rocm_sdk": self.has_rocm_sdk,
+            # The host driver the line is supported with (builder/data/drivers.yaml): torch-smoke checks the host's.
+            "amdgpu_driver": drivers.driver_range(self.rocm),
         }

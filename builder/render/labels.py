@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from builder.core import drivers
 from builder.core.spec import CellSpec
 from builder.core.tags import CELL_FILE, HASH_LABEL, LABEL_PREFIX
 
@@ -41,6 +42,8 @@ def image_labels(cell: CellSpec, content_hash: str) -> dict[str, str]:
         "os": cell.os,
         "flavor": cell.flavor,
         "user": cell.user,
+        # The host's amdgpu driver releases AMD supports the image's ROCm line with (AMD GPU Driver 6.4.x-31.50.x).
+        "amdgpu-driver": drivers.range_text(drivers.rocm_line(cell.rocm)) if cell.rocm else "none",
     }
     labels.update({LABEL_PREFIX + k: v for k, v in own.items()})
     if content_hash:

@@ -90,7 +90,7 @@ def test_everything_fine(tree: Tree) -> None:
     tree.rocm_devices(gid=110).kfd_node(0, 0).kfd_node(1, 110000)
     findings = diagnose(tree.view(gids=frozenset({1000, 44, 110})), ROCM_CELL)
     assert {f.result.name: f.result.status for f in findings} == {
-        "dev_kfd": "pass", "dev_dri": "pass", "gpu_env": "pass", "gpu_target": "pass"}
+        "dev_kfd": "pass", "dev_dri": "pass", "gpu_env": "pass", "gpu_target": "pass", "host_driver": "info"}
     assert "gfx1100 (node 1, device 0x744c), in family gfx110X-all" in by_name(findings)["gpu_target"].result.detail
     assert docker_flags(findings) == []
     assert "yet torch sees no GPU: check the host's driver (`dmesg`, `rocminfo`" in no_gpu_fix(findings, ROCM)

@@ -29,8 +29,9 @@ def test_json_is_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
     report = json.loads(out)
     names = [r["name"] for r in report["results"]]
     assert names == ["import", "torch_version", "torchvision_version", "torchaudio_version", "hip_version",
-                     "cuda_version", "arch_list", "libs", "cpu_matmul", "cpu_svd", "numpy", "torchvision_nms",
-                     "hip_compile", "gpu", "dev_kfd", "dev_dri", "gpu_env", "gpu_target"]
+                     "cuda_version", "arch_list", "libs", "pip_constraint", "cpu_matmul", "cpu_svd", "numpy",
+                     "torchvision_nms", "hip_compile", "gpu", "dev_kfd", "dev_dri", "gpu_env", "gpu_target",
+                     "host_driver"]
     fields = {"name", "status", "detail", "fix", "seconds", "section", "timed_out"}
     assert all(set(r) == fields for r in report["results"])
     assert {k: report[k] for k in ("platform", "exit_code", "gpu_visible", "simulated_gpu")} == {

@@ -19,7 +19,7 @@ def test_every_name_in_the_table_is_a_check_or_a_diagnostic() -> None:
 def test_each_kind_gets_its_row() -> None:
     rocm, cuda, cpu = select(ROCM_CELL), select(CUDA_CELL), select(CPU_CELL)
     assert rocm.gpu == (*GPU, "gpu_hip_kernel") and cuda.gpu == GPU and cpu.gpu == ()
-    assert rocm.diagnostics == ("dev_kfd", "dev_dri", "gpu_env", "gpu_target")
+    assert rocm.diagnostics == ("dev_kfd", "dev_dri", "gpu_env", "gpu_target", "host_driver")
     assert cuda.diagnostics == ("dev_nvidia", "gpu_env")
     assert cpu.not_applicable == {"arch_list": "CPU image: torch has no GPU code",
                                   "hip_compile": "CPU image: no HIP to compile"} and cpu.no_gpu_section

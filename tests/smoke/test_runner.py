@@ -91,6 +91,7 @@ def test_a_gpu_image_with_a_gpu_runs_its_rows_checks_in_order(monkeypatch: pytes
     got = names(smoke(ROCM_CELL, fake_torch(devices=(("AMD Radeon RX 7900 XTX", "gfx1100"),))))
     assert got == [*(("install", n, "pass") for n in INSTALL), *(("cpu", n, "pass") for n in CPU),
                    ("sdk", "hip_compile", "pass"), ("gpu", "gpu", "pass"), ("gpu", "gpu_env", "pass"),
+                   ("gpu", "host_driver", "info"),
                    *(("gpu", n, "pass") for n in GPU), ("gpu", "gpu_hip_kernel", "pass")]
 
 
@@ -98,7 +99,8 @@ def test_a_simulated_gpu_runs_the_gpu_section_on_a_cpu_image(monkeypatch: pytest
     quick_checks(monkeypatch)
     s = smoke(CPU_CELL, fake_torch(hip=None), simulate="gfx1100")
     results, flags = runner.run_all(s)
-    assert [r.name for r in results] == [*INSTALL, *CPU, *SDK, "gpu", "gpu_env", *GPU, "gpu_hip_kernel"]
+    assert [r.name for r in results] == [*INSTALL, *CPU, *SDK, "gpu", "gpu_env", "host_driver", *GPU,
+                                         "gpu_hip_kernel"]
     assert flags == []
     stand_in = results[len(INSTALL) + len(CPU) + len(SDK)].detail
     assert stand_in == "1 device(s): 0: CPU stand-in (--simulate-gpu, test mode) (gfx1100)"
@@ -110,7 +112,8 @@ def test_a_rocm_image_without_a_gpu_runs_the_diagnostics(monkeypatch: pytest.Mon
     results, flags = runner.run_all(smoke(ROCM_CELL, fake_torch()))
     tail = [(r.section, r.name, r.status) for r in results[len(INSTALL) + len(CPU) + len(SDK):]]
     assert tail == [("gpu", "gpu", "skip"), ("diagnostics", "dev_kfd", "warn"), ("diagnostics", "dev_dri", "warn"),
-                    ("diagnostics", "gpu_env", "pass"), ("diagnostics", "gpu_target", "info")]
+                    ("diagnostics", "gpu_env", "pass"), ("diagnostics", "gpu_target", "info"),
+                    ("diagnostics", "host_driver", "info")]
     assert flags[:2] == ["--device=/dev/kfd", "--device=/dev/dri"]
     assert results[len(INSTALL) + len(CPU) + len(SDK)].fix.startswith("run with: docker run --device=/dev/kfd")
 

@@ -1,4 +1,5 @@
-"""Why torch sees no GPU: device files, permissions, the render GID, the environment, the host's GPU targets.
+"""Why torch sees no GPU: device files, permissions, the render GID, the environment, the host's GPU targets, WSL
+and the host's amdgpu driver against the image's driver range.
 
 Everything here is a pure function of a HostView, so tests feed a fake tree instead of the real /dev and /sys.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import apptainer
+from . import apptainer, hostdriver, wsl
 from .core import OVERRIDE, RANK, RISKY, VISIBILITY, Result, gfx_from_override, gfx_from_version, unique
 from .platforms import Platform, select
 
@@ -66,6 +67,7 @@ class HostView:
     env: Mapping[str, str]
     stat: Callable[[Path], os.stat_result] = _stat
     apptainer: bool = False  # under Apptainer or Singularity: their fixes, not docker run's
+    root: Path | None = None  # where proc/ and sys/module/ are read (the host's, in a container); None: not read
 
     @classmethod
     def current(cls, root: Path = Path("/")) -> HostView:
@@ -73,7 +75,10 @@ class HostView:
         return cls(dev=root / "dev", kfd_nodes=root / "sys/class/kfd/kfd/topology/nodes", uid=os.geteuid(),
                    gids=frozenset({os.getegid(), *os.getgroups()}),
                    groups={g.gr_gid: g.gr_name for g in grp.getgrall()}, env=env,
-                   apptainer=apptainer.detect(env, root))
+                   apptainer=apptainer.detect(env, root), root=root)
+
+    def proc_version(self) -> str | None:
+        return hostdriver.read_small(self.root / "proc/version") if self.root else None
 
     def shown(self, path: Path) -> str:
         """The path as the user knows it (/dev/kfd), even when it lies in a fake tree."""
@@ -150,6 +155,8 @@ def missing_device(view: HostView, name: str, detail: str, flags: tuple[str, ...
 
 def dev_kfd(view: HostView) -> Finding:
     kfd = view.dev / "kfd"
+    if not kfd.exists() and wsl.detect(view.dev, view.proc_version()):
+        return Finding(Result("dev_kfd", "warn", f"{wsl.DETAIL}; {wsl.WORKS}", wsl.FIX))
     if not kfd.exists():
         return missing_device(view, "dev_kfd", "/dev/kfd is not in the container: the GPU was not passed in",
                               ("--device=/dev/kfd",))
@@ -176,14 +183,28 @@ def dev_nvidia(view: HostView) -> Finding:
     return devices_finding(view, "dev_nvidia", [ctl, *nodes])
 
 
-def gpu_env(env: Mapping[str, str], gpu_visible: bool, under_apptainer: bool = False) -> Finding:
-    """Flags HSA_OVERRIDE_GFX_VERSION always, and *_VISIBLE_DEVICES where they may hide the GPU."""
+def native_targets(view: HostView, expect: Mapping[str, Any]) -> list[str]:
+    """The host's GPU targets (kfd topology: the hardware, whatever an override says) this image's torch carries."""
+    carried = set(expect.get("gfx_targets") or [])
+    return unique(g.target for g in kfd_gpus(view.kfd_nodes) if g.target in carried) if view.kfd_nodes.is_dir() else []
+
+
+def gpu_env(env: Mapping[str, str], gpu_visible: bool, under_apptainer: bool = False,
+            native: Sequence[str] = ()) -> Finding:
+    """Flags HSA_OVERRIDE_GFX_VERSION always (naming the GPU's own target where the image supports it: `native`),
+    and *_VISIBLE_DEVICES where they may hide the GPU."""
     notes, fixes, status = [], [], "pass"
     if OVERRIDE in env:
         value = env[OVERRIDE]
         notes.append(f"{OVERRIDE}={value} makes the runtime treat every GPU as {gfx_from_override(value) or value}")
-        fixes.append(f"unset {OVERRIDE} and use an image whose family contains the GPU's real target (the "
-                     "override is a risky workaround: page faults, hangs)")
+        if native:
+            notes.append(f"the GPU's own target {', '.join(native)} is one this image's torch supports: the override "
+                         "is not needed and can cost correctness or speed")
+            fixes.append(f"unset {OVERRIDE} (drop -e {OVERRIDE} from docker run): this image runs "
+                         f"{', '.join(native)} natively")
+        else:
+            fixes.append(f"unset {OVERRIDE} and use an image whose family contains the GPU's real target (the "
+                         "override is a risky workaround: page faults, hangs)")
         status = "warn"
     for var in VISIBILITY:
         if var not in env:
@@ -220,13 +241,33 @@ def gpu_target(view: HostView, expect: Mapping[str, Any]) -> Finding:
     return Finding(Result("gpu_target", "pass", f"the host has {found}" + (f", in family {family}" if family else "")))
 
 
+DRIVER_STATUS = {"fits": "pass", "below": "warn", "above": "warn", "no-driver": "warn"}
+
+
+def host_driver(view: HostView, expect: Mapping[str, Any]) -> Finding:
+    """The host's amdgpu (read from the host's /sys/module and /proc, which a container shares) against the
+    driver range of the image's ROCm line (cell.json amdgpu_driver)."""
+    if view.root is None:
+        return Finding(Result("host_driver", "info", "the host's driver was not read"))
+    host = hostdriver.read_host_driver(view.root)
+    if host.kind == "none" and wsl.detect(view.dev, view.proc_version()):
+        return Finding(Result("host_driver", "info", "WSL: no amdgpu module; the GPU is behind /dev/dxg"))
+    verdict = hostdriver.verdict(host, expect.get("amdgpu_driver"))
+    return Finding(Result("host_driver", DRIVER_STATUS.get(verdict.status, "info"), verdict.detail, verdict.fix))
+
+
+def env_finding(view: HostView, expect: Mapping[str, Any], gpu_visible: bool) -> Finding:
+    return gpu_env(view.env, gpu_visible, view.apptainer, native_targets(view, expect))
+
+
 # The diagnostics by the names platforms.py uses; each takes the view and the cell's expectations.
 FINDINGS: dict[str, Callable[[HostView, Mapping[str, Any]], Finding]] = {
     "dev_kfd": lambda view, expect: dev_kfd(view),
     "dev_dri": lambda view, expect: dev_dri(view),
     "dev_nvidia": lambda view, expect: dev_nvidia(view),
-    "gpu_env": lambda view, expect: gpu_env(view.env, gpu_visible=False, under_apptainer=view.apptainer),
+    "gpu_env": lambda view, expect: env_finding(view, expect, gpu_visible=False),
     "gpu_target": gpu_target,
+    "host_driver": host_driver,
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from .core import OVERRIDE, platform_kind
 
 INSTALL = ("import", "torch_version", "torchvision_version", "torchaudio_version", "hip_version", "cuda_version",
-           "arch_list", "libs")
+           "arch_list", "libs", "pip_constraint")
 CPU = ("cpu_matmul", "cpu_svd", "numpy", "torchvision_nms")
 SDK = ("hip_compile",)  # no GPU needed: a ROCm image's compiler, where it has one (a devel image must)
 BASE = (("install", INSTALL), ("cpu", CPU), ("sdk", SDK))
@@ -38,7 +38,7 @@ class Platform:
 
 
 ROCM = Platform(
-    "rocm", (*GPU, "gpu_hip_kernel"), ("dev_kfd", "dev_dri", "gpu_env", "gpu_target"),
+    "rocm", (*GPU, "gpu_hip_kernel"), ("dev_kfd", "dev_dri", "gpu_env", "gpu_target", "host_driver"),
     gpu_fix=("check that the host's amdgpu driver supports this image's ROCm (`dmesg` on the host) and that "
              f"{OVERRIDE} is not set"),
     host_tools="`dmesg`, `rocminfo`")

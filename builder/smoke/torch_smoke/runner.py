@@ -10,16 +10,16 @@ from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
-from . import apptainer, cpu, gpu, hip, install, libs
+from . import apptainer, constraint, cpu, gpu, hip, install, libs
 from .core import HUNG_FIX, SECTION_FIX, Fail, Outcome, Result, Skip, first_line
-from .diagnostics import Finding, diagnose, docker_flags, gpu_env, no_gpu_fix
+from .diagnostics import FINDINGS, Finding, diagnose, docker_flags, env_finding, no_gpu_fix
 from .smoke import Check, Smoke
 
 DEFAULT_TIMEOUT_S = 120.0
 # First calls compile kernels (MIOpen, Triton); hip_compile runs hipcc once per gfx target, then a torch extension.
 SLOW_TIMEOUT_S = {"gpu_conv": 300.0, "gpu_compile": 600.0, "hip_compile": 600.0, "gpu_hip_kernel": 300.0}
 TIMEOUT_ENV = "RIF_CHECK_TIMEOUT"  # seconds for every check, overriding the limits above
-CHECKS: dict[str, Check] = {**install.CHECKS, **libs.CHECKS, **cpu.CHECKS, **gpu.CHECKS,
+CHECKS: dict[str, Check] = {**install.CHECKS, **libs.CHECKS, **constraint.CHECKS, **cpu.CHECKS, **gpu.CHECKS,
                              **hip.CHECKS}
 
 T = TypeVar("T")
@@ -129,9 +129,12 @@ def run_all(smoke: Smoke) -> tuple[list[Result], list[str]]:
     visible = run_named(smoke, "gpu", "gpu", smoke.gpu_fix())
     results.append(visible)
     if visible.status == "pass":
-        env = gpu_env(smoke.view.env, gpu_visible=True, under_apptainer=smoke.view.apptainer).result
-        env.section = "gpu"
-        return [*results, env, *run_gpu_checks(smoke)], []
+        host = [env_finding(smoke.view, smoke.expect, gpu_visible=True).result]
+        if "host_driver" in smoke.platform.diagnostics:  # the driver range matters even where a GPU is seen
+            host.append(FINDINGS["host_driver"](smoke.view, smoke.expect).result)
+        for r in host:
+            r.section = "gpu"
+        return [*results, *host, *run_gpu_checks(smoke)], []
     findings = run_diagnostics(smoke)
     if visible.status == "skip" and smoke.torch is not None:
         visible.fix = no_gpu_fix(findings, smoke.platform, smoke.view.apptainer)
