@@ -96,6 +96,17 @@ class PerFamilyRelease(BaseModel):
     exclude_targets: dict[str, tuple[str, ...]] = {}
 
 
+class LineTorch(BaseModel):
+    """What a TheRock line built of one torch minor, exactly (its wheels' public versions), and where that was read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    torch: str | None  # None: not verified at any source; no cell of that minor is built on the line
+    torchvision: str | None = None  # None: the paired default (torch 2.9.1 -> 0.24.1) was not contradicted
+    torchaudio: str | None = None  # may carry a pre-release or 4th part: 2.7.1a0, 2.11.0.2
+    source: str  # repository + path + commit (or URL) of the line's own file that names these versions
+
+
 class TheRockRelease(BaseModel):
     """One release of TheRock's own ROCm line (7.13, 7.14, 10.0: never pytorch.org's 7.1/7.2)."""
 
@@ -112,11 +123,11 @@ class TheRockRelease(BaseModel):
     # per-family lines: the folder of the index when TheRock named the family otherwise at that tag (7.12 published
     # gfx90a's wheels under whl/gfx90a/, the family gfx.yaml calls gfx90a-dcgpu)
     index_dirs: dict[str, str] = {}
-    # torch minor -> the exact torch release the line builds (7.14 builds torch 2.12 as 2.12.0, not pytorch.org's
-    # 2.12.1): TheRock builds ROCm's fork of a torch release branch, whose version is not pytorch.org's newest patch
-    torch_versions: dict[str, str] = {}
+    # torch minor -> the exact torch and companions the line built (7.10 built torch 2.9 as 2.9.1 beside torchvision
+    # 0.24.0): TheRock builds ROCm's fork of a release branch as it stood when the line was cut, and its companions at
+    # the commits that branch pins, not pytorch.org's newest patch releases
+    torch_versions: dict[str, LineTorch] = {}
     exclude_targets: dict[str, tuple[str, ...]] = {}  # torch minor -> targets it builds no wheels of
-    companions: dict[str, dict[str, str]] = {}  # torch minor -> exact companion versions (torchaudio 2.11.0.2)
     prerelease: bool = False  # branched, not tagged: its wheels are release candidates, not on the stable index
     admit: str | None = None  # a prerelease line: what would admit it to production (--explain says it)
     per_family: PerFamilyRelease | None = None  # a multi-arch line's per-family release beside it (7.13)
@@ -169,10 +180,20 @@ class AmdApt(BaseModel):
     suites: dict[str, str]  # OS -> the repository's suite for it
 
 
+class TorchReleaseRecord(BaseModel):
+    """A published torch release: when, and the page that shows it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    published: str  # YYYY-MM-DD, the first upload
+    source: str
+
+
 class Compat(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     torch: dict[str, TorchMinor]
+    torch_releases: dict[str, TorchReleaseRecord] = {}  # every torch version a cell may ask for, each cited
     therock: dict[str, TheRockRelease]  # by its ROCm line, the label its images carry (rocm7.14)
     therock_dev_only_targets: tuple[str, ...] = ()
     whl_next_sub_families: tuple[str, ...] = ()  # sub-family device packages on whl-next (amd-torch-device-gfx115x)
@@ -189,7 +210,8 @@ class Compat(BaseModel):
 
 @cache
 def compat() -> Compat:
-    return Compat.model_validate(_load("compat.yaml"))
+    # `x-` keys hold YAML anchors the entries share (one cited build, many lines), not data of their own
+    return Compat.model_validate({k: v for k, v in _load("compat.yaml").items() if not k.startswith("x-")})
 
 
 class FamilyCi(BaseModel):

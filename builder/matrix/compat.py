@@ -13,7 +13,7 @@ from packaging.version import Version
 
 from builder.core import channels, facts
 from builder.core.spec import ALL_TARGETS, CellSpec, torch_minor
-from builder.matrix import builds, indexes
+from builder.matrix import builds, indexes, releases
 from builder.matrix.serving import dev_only, therock_lines, who_serves
 
 if TYPE_CHECKING:
@@ -137,21 +137,6 @@ def therock_torch_targets(cell: CellSpec) -> str | None:
             f"(its release build matrix excludes it): no device package for {cell.gfx}; {fix}")
 
 
-def therock_torch_version(cell: CellSpec) -> str | None:
-    """TheRock builds ROCm's fork of a torch release branch: its wheels carry that branch's version (2.12.0 on 7.14 and
-    10.0), not always pytorch.org's newest patch release, and a pin of any other patch finds no wheel."""
-    release = cell.therock_release
-    if release is None:
-        return None
-    minor = torch_minor(cell.torch)
-    want = release.torch_versions.get(minor)
-    public = cell.torch.split("+")[0]
-    if want is None or public == want:
-        return None
-    return (f"TheRock {cell.rocm} builds torch {minor} as {want} (torch=={want}+{release.local}), not {public}: "
-            f"use torch {want} for the therock channel")
-
-
 def therock_stable_targets(cell: CellSpec) -> str | None:
     dev_only = facts.compat().therock_dev_only_targets
     if not cell.wheels.OWN_RELEASES or cell.gfx == ALL_TARGETS:  # gfx-channel says why not device-all
@@ -222,13 +207,14 @@ def companions_pair(cell: CellSpec) -> str | None:
 
 RULES: list[tuple[str, Rule]] = [
     ("known-torch", known_torch),
+    ("torch-release", releases.cited_release),
     ("python-wheels", python_wheels),
     ("channel-wheels", channel_has_wheels),
     ("therock-released", therock_released),
     ("therock-family-build", therock_family_build),
     ("therock-family-index", therock_family_index),
     ("therock-torch-targets", therock_torch_targets),
-    ("therock-torch-version", therock_torch_version),
+    ("therock-torch-version", releases.therock_torch_version),
     ("therock-stable-targets", therock_stable_targets),
     ("os-support", os_supports_rocm),
     ("gfx-channel", gfx_channel),
@@ -250,11 +236,10 @@ def violations(cell: CellSpec) -> list[tuple[str, str]]:
 
 def line_companions(channel: str, platform: str, torch: TorchRelease, vision: str | None,
                     audio: str | None) -> tuple[str | None, str | None]:
-    """A TheRock line may version a companion its own way (10.0: torchaudio 2.11.0.2 beside torch 2.13.0): its
-    exact version replaces the paired default unless the matrix set that companion itself."""
+    """A TheRock line builds its own companions (7.10: torchvision 0.24.0 beside torch 2.9.1; 10.0: torchaudio
+    2.11.0.2): its exact versions replace the paired defaults unless the matrix set that companion itself."""
     own = channels.of(channel).OWN_RELEASES
-    release = facts.compat().therock.get(platform.removeprefix("rocm")) if own else None
-    exact = release.companions.get(torch_minor(torch.version), {}) if release else {}
+    exact = releases.exact_companions(platform, torch_minor(torch.version)) if own else (None, None)
     explicit = torch.model_fields_set
-    return (vision if "torchvision" in explicit else exact.get("torchvision", vision),
-            audio if "torchaudio" in explicit else exact.get("torchaudio", audio))
+    return (vision if "torchvision" in explicit else exact[0] or vision,
+            audio if "torchaudio" in explicit else exact[1] or audio)

@@ -39,6 +39,7 @@ PER_FAMILY = "https://repo.amd.com/rocm/whl/"
 GFX_RE = re.compile(r"^gfx[0-9]{2,3}[0-9a-f]$")  # gfx900, gfx90a, gfx942, gfx1030, gfx1151
 KNOWN = "2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13, 2.14, 2.15"
 FIX_CHANNEL = "(hipErrorNoBinaryForGpu): use the therock channel for this family"
+SOURCE_2_12 = facts.compat().therock["7.14"].torch_versions["2.12"].source
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,11 @@ GOOD: list[tuple[str, Case, tuple[str | None, str | None, str]]] = [
      ("0.23.0", "2.8.0", f"{PER_FAMILY}gfx110X-all/")),
     ("therock-rocm7.12-torch2.8.0-mi350", Case("ubuntu-24.04", "rocm7.12", "2.8.0", "gfx950-dcgpu", "therock"),
      ("0.23.0", "2.8.0", f"{PER_FAMILY}gfx950-dcgpu/")),
+    # TheRock's release/2.7 build pins torchaudio at a pre-release, 2.7.1a0 (RELEASES.md @ therock-7.10)
     ("therock-rocm7.10-torch2.7.1-rdna4", Case("ubuntu-24.04", "rocm7.10", "2.7.1", "gfx120X-all", "therock"),
-     ("0.22.1", "2.7.1", f"{PER_FAMILY}gfx120X-all/")),
+     ("0.22.1", "2.7.1a0", f"{PER_FAMILY}gfx120X-all/")),
     # 7.9-7.11 still had gfx90X-dcgpu (TheRock#2869 split it after therock-7.11): its per-family index.
-    ("therock-rocm7.11-torch2.9.0-gfx90X", Case("ubuntu-24.04", "rocm7.11", "2.9.0", "gfx90X-dcgpu", "therock"),
+    ("therock-rocm7.11-torch2.9.1-gfx90X", Case("ubuntu-24.04", "rocm7.11", "2.9.1", "gfx90X-dcgpu", "therock"),
      ("0.24.0", "2.9.0", f"{PER_FAMILY}gfx90X-dcgpu/")),
     # 10.0 is released, on whl-next; its torchaudio for 2.13 is the 4-part 2.11.0.2.
     ("therock-rocm10.0-torch2.13.0-mi300", Case("ubuntu-24.04", "rocm10.0", "2.13.0", "gfx94X-dcgpu", "therock"),
@@ -222,7 +224,7 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
      [("python-wheels", "torch 2.10 has no wheels on TheRock 7.12's index for Python 3.10 (ubuntu-22.04's Python); "
                         "it has 3.11, 3.12, 3.13")]),
     # rockrel release/therock-7.11 (3a290b6): no gfx1153 among the torch families; 7.12 was the first with it
-    ("therock-7.11-has-no-gfx1153-index", Case("ubuntu-24.04", "rocm7.11", "2.9.0", "gfx1153", "therock"),
+    ("therock-7.11-has-no-gfx1153-index", Case("ubuntu-24.04", "rocm7.11", "2.9.1", "gfx1153", "therock"),
      [("therock-family-index", "TheRock 7.11 published per-family wheels (one index per family, no [device-*] "
                                "extras) and none for gfx1153: its families are gfx90X-dcgpu, gfx94X-dcgpu, "
                                "gfx950-dcgpu, gfx110X-all, gfx1150, gfx1151, gfx1152, gfx120X-all; gfx1153 is served "
@@ -264,11 +266,17 @@ BAD: list[tuple[str, Case, list[tuple[str, str]]]] = [
                                 "excludes it): no device package for gfx1153; use torch 2.10 of that line")]),
     # TheRock builds ROCm's release/2.12 as 2.12.0 (TheRock#6223), never pytorch.org's 2.12.1
     ("therock-7.14-builds-2.12.0-not-2.12.1", Case("ubuntu-24.04", "rocm7.14", "2.12.1", "gfx94X-dcgpu", "therock"),
-     [("therock-torch-version", "TheRock 7.14 builds torch 2.12 as 2.12.0 (torch==2.12.0+rocm7.14.0), not 2.12.1: "
-                                "use torch 2.12.0 for the therock channel")]),
+     [("therock-torch-version", "TheRock 7.14 built torch 2.12 as torch 2.12.0, torchvision 0.27.0, torchaudio 2.11.0 "
+                                f"(+rocm7.14.0; {SOURCE_2_12}), not torch 2.12.1: use those versions for the therock "
+                                "channel")]),
     ("therock-10.0-builds-2.12.0-not-2.12.1", Case("ubuntu-24.04", "rocm10.0", "2.12.1", "gfx1151", "therock"),
-     [("therock-torch-version", "TheRock 10.0 builds torch 2.12 as 2.12.0 (torch==2.12.0+rocm10.0.0), not 2.12.1: "
-                                "use torch 2.12.0 for the therock channel")]),
+     [("therock-torch-version", "TheRock 10.0 built torch 2.12 as torch 2.12.0, torchvision 0.27.0, torchaudio 2.11.0 "
+                                f"(+rocm10.0.0; {SOURCE_2_12}), not torch 2.12.1: use those versions for the therock "
+                                "channel")]),
+    # a patch nobody published: pytorch.org released 2.13.0 only (compat.yaml torch_releases)
+    ("torch-2.13.1-unpublished", Case("debian-12", "cpu", "2.13.1"),
+     [("torch-release", "torch 2.13.1 is not a cited release (compat.yaml torch_releases: torch 2.13 releases are "
+                        "2.13.0 listed, each with its source)")]),
     ("therock-7.10-had-no-gfx908-family", Case("ubuntu-24.04", "rocm7.10", "2.8.0", "gfx908-dcgpu", "therock"),
      [("therock-family-build", "TheRock 7.10's build does not define gfx908-dcgpu (ROCm/TheRock "
                                "cmake/therock_amdgpu_targets.cmake @ therock-7.10 (599890ba)): no gfx908-dcgpu image "
@@ -731,7 +739,7 @@ def test_explain_prints_each_reason_once_with_its_count_and_a_per_rule_summary()
     assert "therock rocm7.14: kept: 14 cells, torch 2.12.0;" in lines
     # 10.1 has no release branch: out of production, with what would admit it
     assert "therock rocm10.1: dropped\n      therock-released: TheRock 10.1 is not released yet" in lines
-    assert "what would admit it: a release/therock-10.1 branch or therock-10.1 tag of ROCm/TheRock" in lines
+    assert "what would admit it: a therock-10.1 tag of ROCm/TheRock (release/therock-10.1 was cut" in lines
     assert "therock rocm7.12: dropped\n      channel-wheels: TheRock 7.12 builds no torch 2.12; TheRock lines that " \
            "do: 7.14 (whl-multi-arch), 10.0 (whl-next) [decided on TheRock 7.12, per-family index " \
            "https://repo.amd.com/rocm/whl/<family>/]" in lines

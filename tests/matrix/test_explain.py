@@ -75,13 +75,14 @@ def test_10_0_is_on_whl_next_not_on_the_legacy_multi_arch_index(tmp_path: Path) 
     assert "torchaudio==2.11.0.2+rocm10.0.0" in installs.small_requirements(cell)
 
 
-def test_a_companion_the_matrix_sets_wins_over_the_lines_own_version(tmp_path: Path) -> None:
+def test_a_companion_the_matrix_leaves_out_wins_over_the_lines_own_version(tmp_path: Path) -> None:
+    """null (not installed) is the matrix's to say; another version than the line built is dropped (test_releases)."""
     file = tmp_path / "m.yaml"
     file.write_text("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm10.0]\n"
-                    "  torch: [{version: '2.13.0', torchaudio: '2.11.0'}]\n  gfx: [gfx94X-dcgpu]\n"
+                    "  torch: [{version: '2.13.0', torchaudio: null}]\n  gfx: [gfx94X-dcgpu]\n"
                     "  channel: [therock]\n", encoding="utf-8")
     [cell] = expand_matrix(file).cells
-    assert (cell.torchvision, cell.torchaudio) == ("0.28.0", "2.11.0")
+    assert (cell.torchvision, cell.torchaudio) == ("0.28.0", None)
 
 
 @pytest.mark.parametrize("line", LINES)
