@@ -1,7 +1,8 @@
 """torch-smoke's `libs` check: the loader's output parsed, missing sonames named with their package and fix.
 
 The loader is a fake `ldd` script here (its answers are the test's), and where the host has a C compiler, a
-real one: a library linked against another that is then deleted, asked with the host's own ldd.
+real one: a library linked against another that is then deleted, asked with the host's own dynamic loader.
+The process context is a stub in which torch imported (test_libs_real_shape.py runs the real child).
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from builder.smoke.torch_smoke import libs
+from builder.smoke.torch_smoke import elf, libs, loaded
 from builder.smoke.torch_smoke.platforms import PLATFORMS
 from builder.smoke.torch_smoke.runner import run_named
 from tests.fakes.smoke import CPU_CELL, ROCM_CELL, fake_torch, outcome, smoke
@@ -34,19 +36,26 @@ case "$1" in
   *) printf '\\tlibc.so.6 => /lib/libc.so.6 (0x1)\\n' ;;
 esac
 """
+IMPORTED = loaded.Context(imported=["torch"])
 
 
 def test_not_found_lines_are_parsed_once_each_in_order() -> None:
-    assert libs.missing_sonames(LDD_OUTPUT) == ["libgomp.so.1", "libnuma.so.1"]
-    assert libs.missing_sonames("\tstatically linked\n") == []
-    assert libs.missing_sonames("\tnot a dynamic executable\n") == []
+    assert loaded.missing_sonames(LDD_OUTPUT) == ["libgomp.so.1", "libnuma.so.1"]
+    assert loaded.missing_sonames("\tstatically linked\n") == []
+    assert loaded.missing_sonames("\tnot a dynamic executable\n") == []
 
 
-def test_the_loader_is_used_where_ldd_is_missing() -> None:
-    assert libs.list_command(lambda name: "/usr/bin/ldd", lambda p: True) == ["/usr/bin/ldd"]
-    loader = libs.list_command(lambda name: None, lambda p: p == "/lib64/ld-linux-x86-64.so.2")
-    assert loader == ["/lib64/ld-linux-x86-64.so.2", "--list"]
-    assert libs.list_command(lambda name: None, lambda p: False) is None
+def test_the_loader_is_the_one_this_python_runs_under_never_ldd() -> None:
+    """ldd is a shell script: the preloads would load into the shell for real. `ld.so --list` stops at the first
+    missing soname; the loader in trace mode (LD_TRACE_LOADED_OBJECTS, what ldd sets) lists them all."""
+    assert libs.list_command("/opt/ld.so", lambda p: True) == ["/opt/ld.so"]
+    loader = libs.list_command("/gone/ld.so", lambda p: p == "/lib64/ld-linux-x86-64.so.2")
+    assert loader == ["/lib64/ld-linux-x86-64.so.2"]
+    assert libs.list_command("", lambda p: False) is None
+    if elf.interpreter(Path(sys.executable).resolve()):
+        assert libs.list_command() == [elf.interpreter(Path(sys.executable).resolve())]
+    stopped = "x.so: error while loading shared libraries: libgomp.so.1: cannot open shared object file: No such"
+    assert loaded.missing_sonames(stopped, Path("x.so")) == ["libgomp.so.1"]
 
 
 def fake_torch_tree(root: Path, *names: str) -> Path:
@@ -71,7 +80,7 @@ def test_a_missing_soname_fails_naming_it_the_library_and_the_package(
         tmp_path: Path, ldd: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     torch_dir = fake_torch_tree(tmp_path, "libc10.so", "libtorch_cpu.so", "libtorch_hip.so")
     monkeypatch.setattr(libs, "package_folders", lambda: {"torch": torch_dir})
-    result = outcome(lambda s: libs.libs(s, command=ldd), smoke(ROCM_CELL, fake_torch()))
+    result = outcome(lambda s: libs.libs(s, command=ldd, context=lambda t: IMPORTED), smoke(ROCM_CELL, fake_torch()))
     assert result.status == "fail"
     assert result.detail == (
         "2 soname(s) not found by the loader: libgomp.so.1 (needed by torch/lib/libtorch_cpu.so, "
@@ -90,9 +99,9 @@ def test_every_library_resolving_passes_with_the_count(tmp_path: Path, ldd: list
     vision.mkdir()
     (vision / "_C.so").write_bytes(b"\x7fELF")
     monkeypatch.setattr(libs, "package_folders", lambda: {"torch": torch_dir, "torchvision": vision})
-    result = outcome(lambda s: libs.libs(s, command=ldd), smoke(CPU_CELL, None))  # needs no import
+    result = outcome(lambda s: libs.libs(s, command=ldd, context=lambda t: IMPORTED), smoke(CPU_CELL, None))
     assert (result.status, result.detail) == (
-        "pass", "3 shared objects (torch, torchvision) resolve every dependency (ldd)")
+        "pass", "3 shared objects (torch, torchvision) resolve every dependency after import torch (ldd)")
 
 
 def test_a_spent_budget_is_a_warning_not_a_pass(tmp_path: Path) -> None:
@@ -118,10 +127,10 @@ def test_the_blame_goes_to_the_library_whose_own_needed_list_names_it() -> None:
     assert libs.elf_needed(Path(__file__)) is None
 
 
-@pytest.mark.skipif(shutil.which("cc") is None or shutil.which("ldd") is None, reason="needs cc and ldd")
+@pytest.mark.skipif(shutil.which("cc") is None or libs.list_command() is None, reason="needs cc and ld.so")
 def test_the_real_loader_reports_a_deleted_dependency(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """libtorch_cpu.so needs librifgomp.so.1 (a stand-in built here: the host may have the real libgomp), which is
-    then deleted: the host's own ldd reports it."""
+    then deleted: the host's own loader reports it."""
     lib = tmp_path / "torch" / "lib"
     lib.mkdir(parents=True)
 
@@ -138,10 +147,11 @@ def test_the_real_loader_reports_a_deleted_dependency(tmp_path: Path, monkeypatc
     assert "librifgomp.so.1" not in (libs.elf_needed(lib / "libtorch.so") or [])
     monkeypatch.setattr(libs, "package_folders", lambda: {"torch": lib.parent})
     monkeypatch.setitem(libs.SONAME_PACKAGES, "librifgomp.so.1", "librifgomp1")
-    assert outcome(libs.libs, smoke(CPU_CELL, None)).detail == (
-        "3 shared objects (torch) resolve every dependency (ldd)")
+    check, loader = partial(libs.libs, context=lambda t: IMPORTED), (libs.list_command() or [""])[0]
+    assert outcome(check, smoke(CPU_CELL, None)).detail == (
+        f"3 shared objects (torch) resolve every dependency after import torch ({loader} in trace mode)")
     (lib / "librifgomp.so.1").unlink()
-    result = outcome(libs.libs, smoke(CPU_CELL, None))
+    result = outcome(check, smoke(CPU_CELL, None))
     # libtorch.so lacks it too, through libtorch_cpu.so; only the library that names it is blamed.
     assert result.status == "fail" and result.detail == (
         "1 soname(s) not found by the loader: librifgomp.so.1 (needed by torch/lib/libtorch_cpu.so; "

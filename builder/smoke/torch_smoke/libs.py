@@ -1,9 +1,12 @@
-"""Do torch's shared libraries load: every dependency of every .so resolves in the loader's view (no GPU needed).
+"""Do torch's shared libraries load: every dependency of every .so resolves as torch's own process loads it.
 
-The loader is asked, not guessed: `ldd FILE`, or where the image lacks ldd, the dynamic loader itself
-(`/lib64/ld-linux-x86-64.so.2 --list FILE`); both print one `soname => path` line per dependency and
-`soname => not found` for one the loader cannot find. A missing soname is blamed on the libraries that
-name it in their own DT_NEEDED (read from the ELF file), not on every library that depends on them.
+The wheels rely on the process: torchvision's and torchaudio's extensions name libc10.so with no RUNPATH, and
+TheRock's torch preloads its ROCm libraries from the rocm_sdk packages (loaded.py says how the process is
+reproduced). The loader is asked, not guessed: the dynamic loader of this Python, in trace mode (what ldd runs),
+with the libraries of a process that imported torch preloaded. It prints `soname => path` per dependency and
+`soname => not found` for one it cannot find, and runs nothing. A missing soname is blamed on the libraries that
+name it in their own DT_NEEDED, not on every library that depends on them; a file the loader refuses (another
+architecture, not a shared object, a symbol version missing) is reported with the loader's words.
 """
 
 from __future__ import annotations
@@ -11,18 +14,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
-import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import apptainer
+from . import apptainer, elf, loaded
 from .core import Fail, Outcome, Skip
+from .loaded import VERSION, missing_sonames, refusal
 from .smoke import Check, Smoke
 
 PACKAGES = ("torch", "torchvision", "torchaudio")
@@ -51,34 +53,30 @@ SONAME_PACKAGES = {
     "libatomic.so.1": "libatomic1",
     "libz.so.1": "zlib1g",
 }
-NOT_FOUND = re.compile(r"^\s*(\S+)\s+=>\s+not found\s*$")
 # A dependency the loader takes from the host's libraries that apptainer --rocm binds (first on LD_LIBRARY_PATH).
 HOST_BOUND = re.compile(r"^\s*(\S+)\s+=>\s+(" + re.escape(apptainer.HOST_LIBS) + r"/\S+)", re.MULTILINE)
 SHOWN = 3  # libraries named per missing soname before "and N more"
+CHILD_TIMEOUT_S = 60.0  # the child's imports, out of BUDGET_S
+SHIPPED_DEPTH = ("*/{}", "*/lib/{}", "*/lib/*/lib/{}", "*.libs/{}")  # where site-packages may hold a soname
 
 Runner = Callable[[Sequence[str], float], tuple[int, str]]  # (argv, timeout) -> (exit code, stdout + stderr)
+EnvRunner = Callable[[Sequence[str], float, Mapping[str, str]], tuple[int, str]]
+ContextLoader = Callable[[float], loaded.Context]
 
 
-def run_tool(argv: Sequence[str], timeout: float) -> tuple[int, str]:
+def run_tool(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> tuple[int, str]:
     proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False,
-                          env={**os.environ, "LC_ALL": "C"})
+                          env=dict(env) if env is not None else {**os.environ, "LC_ALL": "C"},
+                          errors="replace")
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def missing_sonames(output: str) -> list[str]:
-    """`ldd`/`ld.so --list` output -> the sonames it reports as `not found`, once each, in order."""
-    found = (m.group(1) for m in map(NOT_FOUND.match, output.splitlines()) if m)
-    return list(dict.fromkeys(found))
-
-
-def list_command(which: Callable[[str], str | None] = shutil.which,
-                 exists: Callable[[str], bool] = os.path.exists) -> list[str] | None:
-    """How to ask the loader: ['ldd'] where present, else [LOADER, '--list']; None when neither exists."""
-    ldd = which("ldd")
-    if ldd:
-        return [ldd]
-    loader = next((p for p in LOADERS if exists(p)), None)
-    return [loader, "--list"] if loader else None
+def list_command(interp: str | None = None, exists: Callable[[str], bool] = os.path.exists) -> list[str] | None:
+    """The dynamic loader that runs this Python (its PT_INTERP), else the first of LOADERS; None if neither.
+    Never ldd: it is a shell script, and the preloads would load into the shell for real."""
+    interp = interp if interp is not None else elf.interpreter(Path(os.path.realpath(sys.executable)))
+    loader = interp if interp and exists(interp) else next((p for p in LOADERS if exists(p)), None)
+    return [loader] if loader else None
 
 
 def is_elf(path: Path) -> bool:
@@ -98,35 +96,13 @@ def shared_objects(folder: Path) -> list[Path]:
 
 def elf_needed(path: Path) -> list[str] | None:
     """The file's own DT_NEEDED sonames (64-bit little-endian ELF), or None when it cannot be read."""
-    try:
-        data = path.read_bytes()
-        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-            return None
-        phoff, = struct.unpack_from("<Q", data, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
-        loads, dynamic = [], None
-        for i in range(phnum):
-            p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
-            if p_type == 1:  # PT_LOAD
-                loads.append((p_vaddr, p_offset, p_filesz))
-            elif p_type == 2:  # PT_DYNAMIC
-                dynamic = (p_offset, p_filesz)
-        if dynamic is None:
-            return []
-        needed, strtab = [], None
-        for at in range(dynamic[0], dynamic[0] + dynamic[1], 16):
-            tag, value = struct.unpack_from("<qQ", data, at)
-            if tag == 0:
-                break
-            if tag == 1:  # DT_NEEDED
-                needed.append(value)
-            elif tag == 5:  # DT_STRTAB, a virtual address
-                strtab = next((value - v + o for v, o, size in loads if v <= value < v + size), None)
-        if strtab is None:
-            return None
-        return [data[strtab + n:data.index(b"\0", strtab + n)].decode() for n in needed]
-    except (OSError, ValueError, struct.error, IndexError, UnicodeDecodeError):
-        return None
+    found = elf.dynamic(path)
+    return list(found.needed) if found is not None else None
+
+
+def preloads(mapped: Iterable[str]) -> list[str]:
+    """The mapped files a DT_NEEDED can match: libraries with a soname (extension modules have none)."""
+    return [p for p in mapped if (d := elf.dynamic(Path(p))) is not None and d.soname]
 
 
 def package_folders() -> dict[str, Path]:
@@ -151,7 +127,7 @@ class Scan:
     """What the loader said about a set of libraries."""
 
     checked: int = 0
-    unlisted: list[Path] = field(default_factory=list)  # the loader refused them (static, other arch)
+    refused: dict[Path, str] = field(default_factory=dict)  # the loader would not load them: its words
     missing: dict[str, list[Path]] = field(default_factory=dict)  # soname -> libraries that need it
     host_bound: dict[str, str] = field(default_factory=dict)  # soname -> the host's copy it resolved to
     timed_out: bool = False
@@ -178,9 +154,9 @@ def scan(files: Iterable[Path], command: Sequence[str], run: Runner = run_tool, 
                 continue
             path, code, out = answer
             result.checked += 1
-            gone = missing_sonames(out)
-            if code != 0 and not gone:
-                result.unlisted.append(path)
+            gone = missing_sonames(out, path)
+            if (code != 0 and not gone) or VERSION.search(out):
+                result.refused[path] = refusal(out)
             for soname in gone:
                 result.missing.setdefault(soname, []).append(path)
             result.host_bound.update(HOST_BOUND.findall(out))
@@ -193,29 +169,63 @@ def blamed(soname: str, needers: list[Path]) -> list[Path]:
     return direct or needers
 
 
+def shipped(soname: str, site: Path) -> Path | None:
+    """A file of that name in another installed package (TheRock's _rocm_sdk_core/lib): shipped, not loaded."""
+    for pattern in SHIPPED_DEPTH:
+        found = next((p for p in site.glob(pattern.format(soname)) if p.is_file()), None)
+        if found is not None:
+            return found
+    return None
+
+
+def shown(paths: Sequence[Path], base: Path) -> str:
+    names = [str(p.relative_to(base)) if p.is_relative_to(base) else str(p) for p in paths]
+    return ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+
+
 def describe(missing: dict[str, list[Path]], base: Path) -> tuple[str, str]:
-    """(detail, fix) of a failure: each missing soname, who needs it, and the package that provides it."""
-    parts, packages, unknown = [], [], []
+    """(detail, fix) of a failure: each missing soname, who needs it, and the package that provides it (or the
+    installed package that ships it without anything loading it first)."""
+    parts, packages, unknown, unloaded = [], [], [], []
     for soname, needers in missing.items():
-        names = [str(p.relative_to(base)) if p.is_relative_to(base) else str(p) for p in blamed(soname, needers)]
-        shown = ", ".join(names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
-        package = SONAME_PACKAGES.get(soname)
-        parts.append(f"{soname} (needed by {shown}; " + (f"package {package})" if package else "package unknown)"))
-        if package:
+        package, there = SONAME_PACKAGES.get(soname), shipped(soname, base)
+        where = (f"shipped in {shown([there], base)} but not loaded: nothing preloads it and no RUNPATH leads "
+                 "there" if there else f"package {package}" if package else "package unknown")
+        parts.append(f"{soname} (needed by {shown(blamed(soname, needers), base)}; {where})")
+        if there:
+            unloaded.append(soname)
+        elif package:
             packages.append(package)
         else:
             unknown.append(soname)
-    fix = (f"apt-get install -y --no-install-recommends {' '.join(dict.fromkeys(packages))} in a derived image"
-           if packages else "")
+    fixes = ([f"apt-get install -y --no-install-recommends {' '.join(dict.fromkeys(packages))} in a derived image"]
+             if packages else [])
     if unknown:
-        fix += ("; " if fix else "") + (f"find the package that ships {', '.join(unknown)} "
-                                        "(`apt-file search SONAME`) and install it in a derived image")
-    fix += "; or report the image: its wheels should bundle what they need"
-    return "not found by the loader: " + "; ".join(parts), fix
+        fixes.append(f"find the package that ships {', '.join(unknown)} (`apt-file search SONAME`) and install it "
+                     "in a derived image")
+    if unloaded:
+        fixes.append(f"{', '.join(unloaded)}: install the ROCm packages (rocm_sdk) the torch wheel was built for, "
+                     "whose preload list (torch/_rocm_init.py) names it")
+    fixes.append("or report the image: its wheels should bundle what they need")
+    return "not found by the loader: " + "; ".join(parts), "; ".join(fixes)
 
 
-def libs(s: Smoke, run: Runner = run_tool, command: Sequence[str] | None = None) -> str | Outcome:
-    """Every shared object in torch's lib/ (and torchvision's, torchaudio's folders) resolves its dependencies."""
+def refused_text(refused: dict[Path, str], base: Path) -> str:
+    items = sorted(refused.items())
+    text = "; ".join(f"{shown([p], base)} ({why})" for p, why in items[:SHOWN])
+    return f"{len(refused)} librar{'y' if len(refused) == 1 else 'ies'} the loader will not load: {text}" + (
+        f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+
+
+def tool_text(command: Sequence[str]) -> str:
+    return "ldd" if Path(command[0]).name == "ldd" else f"{command[0]} in trace mode"
+
+
+def libs(s: Smoke, run: EnvRunner = run_tool, command: Sequence[str] | None = None,
+         context: ContextLoader = loaded.load_context, budget: float = BUDGET_S) -> str | Outcome:
+    """Every shared object in torch's lib/ (and torchvision's, torchaudio's folders) resolves its dependencies
+    in a process that imported torch, then its companions."""
+    deadline = time.monotonic() + budget
     folders = package_folders()
     if "torch" not in folders:
         raise Fail("torch is not installed: no libraries to check",
@@ -229,24 +239,45 @@ def libs(s: Smoke, run: Runner = run_tool, command: Sequence[str] | None = None)
         raise Fail(f"no shared objects under {lib}", "the torch install is incomplete: rebuild the image")
     command = command or list_command()
     if command is None:
-        raise Skip("neither ldd nor the dynamic loader (" + ", ".join(LOADERS) + ") is in this image")
-    result = scan(files, command, run)
-    where = ", ".join(f"{n}" for n in folders)
+        raise Skip("no dynamic loader (" + ", ".join(LOADERS) + ") is in this image")
+    ctx = context(min(CHILD_TIMEOUT_S, budget))
+    if ctx.timed_out:
+        raise Fail(f"importing torch in a child process did not finish within {min(CHILD_TIMEOUT_S, budget):g} s: "
+                   f"none of the {len(files)} shared objects was checked",
+                   "rerun torch-smoke on a less loaded machine; if it persists, `python -c 'import torch'` hangs")
+    env = loaded.loader_env(preloads(ctx.mapped), os.environ, Path(command[0]).name != "ldd")
+    result = scan(files, command, lambda argv, timeout: run(argv, timeout, env), deadline - time.monotonic())
+    where, base = ", ".join(folders), folders["torch"].parent
+    after = f"import torch failed ({ctx.failure()})" if ctx.failure() else ""
+    # After a failed import, torch's own libraries are not loaded: the companions' need of them follows from it.
+    unloaded = [n for n in result.missing if after and (lib / n).is_file()]
+    result.missing = {n: p for n, p in result.missing.items() if n not in unloaded}
+    after += (f" in that process, so {len(unloaded)} soname(s) torch/lib ships were not loaded for its companions"
+              f" ({shown([Path(n) for n in unloaded], base)})" if unloaded else " in that process" if after else "")
+    problems, fixes = [], []
     if result.missing:
-        detail, fix = describe(result.missing, folders["torch"].parent)
-        raise Fail(f"{len(result.missing)} soname(s) {detail}", fix)
+        detail, fix = describe(result.missing, base)
+        problems.append(f"{len(result.missing)} soname(s) {detail}")
+        fixes.append(fix)
+    if result.refused:
+        problems.append(refused_text(result.refused, base))
+        fixes.append("reinstall the wheels: a file in them is not a shared object for this machine")
+    if result.timed_out:
+        problems.append(f"only {result.checked} of {len(files)} shared objects were checked within {budget:g} s")
+        fixes.append("rerun torch-smoke on a less loaded machine")
+    if problems:
+        raise Fail("; ".join(problems + ([after] if after else [])), "; ".join(fixes))
+    if unloaded:
+        return Outcome("warn", f"{result.checked} shared objects checked, none lacks a soname of its own; {after}",
+                       "see the import check: torch must import before its companions can load")
     if result.host_bound:
-        found = ", ".join(f"{name} from {where}" for name, where in sorted(result.host_bound.items())[:SHOWN])
+        found = ", ".join(f"{name} from {path}" for name, path in sorted(result.host_bound.items())[:SHOWN])
         more = len(result.host_bound) - SHOWN
         return Outcome("warn", f"{len(result.host_bound)} of torch's libraries resolve from the host's "
                        f"{apptainer.HOST_LIBS} (apptainer --rocm), not from this image: {found}"
                        + (f" and {more} more" if more > 0 else ""), apptainer.LIBS_FIX)
-    tool = "ldd" if Path(command[0]).name == "ldd" else f"{command[0]} --list"
-    done = f"{result.checked} of {len(files)} shared objects ({where}) resolve every dependency ({tool})"
-    if result.timed_out:
-        return Outcome("warn", f"{done}; the rest were not checked within {BUDGET_S:g} s",
-                       "rerun torch-smoke on a less loaded machine")
-    return done.replace(f"{result.checked} of {len(files)}", str(result.checked), 1)
+    process = "after import " + ", ".join(ctx.imported) if ctx.imported else "where " + after
+    return f"{result.checked} shared objects ({where}) resolve every dependency {process} ({tool_text(command)})"
 
 
 CHECKS: dict[str, Check] = {"libs": libs}
