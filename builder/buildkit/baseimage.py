@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from builder.buildkit import rootfs
-from builder.core import facts, osfamilies, ospins, tags
+from builder.core import aptwords, facts, osfamilies, ospins, tags
 from builder.core.errors import InputError, Problem
 from builder.core.logfiles import LOG_DIR, logged_run
 from builder.core.scratch import scratch_dir
@@ -126,6 +126,9 @@ def _from_snapshot(os_name: str, release: facts.OsRelease, mirror: str | None, s
                                   f"{snapshot!r} is not a UTC timestamp like 20261101T000000Z")])
     url, epoch = snapshot_mirror(release, mirror, snapshot), rootfs.epoch_of(snapshot)
     unsigned = os.environ.get("RIF_APT_SNAPSHOT_TRUSTED") == "yes"  # a test's loopback archive
+    if unsigned and not aptwords.is_loopback_url(url):  # never an archive off this machine, unsigned
+        raise InputError([Problem(Path("(environment)"), None, aptwords.TRUST_SETTING,
+                                  f"yes trusts a loopback archive only, not {aptwords.shown(url)}: refused")])
     with scratch_dir("rif-rootfs-") as tmp:
         root = tmp / "rootfs"
         _debootstrap(os_name, release, root, url, ["--no-check-gpg"] if unsigned else [],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Annotated
@@ -120,10 +121,7 @@ def lock_cmd(matrix: MatrixOpt = PRODUCTION_MATRIX,
     if base_registry is not None:
         base_registry = check_registry(base_registry, "--base-registry")
     cells = load_matrix(matrix)
-    try:
-        snapshot = None if apt_snapshot == "off" else oslock.Snapshot.from_env(apt_snapshot, apt_snapshot_time)
-    except ValueError as exc:
-        raise usage_error("--apt-snapshot" if "archive" in str(exc) else "--apt-snapshot-time", str(exc)) from None
+    snapshot = oslock.Snapshot.from_options(apt_snapshot, apt_snapshot_time, os.environ.get(oslock.TRUSTED_ENV))
 
     def say(group: str, file: str, state: str) -> None:
         if state != "kept":

@@ -5,33 +5,39 @@ What `apt-get install --no-install-recommends` would install, worked out from th
 the newest version of every suite (apt's choice at equal priority), the first alternative that can be had
 (apt's), a virtual package through its first provider. What the base image already has is not installed again:
 the packages every debootstrap base holds (Essential or Priority: required) and what the steps below put there.
+
+An index is hostile input: it is downloaded through the registry transport's bounded reader (its compressed size
+capped, one deadline for the whole download), unpacked as a stream with its unpacked size capped (a bomb costs at
+most MAX_INDEX_BYTES), its stanzas counted (MAX_STANZAS), every field this module uses checked against Debian's
+grammar (builder.core.aptwords) before it is used, and a closure capped at the lock's pin count. Corrupt data (a bad
+xz or gzip stream, a Version that is no version) is one ArchiveError naming the index; python-debian's warnings
+(an unparseable relation) are caught, never printed raw, and make the relation an error.
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
+import logging
 import threading
-import urllib.error
-import urllib.request
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from debian import deb822
 from debian.debian_support import version_compare
 
-from builder.core.ospins import Package, Source
+from builder.core import aptwords
+from builder.core.ospins import MAX_PINS, Package, Source
+from builder.core.text import printable
+from builder.render.aptfetch import ArchiveError, Unreachable
+from builder.render.aptfetch import fetch as _fetch
+
+__all__ = ["ArchiveError", "Index", "Unreachable", "forget", "load"]
 
 ARCHES = ("amd64", "all")
-MAX_INDEX_BYTES = 1 << 30  # Debian's main Packages index is about 100 MB unpacked
-_COMPRESSED = (("Packages.xz", lzma.decompress), ("Packages.gz", gzip.decompress), ("Packages.bz2", bz2.decompress),
-               ("Packages", bytes))
-
-
-class ArchiveError(RuntimeError):
-    """The archive cannot be read, or a package or dependency is not in it."""
+# Debian bookworm's main/binary-amd64 index (deb.debian.org, 2026-11-28): 63,440 stanzas (python-debian parses it
+# in about 8 s here): room for a larger archive (Ubuntu's universe), not for a flood.
+MAX_STANZAS = 200_000
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,64 @@ class Candidate:
     depends: str
     provides: tuple[str, ...]
     base: bool  # Essential or Priority: required: in every debootstrap base
+    where: str = field(default="", compare=False)  # the index it came from (for errors: not what it is)
+
+
+_CAUGHT = threading.local()
+
+
+class _Catch(logging.Filter):
+    """python-debian's log lines (an unparseable relation quotes the raw field, terminal escapes and all): caught
+    where a parse is watched (each one makes it an error), else printed escaped, never raw."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        found: list[str] | None = getattr(_CAUGHT, "lines", None)
+        text = printable(record.getMessage())[:300]
+        if found is not None:
+            found.append(text)
+            return False
+        record.msg, record.args = text, None
+        return True
+
+
+logging.getLogger("debian").addFilter(_Catch())
+logging.getLogger("debian.deb822").addFilter(_Catch())
+
+
+@contextmanager
+def _watched() -> Iterator[list[str]]:
+    kept = getattr(_CAUGHT, "lines", None)
+    found: list[str] = []
+    _CAUGHT.lines = found
+    try:
+        yield found
+    finally:
+        _CAUGHT.lines = kept
+
+
+def _relations(text: str, what: str) -> list[list[deb822.PkgRelation.ParsedRelation]]:
+    """A Depends or Provides field parsed, every name and version in Debian's grammar; else an ArchiveError."""
+    with _watched() as warned:
+        groups = deb822.PkgRelation.parse_relations(text) if text else []
+    if warned:
+        raise ArchiveError(f"{what}: cannot be parsed: {warned[0]}")
+    for group in groups:
+        for relation in group:
+            name, version = str(relation["name"]), relation["version"]
+            if not aptwords.is_name(name):
+                raise ArchiveError(f"{what}: {printable(aptwords.shown(name))} is no package name")
+            if version is not None and not aptwords.is_version(str(version[1])):
+                raise ArchiveError(f"{what}: {printable(aptwords.shown(str(version[1])))} is no version")
+    return groups
+
+
+def _field(paragraph: deb822.Packages, key: str, where: str, check: Callable[[str], bool]) -> str:
+    value = str(paragraph.get(key, ""))
+    if not check(value):
+        name = printable(aptwords.shown(str(paragraph.get("Package", ""))))
+        raise ArchiveError(f"{where}: package {name}: {key} {printable(aptwords.shown(value))} is not Debian's "
+                           "grammar (Policy 5.6)")
+    return value
 
 
 @dataclass
@@ -51,20 +115,28 @@ class Index:
 
     packages: dict[str, Candidate] = field(default_factory=dict)
     providers: dict[str, list[str]] = field(default_factory=dict)
+    stanzas: int = 0
 
-    def add(self, paragraphs: Iterable[deb822.Packages]) -> None:
+    def add(self, paragraphs: Iterable[deb822.Packages], where: str = "the index") -> None:
+        """Every stanza of one index (counted: MAX_STANZAS in all); one that breaks the grammar is an ArchiveError
+        naming the index, before anything of it is used."""
         for p in paragraphs:
-            if p.get("Architecture") not in ARCHES or "Package" not in p or "Version" not in p:
+            self.stanzas += 1
+            if self.stanzas > MAX_STANZAS:
+                raise ArchiveError(f"{where}: more than {MAX_STANZAS} stanzas: refused")
+            if p.get("Architecture") not in ARCHES:
                 continue
-            name, version = p["Package"], p["Version"]
+            name = _field(p, "Package", where, aptwords.is_name)
+            version = _field(p, "Version", where, aptwords.is_version)
+            sha = _field(p, "SHA256", where, lambda v: not v or aptwords.SHA256.fullmatch(v) is not None)
             old = self.packages.get(name)
             if old is not None and version_compare(old.version, version) >= 0:
                 continue
-            provides = tuple(str(r[0]["name"]) for r in p.relations["provides"] or [])
-            self.packages[name] = Candidate(
-                name, version, p["Architecture"], p.get("SHA256", ""),
-                ", ".join(filter(None, [p.get("Pre-Depends", ""), p.get("Depends", "")])), provides,
-                p.get("Essential") == "yes" or p.get("Priority") == "required")
+            what = f"{where}: {name} {version}"
+            provides = tuple(str(r[0]["name"]) for r in _relations(str(p.get("Provides", "")), f"{what}: Provides"))
+            depends = ", ".join(filter(None, [str(p.get("Pre-Depends", "")), str(p.get("Depends", ""))]))
+            self.packages[name] = Candidate(name, version, str(p["Architecture"]), sha, depends, provides,
+                                            p.get("Essential") == "yes" or p.get("Priority") == "required", where)
             for virtual in provides:
                 self.providers.setdefault(virtual, []).append(name)
 
@@ -72,19 +144,25 @@ class Index:
         return {c.name for c in self.packages.values() if c.base}
 
     def closure(self, wants: Iterable[str], present: set[str]) -> list[Package]:
-        """The packages installing `wants` adds over `present` (names), each at the version the archive offers."""
+        """The packages installing `wants` adds over `present` (names), each at the version the archive offers;
+        more than a lock's MAX_PINS is an ArchiveError before any lock is written."""
         chosen: dict[str, Candidate] = {}
         todo = list(wants)
         for want in todo:
             if want not in self.packages:
-                raise ArchiveError(f"{want}: not in the archive")
+                raise ArchiveError(f"{want if aptwords.is_name(want) else printable(aptwords.shown(want))}: not in "
+                                   "the archive")
         while todo:
             name = todo.pop(0)
             if name in chosen or name in present:
                 continue
             candidate = self.packages[name]
             chosen[name] = candidate
-            for group in deb822.PkgRelation.parse_relations(candidate.depends) if candidate.depends else []:
+            if len(chosen) > MAX_PINS:
+                raise ArchiveError(f"{candidate.where}: installing {' '.join(wants)} takes more than {MAX_PINS} "
+                                   "packages, more than a lock may pin: refused")
+            what = f"{candidate.where}: {name} {candidate.version}: Depends"
+            for group in _relations(candidate.depends, what):
                 pick = self._satisfy(group, chosen, present)
                 if pick is None:
                     alternatives = " | ".join(a["name"] for a in group)
@@ -148,25 +226,10 @@ def _read(sources: tuple[Source, ...], arch: str) -> Index:
     index = Index()
     for source in sources:
         for component in source.components:
-            text = _fetch(f"{source.url}dists/{source.suite}/{component}/binary-{arch}/")
-            index.add(deb822.Packages.iter_paragraphs(text.splitlines(keepends=True), use_apt_pkg=False))
+            folder = f"{source.url}dists/{source.suite}/{component}/binary-{arch}/"
+            text = _fetch(folder)
+            with _watched() as warned:
+                index.add(deb822.Packages.iter_paragraphs(text.splitlines(keepends=True), use_apt_pkg=False), folder)
+            if warned:
+                raise ArchiveError(f"{folder}: {warned[0]}")
     return index
-
-
-def _fetch(folder: str) -> str:
-    """The folder's Packages index, in the first compression it serves."""
-    for name, unpack in _COMPRESSED:
-        try:
-            with urllib.request.urlopen(folder + name, timeout=60) as response:
-                raw = response.read(MAX_INDEX_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                continue
-            raise ArchiveError(f"{folder}{name}: HTTP {exc.code}") from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise ArchiveError(f"{folder}{name}: {getattr(exc, 'reason', exc)}") from exc
-        data = unpack(raw)
-        if len(data) > MAX_INDEX_BYTES:
-            raise ArchiveError(f"{folder}{name}: larger than {MAX_INDEX_BYTES} bytes")
-        return data.decode("utf-8", errors="replace")
-    raise ArchiveError(f"{folder}: no Packages index")

@@ -166,7 +166,8 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
         rif_dir=RIF_DIR, venv_dir=VENV_DIR, cell_json=CELL_FILE, smoke_program=SMOKE_PROGRAM,
         base_ref=lockfile.pinned_base(locks[lockfile.BASE_FILE]) if locks else first.os_release.base,
         locked=bool(locks), lock_dir=lock_dir, lock_mount=LOCK_MOUNT,
-        filled={name for name, data in locks.items() if lockfile.pins_of(data)}, os_locks=os_locks,
+        filled={name for name, data in locks.items() if lockfile.pins_of(data)},
+        os_locks=oslock.narrowed(os_locks, source.apt_trusted),
     )
     chains = stage_chains(text)
     out = []

@@ -9,6 +9,9 @@ What a registry serves back is anyone's bytes: it is read bounded (MAX_BYTES), i
 digest the artifact names, parsed into a typed model (at most MAX_FILES files, each at most MAX_FILE_CHARS), every
 file name one a lock can have (NAME: no folder, no `..`), and every file read by its own grammar (lockfile's for
 base.txt and the pip locks, ospins' for os-*.txt), before one byte of it is written to a scratch lock folder.
+A record whose OS lock says `trusted: yes` for an archive off the loopback is refused as a bad lock file (exit 2,
+naming the record, the file and the line); one that says it for a loopback archive is trusted only where the person
+running `builder reproduce` allows it (RIF_APT_SNAPSHOT_TRUSTED=yes): a record narrows, never widens.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -25,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from builder.core import ospins, safefs
 from builder.core.errors import InputError
 from builder.core.tags import LABEL_PREFIX
+from builder.core.text import printable
 from builder.registry import models
 from builder.render import lockfile, oslock
 
@@ -131,6 +135,8 @@ def _check(name: str, text: str, what: str) -> None:
         if name in OS_FILES:
             ospins.parse(text, where)
             return
+    except ospins.TrustError as exc:  # a record never decides whom apt trusts: a bad lock, exit 2, file and line
+        raise ospins.TrustError([replace(p, file=Path(f"{printable(what)}: {name}")) for p in exc.problems]) from None
     except InputError as exc:
         raise RecordError(f"{what}: {exc.problems[0]}") from None
     problems = lockfile.grammar_problems(where, text)

@@ -7,18 +7,19 @@ SDK packages, over both, from the snapshot and AMD's repository of the ROCm rele
 lock` resolves each against the OS's archive at one snapshot timestamp (builder/data/os.yaml, or one mirror for
 every OS: --apt-snapshot / RIF_APT_SNAPSHOT) and writes its lock; a render reads them back. The snapshot is kept
 until `--update` moves it to now (or to --apt-snapshot-time / RIF_APT_SNAPSHOT_TIME).
+
+Whom apt trusts unsigned is the command line's to say (RIF_APT_SNAPSHOT_TRUSTED=yes, for a loopback mirror only),
+never a lock's: a lock's `trusted: yes` is honoured only where the command allows it too (read_group narrows).
 """
 
 from __future__ import annotations
 
-import os
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from builder.core import ospins, safefs
-from builder.core.errors import InputError
+from builder.core import aptwords, ospins, safefs
+from builder.core.errors import InputError, usage_error
 from builder.core.spec import CellSpec
 from builder.render import aptindex
 from builder.render.installs import devel_packages, os_sdk_source, runtime_packages, venv_packages
@@ -28,7 +29,8 @@ DEVEL_STEP = "os-devel.txt"
 SDK_STEP = "os-sdk.txt"
 URL_ENV = "RIF_APT_SNAPSHOT"  # one archive for every OS: an air-gapped site's mirror, a test's loopback archive
 TIME_ENV = "RIF_APT_SNAPSHOT_TIME"
-TRUSTED_ENV = "RIF_APT_SNAPSHOT_TRUSTED"  # yes: the mirror is unsigned and trusted as it is (a test's)
+TRUSTED_ENV = aptwords.TRUST_SETTING  # yes: the (loopback) mirror is unsigned and trusted as it is (a test's)
+OFF = "off"
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,6 @@ class OsStep:
     extra: tuple[ospins.Source, ...] = ()  # sources beside the snapshot's (AMD's repository of one release)
 
 
-# An archive's address: http(s), a host, a path of printable ASCII without spaces or quotes.
-ARCHIVE_URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~%/+\-]*)?")
-
-
 @dataclass(frozen=True)
 class Snapshot:
     """Where and when OS packages are pinned from: a mirror for every OS (else the data's), and the timestamp."""
@@ -51,16 +49,33 @@ class Snapshot:
     time: str | None = None
     trusted: bool = False
 
+    def __post_init__(self) -> None:
+        if self.trusted and (self.url is None or not aptwords.is_loopback_url(self.url)):
+            raise ValueError("an unsigned archive is trusted only on this machine's loopback")
+
     @classmethod
-    def from_env(cls, url: str | None = None, time: str | None = None) -> Snapshot:
-        url = url or os.environ.get(URL_ENV) or None
-        time = time or os.environ.get(TIME_ENV) or None
-        if url is not None and not ARCHIVE_URL.fullmatch(url):
-            raise ValueError(f"snapshot archive {url!r} is not an http(s) URL like https://snapshot.debian.org/archive/"
-                             "debian (or off)")
-        if time is not None and not ospins.TIMESTAMP.fullmatch(time):
-            raise ValueError(f"snapshot time {time!r} is not a UTC timestamp like 20261101T000000Z")
-        return cls(url, time, os.environ.get(TRUSTED_ENV, "") == "yes")
+    def from_options(cls, url: str | None, time: str | None, trusted: str | None) -> Snapshot | None:
+        """--apt-snapshot, --apt-snapshot-time and RIF_APT_SNAPSHOT_TRUSTED as the command line gives them (None:
+        not given), parsed; None for `off`. A usage error (InputError) names the option and cuts the value."""
+        if url == OFF:
+            return None
+        try:
+            url = aptwords.archive_url(url) if url is not None else None
+        except ValueError as exc:
+            raise usage_error("--apt-snapshot", f"snapshot archive: {exc}") from None
+        try:
+            time = aptwords.utc_time(time).strftime("%Y%m%dT%H%M%SZ") if time is not None else None
+        except ValueError as exc:
+            raise usage_error("--apt-snapshot-time", f"snapshot time {exc}") from None
+        try:
+            unsigned = aptwords.trust_setting(trusted)
+        except ValueError as exc:
+            raise usage_error(TRUSTED_ENV, str(exc)) from None
+        if unsigned and (url is None or not aptwords.is_loopback_url(url)):
+            raise usage_error(TRUSTED_ENV, f"{TRUSTED_ENV}=yes trusts a loopback archive only (http://127.0.0.1:PORT "
+                                           "from scripts/apt_snapshot_archive.py), not "
+                                           f"{aptwords.shown(url) if url else 'the OS snapshot service'}: refused")
+        return cls(url, time, unsigned)
 
     def sources(self, cell: CellSpec, time: str) -> tuple[ospins.Source, ...]:
         release = cell.os_release
@@ -91,14 +106,14 @@ def lock_group(members: list[CellSpec], lock_dir: Path, snapshot: Snapshot, upda
     cell = members[0]
     old = {s.file: _old(lock_dir / s.file) for s in steps(members)}
     kept_time = next((o.snapshot for o in old.values() if o is not None), None)
-    time = snapshot.time or (None if update else kept_time) or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    time = snapshot.time or (None if update else kept_time) or now()
     texts: dict[str, str] = {}
     indexes: dict[tuple[ospins.Source, ...], aptindex.Index] = {}
     for step in steps(members):
         current = old[step.file]
         sources = snapshot.sources(cell, time) + step.extra
         if (current is not None and not update and current.snapshot == time and current.wants == step.wants
-                and current.os == cell.os and current.sources == sources):
+                and current.os == cell.os and current.sources == sources and current.trusted == snapshot.trusted):
             texts[step.file] = current.text()
             continue
         index = indexes[sources] = indexes.get(sources) or aptindex.load(sources)
@@ -107,11 +122,26 @@ def lock_group(members: list[CellSpec], lock_dir: Path, snapshot: Snapshot, upda
             present |= {p.name for p in index.closure(step.over, present)}
         packages = tuple(index.closure(step.wants, present))
         if (current is not None and current.wants == step.wants and set(current.packages) == set(packages)
-                and set(step.extra) <= set(current.sources)):
+                and set(step.extra) <= set(current.sources) and current.trusted == snapshot.trusted):
             texts[step.file] = current.text()  # the archive moved, this closure did not: the lock stays as it is
             continue
         texts[step.file] = ospins.OsLock(cell.os, step.wants, time, sources, packages, snapshot.trusted).text()
     return texts
+
+
+def unreachable(cell: CellSpec, snapshot: Snapshot, exc: Exception) -> str:
+    """What `builder lock` says when the snapshot service cannot be reached: which service, for which OS, and the
+    three ways on (an air-gapped site's usual first run)."""
+    service = snapshot.url or ", ".join(s.archive for s in cell.os_release.snapshot)
+    return (f"the OS snapshot service {service} cannot be reached to pin {cell.os}'s OS packages ({exc}). Three ways "
+            "on: --apt-snapshot URL, a snapshot mirror you can reach (read as URL/<timestamp>/dists/<codename>/main/); "
+            "a local archive made with scripts/apt_snapshot_archive.py (--apt-snapshot http://127.0.0.1:PORT, with "
+            f"{TRUSTED_ENV}=yes); or --apt-snapshot off to leave OS packages unpinned")
+
+
+def now() -> str:
+    """The snapshot `--update` moves to when no time is given: this second, in UTC."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _old(path: Path) -> ospins.OsLock | None:
@@ -139,6 +169,13 @@ def read_group(lock_dir: Path, members: list[CellSpec]) -> dict[str, ospins.OsLo
                                      "installs from (run `builder lock`)")
         found[step.file] = lock
     return found
+
+
+def narrowed(locks: dict[str, ospins.OsLock], trusted: bool) -> dict[str, ospins.OsLock]:
+    """The locks as apt reads them: a lock's `trusted: yes` stands only where the person running the command
+    allows it too (trusted: RIF_APT_SNAPSHOT_TRUSTED=yes): a lock, or a lock record from a registry, narrows what
+    the command allows, never widens it (and no lock trusts an archive off the loopback: ospins refuses it)."""
+    return {name: replace(lock, trusted=lock.trusted and trusted) for name, lock in locks.items()}
 
 
 def write(tree: Path, rel: str, text: str) -> bool:

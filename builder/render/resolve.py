@@ -150,7 +150,8 @@ def _lock_os(group: str, members: list[CellSpec], tree: Path, snapshot: oslock.S
         texts = oslock.lock_group(members, lock_dir, snapshot, update)
     except aptindex.ArchiveError as exc:
         where = snapshot.url or "the OS's snapshot archive"
-        report.errors.append(DataError(tuple(c.tag for c in members), where, "os-*.txt", str(exc)))
+        missing = oslock.unreachable(members[0], snapshot, exc) if isinstance(exc, aptindex.Unreachable) else str(exc)
+        report.errors.append(DataError(tuple(c.tag for c in members), where, "os-*.txt", missing))
         on_step(group, "os-*.txt", "error")
         return
     for file, text in texts.items():

@@ -27,6 +27,9 @@ class WheelSource:
 
     wheelhouse: Path | None = None
     locks: Path | None = None
+    # The person running the command lets apt read a lock's loopback archive unsigned (RIF_APT_SNAPSHOT_TRUSTED=yes,
+    # read by the command line): a lock that says `trusted: yes` is trusted only where this says so too.
+    apt_trusted: bool = False
 
     def pip_args(self, cell: CellSpec) -> list[str]:
         if self.wheelhouse is not None:

@@ -104,10 +104,13 @@ def test_a_locked_render_installs_exactly_the_pins_from_the_snapshot(tmp_path: P
     fake_wheel_locks(tree, cells)
     assert not any(r.os_pinned for r in render_all(cells, WheelSource(locks=tree)))
     lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False)
-    rendered = render_all(cells, WheelSource(locks=tree))
+    rendered = render_all(cells, WheelSource(locks=tree, apt_trusted=True))  # RIF_APT_SNAPSHOT_TRUSTED=yes
     assert all(r.os_pinned for r in rendered)
     text = next(r.dockerfile for r in rendered if r.cell.os == "debian-13")
     assert f"'deb [check-valid-until=no trusted=yes] {served}/{T1}/ trixie main'" in text
+    # the lock says trusted, the person rendering did not: apt checks signatures (a lock narrows, never widens)
+    untrusted = next(r.dockerfile for r in render_all(cells, WheelSource(locks=tree)) if r.cell.os == "debian-13")
+    assert "trusted=yes" not in untrusted and f"'deb [check-valid-until=no] {served}/{T1}/ trixie main'" in untrusted
     installs = [line for line in text.splitlines() if " install -y " in line]
     assert len(installs) == 2 and all("openssl=3.5.1-1" in line or "gcc=12.2.0" in line for line in installs)
     assert "comm -23" in text and "apt would install packages the lock does not pin" in text
@@ -166,12 +169,8 @@ def test_a_bad_snapshot_time_is_a_usage_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("url", ["zero", "ftp://x/y", "http://h/a b", "https://h/\u00e9", "http://h/x'y"])
-def test_a_snapshot_archive_that_is_no_http_url_is_refused(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(oslock.URL_ENV, raising=False)
-    with pytest.raises(ValueError, match="is not an http"):
-        oslock.Snapshot.from_env(url)
-    monkeypatch.setenv(oslock.URL_ENV, url)
-    with pytest.raises(ValueError, match="is not an http"):
-        oslock.Snapshot.from_env()
-    monkeypatch.setenv(oslock.URL_ENV, "http://127.0.0.1:8080/debian")
-    assert oslock.Snapshot.from_env().url == "http://127.0.0.1:8080/debian"
+def test_a_snapshot_archive_that_is_no_http_url_is_a_usage_error(url: str) -> None:
+    with pytest.raises(InputError) as caught:
+        oslock.Snapshot.from_options(url, None, None)
+    [problem] = caught.value.problems
+    assert problem.key == "--apt-snapshot" and "URL" in problem.message

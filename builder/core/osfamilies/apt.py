@@ -3,7 +3,7 @@ apt repository for a pytorch.org devel image's SDK."""
 
 from __future__ import annotations
 
-from builder.core import facts, ospins
+from builder.core import aptwords, facts, ospins
 
 NAME = "apt"
 RUNTIME_PACKAGES: tuple[str, ...] = ("python3", "ca-certificates")
@@ -35,9 +35,12 @@ _PLANNED = r"sed -n 's/^Inst \([^ :]*\)[^ ]* \(\[[^]]*\] \)\{0,1\}(\([^ ]*\) .*/
 
 
 def _source_line(source: ospins.Source, trusted: bool) -> str:
-    """A vendor's source is checked with its own key (signed-by); the snapshot's as the lock says."""
+    """A vendor's source is checked with its own key (signed-by); the snapshot's with the OS's keys, or unsigned
+    where the render was allowed to trust it (the lock and the person running the command both) and it is on this
+    machine's loopback: never an archive elsewhere, whatever a lock says."""
+    unsigned = trusted and aptwords.is_loopback_url(source.url)
     options = "check-valid-until=no" + (f" signed-by={source.signed_by}" if source.signed_by
-                                        else " trusted=yes" if trusted else "")
+                                        else " trusted=yes" if unsigned else "")
     return f"'deb [{options}] {source.url} {source.suite} {' '.join(source.components)}'"
 
 
