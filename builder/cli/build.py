@@ -38,6 +38,7 @@ from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import plan_images
 from builder.pipeline import jobs, lifecycle
+from builder.registry import reference
 from builder.registry.address import check_insecure
 from builder.validate.runner import Check
 
@@ -80,11 +81,13 @@ def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to valid
                  "Hold the image to its cell in this matrix (found by tag); default: the cell baked into it."))]
              = None, wheelhouse_dir: WheelhouseOpt = None, gpu: GpuOpt = False, apptainer: ApptainerOpt = False,
              ) -> None:
-    """Validate an existing image: the testinfra suite, then the in-image smoke test (and with --apptainer, the
-    smoke test under Apptainer: from its registry by digest when the image was pulled from one)."""
+    """Validate an image: the testinfra suite, then the in-image smoke test (and with --apptainer, the smoke test
+    under Apptainer: from its registry by digest when the image was pulled from one). An image the engine does not
+    have is pulled first, as `docker run` does."""
+    reference.parse(image)  # before any engine call
     plans = plan_images(load_matrix(matrix)) if matrix is not None else None
     client = connect()
-    job = jobs.job_for_image(client, image, plans, wheel_source(wheelhouse_dir))
+    job = jobs.job_for_image(client, image, plans, wheel_source(wheelhouse_dir), pull=True)
     result = lifecycle.run_image(client, job, lifecycle.Options(gpu=gpu, apptainer=apptainer))
     print_checks(image, result.validation)
     if result.failed:

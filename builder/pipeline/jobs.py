@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from docker.errors import ImageNotFound
+from docker.errors import APIError, ImageNotFound
 
 from builder.buildkit import builders, preflight
 from builder.buildkit.builders import CURRENT, BuildKit
@@ -19,7 +19,8 @@ from builder.core.errors import usage_error
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select, shard
 from builder.publish.record import ImageReport
-from builder.registry import images
+from builder.registry import images, reference
+from builder.registry.errors import RegistryError
 from builder.render.bakefile import group_of
 from builder.render.dockerfile import RenderedCell, render_cell, render_images
 from builder.render.installs import requirements
@@ -70,16 +71,21 @@ class Job:
 
 
 def job_for_image(client: docker.DockerClient, ref: str, plans: list[ImagePlan] | None = None,
-                  source: WheelSource | None = None) -> Job:
-    """A Job for an image already in the engine, held to its matrix cell (plans) or to what is baked into it.
+                  source: WheelSource | None = None, pull: bool = False) -> Job:
+    """A Job for an image already in the engine (with pull, pulled first when it is not, as `docker run` does),
+    held to its matrix cell (plans) or to what is baked into it.
 
-    Only images this factory built qualify (they carry its labels); the job names the image by ID, so a
-    tag moved by someone else meanwhile cannot change what is validated and pushed.
+    ref is parsed as a Docker reference before any engine call. Only images this factory built qualify (they
+    carry its labels); the job names the image by ID, so a tag moved by someone else meanwhile cannot change what
+    is validated and pushed.
     """
+    parsed = reference.parse(ref)
     try:
-        image = client.images.get(ref)
+        image = client.images.get(str(parsed))
     except ImageNotFound:
-        raise usage_error("IMAGE", f"no local image {ref!r}") from None
+        if not pull or not parsed.pullable:
+            raise usage_error("IMAGE", f"no local image {str(parsed)!r}") from None
+        image = pulled(client, parsed)
     labels = image.labels or {}
     tag, content_hash = labels.get(tags.TAG_LABEL), labels.get(tags.HASH_LABEL)
     if not tag or not content_hash:
@@ -99,6 +105,17 @@ def job_for_image(client: docker.DockerClient, ref: str, plans: list[ImagePlan] 
     repository = labels.get(tags.IMAGE_LABEL) or "pytorch"
     return Job(tag=tag, repository=repository, tags=[tag], content_hash=content_hash, expect=expect, labels=None,
                local_image=image.id)
+
+
+def pulled(client: docker.DockerClient, ref: reference.Reference) -> Any:
+    """The image ref names, pulled from its registry (by digest when it names one); a RegistryError (exit 1) with
+    the registry's own words when it cannot be."""
+    repository, tag = ref.pull_args()
+    try:
+        return client.images.pull(repository, tag=tag)
+    except APIError as exc:
+        why = reference.shown(str(exc.explanation or exc))
+        raise RegistryError(f"{ref.registry}: cannot pull {ref}: {why}", status=exc.status_code) from None
 
 
 def matrix_jobs(matrix: Path, names: list[str] | None, match: str | None, source: WheelSource) -> list[Job]:

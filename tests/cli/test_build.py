@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import docker
 import pytest
 
 from tests.fakes.checkout import DATA, builder_cli
+from tests.fakes.engine import labelled_image
 
 
 def test_push_without_validation_is_refused() -> None:
@@ -35,3 +37,29 @@ def test_base_refuses_unknown_and_dnf_os() -> None:
 def test_insecure_registry_without_push_does_not_apply() -> None:
     proc = builder_cli("build", "--matrix", str(DATA / "e2e.yaml"), "--insecure-registry", "reg.lan:5000")
     assert proc.returncode == 2 and "applies with --push only" in proc.stderr
+
+
+@pytest.mark.docker
+def test_builder_test_pulls_an_image_the_engine_lacks_by_tag_and_by_digest_and_says_the_registry_s_error(
+        docker_client: docker.DockerClient, base_image: str, namespace: str) -> None:
+    """A small image made here (no public registry is reachable), pushed to the loopback registry and removed from
+    the engine: `builder test` pulls it as `docker run` would, then holds it to the factory's contract (this one
+    carries no factory label: exit 2 saying so, about the pulled image). A tag the registry lacks: its error, exit 1."""
+    ref = f"{namespace}/pulled:t"
+    labelled_image(docker_client, base_image, ref, {"org.example.own": "yes"})
+    for event in docker_client.images.push(f"{namespace}/pulled", tag="t", stream=True, decode=True):
+        assert "error" not in event, event
+    [digest] = [d.split("@")[1] for d in docker_client.images.get(ref).attrs["RepoDigests"]]
+    for name in (ref, f"{namespace}/pulled@{digest}"):
+        docker_client.images.remove(ref)
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(name)
+        proc = builder_cli("test", name)
+        assert proc.returncode == 2, proc.stderr
+        assert "was not built by rocm-image-factory" in proc.stderr and "no local image" not in proc.stderr
+        assert docker_client.images.get(name).labels == {"org.example.own": "yes"}  # pulled: now in the engine
+        docker_client.images.get(name).tag(ref)
+    missing = builder_cli("test", f"{namespace}/pulled:nope")
+    assert missing.returncode == 1, missing.stderr
+    assert f"registry: {namespace.split('/')[0]}: cannot pull {namespace}/pulled:nope" in missing.stderr
+    assert "not found" in missing.stderr and "unexpected" not in missing.stderr
