@@ -68,3 +68,10 @@ def exact_companions(platform: str, minor: str) -> tuple[str | None, str | None]
     release = facts.compat().therock.get(platform.removeprefix("rocm"))
     built = release.torch_versions.get(minor) if release else None
     return (built.torchvision, built.torchaudio) if built else (None, None)
+
+
+def uncited(versions: list[str]) -> list[str]:
+    """The versions of a matrix file's torch axis and includes that no cited release backs (the production matrix's
+    test holds this empty)."""
+    releases = [Version(v) for v in facts.compat().torch_releases]
+    return [v for v in versions if Version(public(v)) not in releases]
