@@ -7,16 +7,19 @@ does. Each broken variant changes one thing and must FAIL naming it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from builder.smoke.torch_smoke import libs, loaded
+from builder.smoke.torch_smoke import elf, libs, loaded
 from builder.smoke.torch_smoke.core import Result
 from tests.fakes import wheel_shapes as shapes
 from tests.fakes.smoke import outcome, smoke
@@ -153,3 +156,77 @@ def test_the_child_reports_what_it_imported_and_mapped(tmp_path: Path, monkeypat
     assert str(site / "torchvision" / "_C.so") not in libs.preloads(ctx.mapped)
     dead = loaded.load_context(60, python=str(tmp_path / "no-python"))
     assert dead.failure().startswith("could not start")
+
+
+# -- the fixtures' dynamic sections against the real wheels' ----------------------------------------------------
+@dataclass(frozen=True)
+class RealWheel:
+    """A published wheel, pinned by sha256, and which of its files each fixture library is shaped after."""
+
+    name: str
+    version: str
+    sha256: str
+    url: str
+    members: dict[str, str]  # fixture path under site-packages -> member in the wheel
+
+
+REAL_WHEELS = (
+    RealWheel("torchvision-0.26.0-cp311-cp311-manylinux_2_28_x86_64.whl", "0.26.0",
+              "fd10b5f994c210f4f6d6761cf686f82d748554adf486cb0979770c3252868c8f",
+              "https://files.pythonhosted.org/packages/9a/45/57bbf9e216850d065e66dd31a50f57424b607f1d878ab8956e56a1f4e"
+              "36b/torchvision-0.26.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+              {"torchvision/_C.so": "torchvision/_C.so"}),
+    RealWheel("torchaudio-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl", "2.11.0",
+              "1a07ec72fd6f26a588c39b5f029e0130d16bb40bc4221635580bf8fb18fcbc80",
+              "https://files.pythonhosted.org/packages/ac/70/17408e0d154d0c894537a88dcbadc48e8ad3b6e1ef4a1dabda5d4024"
+              "5ee0/torchaudio-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+              {"torchaudio/lib/libtorchaudio.abi3.so": "torchaudio/lib/libtorchaudio.abi3.so",
+               "torchaudio/lib/_torchaudio.abi3.so": "torchaudio/lib/_torchaudio.abi3.so"}),
+    RealWheel("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "2.13.0+cpu",
+              "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b",
+              "https://download.pytorch.org/whl/cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+              {"torch/lib/libc10.so": "torch/lib/libc10.so", "torch/lib/libtorch.so": "torch/lib/libtorch.so",
+               "torch/lib/libtorch_cpu.so": "torch/lib/libtorch_cpu.so",
+               "torch/lib/libtorch_global_deps.so": "torch/lib/libtorch_global_deps.so",
+               f"torch/_C{shapes.EXT}": "torch/_C.cpython-311-x86_64-linux-gnu.so"}),
+)
+# The sonames a wheel takes from torch (or bundles beside it): the part of NEEDED the shapes must agree on.
+TORCH_OWN = {"libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so", "libgomp.so.1"}
+
+
+def shape(found: elf.Dynamic | None) -> tuple[bool, str, str, frozenset[str]]:
+    """(has a soname, RUNPATH, RPATH (an absolute one is the build machine's: 'absolute'), torch's NEEDED)."""
+    assert found is not None
+
+    def kind(value: str | None) -> str:
+        return "none" if not value else "absolute" if value.startswith("/") else value
+
+    needed = {"libgomp.so.1" if n == shapes.GOMP else n for n in found.needed}
+    return bool(found.soname), kind(found.runpath), kind(found.rpath), frozenset(needed & TORCH_OWN)
+
+
+def real_wheel(wheel: RealWheel) -> Path:
+    """A local copy checked by sha256: RIF_REAL_WHEELS (folders), or pip's find-links. The suite's traffic stays
+    on loopback (tests/fakes/loopback.py), so it does not fetch the index itself: without a copy it skips this
+    comparison only, saying how to get one."""
+    folders = [*os.environ.get("RIF_REAL_WHEELS", "").split(os.pathsep), *os.environ.get("PIP_FIND_LINKS", "").split()]
+    for folder in filter(None, folders):
+        path = Path(folder) / wheel.name
+        if path.is_file():
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            assert digest == wheel.sha256, f"{path} is not the published {wheel.name} (sha256 {digest})"
+            return path
+    pytest.skip(f"{wheel.name} is not at hand, so the fixture's shape was not compared with the real file: fetch "
+                f"{wheel.url} (pip download --no-deps) into a folder named by RIF_REAL_WHEELS")
+
+
+@pytest.mark.parametrize("wheel", REAL_WHEELS, ids=lambda w: w.name.split("-cp")[0])
+def test_each_fixture_library_has_the_real_wheels_dynamic_section(
+        wheel: RealWheel, tmp_path: Path) -> None:
+    site = shapes.build(tmp_path)
+    path = real_wheel(wheel)
+    with zipfile.ZipFile(path) as archive:
+        for fixture, member in wheel.members.items():
+            with archive.open(member) as fh:
+                real = shape(elf.read_dynamic(fh))  # type: ignore[arg-type]
+            assert shape(elf.dynamic(site / fixture)) == real, f"{fixture} against {wheel.name}:{member}"
