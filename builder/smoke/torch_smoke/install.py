@@ -21,6 +21,9 @@ def import_torch(s: Smoke) -> str:
         except Exception as exc:
             raise Fail(f"import torch failed: {first_line(exc)}", SECTION_FIX["install"]) from exc
     s.torch = torch
+    # Deprecation warnings are for developers and hidden from users by default (a dependency of a healthy real
+    # install may raise one at import); any other warning is what a user sees, and fails.
+    caught = [w for w in caught if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
     if caught:
         message = (str(caught[0].message).strip().splitlines() or [caught[0].category.__name__])[0]
         fix = ("install a NumPy that matches this torch build (pip install 'numpy<2' for torch < 2.3)"
