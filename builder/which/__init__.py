@@ -9,6 +9,8 @@ Reads files only, runs nothing, needs no Docker:
   names for the KFD's GPUs, and the GPUs themselves when amdgpu is not loaded (no KFD topology).
 - /dev/kfd and /dev/dri/renderD* (their group: the numeric GID a non-root user in the container needs), else the
   `render` line of /etc/group.
+- /sys/module/amdgpu/version (AMD's packaged driver) or, without it, /proc/sys/kernel/osrelease (the in-kernel
+  driver): checked against the recommended image's driver range (builder/which/driver.py).
 
 Everything is read under a root directory (default /), so a recorded tree (tests/data/sysfs/<machine>/) stands in
 for a host. Exit code (see README, "Which image for my GPU?"): 0 an image of the matrix runs one of the host's AMD
@@ -31,6 +33,7 @@ from builder.core import tags
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.registry.address import check_registry
+from builder.which import driver
 from builder.which.host import Gpu, Groups, Host, detect, device_groups
 from builder.which.images import (
     Filters,
@@ -88,9 +91,15 @@ def recommend(matrix: Path, root: Path = Path("/"), gfx: list[str] | None = None
     supported = [g for g in gpus if g.target and usable[g.target]]
 
     recommended = None
+    best, options = None, []
     if supported:
         recommended = _recommendation(gpus, supported, usable, everything, cells, default_os, registry, groups,
                                       filters, notes)
+        options = ranked(usable[recommended["target"]], default_os)
+        best = options[0]
+    host_driver = driver.check(root, best, options, registry)
+    if driver.note(host_driver):
+        notes.append(str(driver.note(host_driver)))
     unmatched = [_unmatched(target, [g for g in gpus if g.target == target], gpus, everything, cells, default_os,
                             registry, groups, filters, matrix)
                  for target in dict.fromkeys(g.target for g in gpus if not (g.target and usable[g.target]))]
@@ -127,6 +136,7 @@ def recommend(matrix: Path, root: Path = Path("/"), gfx: list[str] | None = None
         "recommended": recommended,
         "unmatched": unmatched,
         "cpu_image": cpu_image,
+        "host_driver": host_driver,
         "render_gids": list(groups.gids),
         "gid_source": groups.source,
         "notes": notes,

@@ -34,7 +34,7 @@ def test_cli_json_structure(matrix: Path) -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert set(data) == {"matrix", "source", "gpus", "other_gpus", "recommended", "unmatched", "cpu_image",
-                         "render_gids", "gid_source", "notes", "exit_code"}
+                         "render_gids", "gid_source", "notes", "exit_code", "host_driver"}
     assert set(data["gpus"][0]) == {"index", "kfd_node", "pci", "device_id", "revision", "name", "target", "family",
                                     "igpu", "render_node", "supported"}
     assert set(data["recommended"]) == {"target", "family", "gpus", "for", "image", "docker_run", "apptainer_pull",

@@ -56,9 +56,11 @@ class Tree:
         return os.stat_result((0o020000 | mode, *real[1:4], uid, gid, *real[6:]))
 
     def view(self, uid: int = 1000, gids: frozenset[int] = frozenset({1000, 44}),
-             env: dict[str, str] | None = None, apptainer: bool = False) -> HostView:
+             env: dict[str, str] | None = None, apptainer: bool = False, root: bool = False) -> HostView:
+        """root: read proc/ and sys/module/ under the tree too (the host driver and WSL diagnostics)."""
         return HostView(dev=self.root / "dev", kfd_nodes=self.root / "sys/class/kfd/kfd/topology/nodes",
-                        uid=uid, gids=gids, groups=GROUPS, env=env or {}, stat=self.stat, apptainer=apptainer)
+                        uid=uid, gids=gids, groups=GROUPS, env=env or {}, stat=self.stat, apptainer=apptainer,
+                        root=self.root if root else None)
 
 
 def by_name(findings: list[Finding]) -> dict[str, Finding]:

@@ -33,10 +33,11 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def installed() -> dict[str, str]:
-    """The distributions the constraint pins, name -> exact version, as installed."""
+def installed(path: list[str] | None = None) -> dict[str, str]:
+    """The distributions the constraint pins, name -> exact version, as installed (on sys.path, or `path`)."""
     found: dict[str, str] = {}
-    for dist in metadata.distributions():
+    dists = metadata.distributions() if path is None else metadata.distributions(path=path)
+    for dist in dists:
         name = canonical(str(dist.metadata["Name"] or ""))
         if PINNED.fullmatch(name):
             found[name] = str(dist.version)
@@ -89,12 +90,12 @@ def pip_constraint(s: Smoke) -> str | Outcome:
 CHECKS: dict[str, Check] = {"pip_constraint": pip_constraint}
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], path: list[str] | None = None) -> int:
     """Write the constraint file (the image's build step): atomically, and refuse an environment without torch."""
     if len(argv) != 1:
         print("usage: python -m torch_smoke.constraint FILE", file=sys.stderr)
         return 2
-    pins = installed()
+    pins = installed(path)
     if "torch" not in pins:
         print("torch_smoke.constraint: torch is not installed here", file=sys.stderr)
         return 1
