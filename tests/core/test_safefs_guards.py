@@ -1,0 +1,146 @@
+"""builder.core.safefs's guards, each held by a test that fails without it (issue 53, "Reading files").
+
+A link out of the folder a file was found in is never followed; every new file is opened O_EXCL, O_NOFOLLOW and
+O_NONBLOCK (O_EXCL alone already refuses whatever is planted at the name: a link, a FIFO, a hard link to a file
+elsewhere; the other two are asserted as the flags the open gets); and the folder is fsynced after the rename, so
+the rename itself survives a power cut.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from builder.core import safefs
+
+
+def test_a_link_out_of_its_folder_is_never_read(tmp_path: Path) -> None:
+    outside = tmp_path / "secret"
+    outside.write_text("private key")
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    (folder / "lock.txt").symlink_to(outside)
+    with pytest.raises(safefs.UnsafePath) as info:
+        safefs.read_text(folder / "lock.txt", 100)
+    assert info.value.errno == errno.EXDEV
+    assert str(info.value) == f"[Errno {errno.EXDEV}] a symbolic link out of {folder}: not followed: " \
+                              f"'{folder / 'lock.txt'}'"
+
+
+def test_a_link_that_stays_inside_root_is_followed_and_one_just_outside_is_not(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    (root / "b.txt").write_text("inside")
+    (root / "a" / "up.txt").symlink_to(root / "b.txt")  # out of its own folder, inside root
+    assert safefs.read_text(root / "a" / "up.txt", 100, root=root) == "inside"
+    with pytest.raises(safefs.UnsafePath, match="a symbolic link out of"):
+        safefs.read_text(root / "a" / "up.txt", 100)  # root defaults to the link's own folder
+    (tmp_path / "root-sibling.txt").write_text("outside")  # a name that starts like root's, beside it
+    (root / "sib.txt").symlink_to(tmp_path / "root-sibling.txt")
+    with pytest.raises(safefs.UnsafePath, match="a symbolic link out of"):
+        safefs.read_text(root / "sib.txt", 100, root=root)
+
+
+def test_a_dangling_or_looping_link_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "gone").symlink_to(tmp_path / "missing")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for name in ("gone", "loop"):
+        with pytest.raises(safefs.UnsafePath, match="a symbolic link that leads nowhere") as info:
+            safefs.read_text(tmp_path / name, 100)
+        assert info.value.errno == errno.ELOOP
+
+
+def _fixed_temporary(monkeypatch: pytest.MonkeyPatch, path: Path) -> Path:
+    """The name replace_file writes beside path, made predictable (as an attacker racing the write would need)."""
+    monkeypatch.setattr(safefs.secrets, "token_hex", lambda n: "f" * (2 * n))
+    return path.with_name(f".{path.name}.{'f' * 12}.new")
+
+
+def test_a_hard_link_planted_at_the_temporary_name_is_never_written_through(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"someone else's file")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.link(outside, _fixed_temporary(monkeypatch, out / "record.json"))
+    with pytest.raises(FileExistsError):
+        safefs.replace_file(out / "record.json", b"the factory's bytes")
+    assert outside.read_bytes() == b"someone else's file"
+    assert not (out / "record.json").exists()
+
+
+def test_a_link_or_fifo_planted_at_the_temporary_name_is_neither_followed_nor_waited_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep")
+    temporary = _fixed_temporary(monkeypatch, tmp_path / "a.json")
+    temporary.symlink_to(outside)
+    with pytest.raises(FileExistsError):
+        safefs.replace_file(tmp_path / "a.json", b"x")
+    assert outside.read_bytes() == b"keep" and temporary.is_symlink()
+    temporary.unlink()
+    os.mkfifo(temporary)
+    with pytest.raises(FileExistsError):
+        safefs.replace_file(tmp_path / "a.json", b"x")  # returns at once: no reader is waited for
+    assert stat.S_ISFIFO(os.lstat(temporary).st_mode)
+
+
+def test_every_new_file_is_opened_exclusive_without_following_a_link_or_blocking(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[tuple[str, int]] = []
+    real_open = os.open
+
+    def spy(path: str | os.PathLike[str], flags: int, mode: int = 0o777, **kwargs: object) -> int:
+        opened.append((os.fspath(path), flags))
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(safefs.os, "open", spy)
+    safefs.replace_file(tmp_path / "a.json", b"x")
+    (tmp_path / "w.whl").write_bytes(b"wheel")
+    safefs.copy_file(tmp_path / "w.whl", tmp_path / "copy.whl")
+    safefs.open_log(tmp_path / "run.log").close()
+    new = [(Path(p).name, flags) for p, flags in opened if flags & os.O_CREAT]
+    assert [name.rsplit(".", 2)[0] for name, _ in new] == [".a.json", ".copy.whl", ".run.log"]
+    for name, flags in new:
+        assert flags & os.O_EXCL, name
+        assert flags & os.O_NOFOLLOW, name
+        assert flags & os.O_NONBLOCK, name
+
+
+def test_the_folder_is_fsynced_after_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    folder_inode = tmp_path.stat().st_ino
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        info = os.fstat(fd)
+        events.append("fsync folder" if stat.S_ISDIR(info.st_mode) and info.st_ino == folder_inode else "fsync file")
+        real_fsync(fd)
+
+    def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        events.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(safefs.os, "fsync", fsync)
+    monkeypatch.setattr(safefs.os, "replace", replace)
+    safefs.replace_file(tmp_path / "record.json", b"whole")
+    assert events == ["fsync file", "rename", "fsync folder"]
+    events.clear()
+    safefs.open_log(tmp_path / "run.log").close()  # renamed before its first line: the folder synced too
+    assert events == ["rename", "fsync file", "fsync folder"]
+
+
+def test_a_folder_that_refuses_fsync_still_gets_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "Invalid argument")  # some file systems refuse a folder's fsync
+        real_fsync(fd)
+
+    monkeypatch.setattr(safefs.os, "fsync", fsync)
+    assert safefs.replace_file(tmp_path / "r.json", b"x").read_bytes() == b"x"
