@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.core import facts
+from builder.core import drivers, facts
 from builder.core.spec import ALL_TARGETS, CellSpec
 from builder.matrix.expand import load_matrix
 from tests.fakes.checkout import ROOT
@@ -126,7 +126,11 @@ def test_expectations_full_record_and_torch_override() -> None:
         # a devel image on Ubuntu: the ROCm SDK of its release from AMD's apt repository
         "gfx_family": "gfx90X-dcgpu", "gfx_targets": ["gfx906", "gfx908", "gfx90a"], "rocm_sdk": True,
         "torch_wheel": "2.5.1+rocm6.2.4",  # the wheel installed: pytorch.org's index name as its local version
+        # AMD's driver releases for ROCm 6.2 (builder/data/drivers.yaml): tests/core/test_drivers.py
+        "amdgpu_driver": drivers.driver_range("6.2.4"),
     }
+    assert cell.expectations()["amdgpu_driver"]["range"] == "6.0.x-30.10.x"
+    assert spec(platform="cpu", gfx=None).expectations()["amdgpu_driver"] is None
     assert spec().expectations()["torch"] == "2.13.0"
 
 

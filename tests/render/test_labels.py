@@ -14,7 +14,7 @@ def test_a_cpu_image_says_none_for_what_it_lacks_and_carries_its_content_hash(tm
     [cell] = load_cells(tmp_path, ONE_CPU)
     found = labels.image_labels(cell, "sha256:" + "1" * 64)
     own = {k.removeprefix(LABEL_PREFIX): v for k, v in found.items() if k.startswith(LABEL_PREFIX)}
-    assert (own["rocm"], own["gfx-family"], own["gfx-targets"]) == ("none", "none", "none")
+    assert (own["rocm"], own["gfx-family"], own["gfx-targets"], own["amdgpu-driver"]) == ("none",) * 4
     assert (own["tag"], own["torch"], own["os"], own["flavor"]) == (cell.tag, cell.torch, cell.os, cell.flavor)
     assert found[HASH_LABEL] == "sha256:" + "1" * 64
     assert found["org.opencontainers.image.title"] == f"PyTorch {cell.torch} (CPU, {cell.os}, {cell.flavor})"
@@ -28,6 +28,8 @@ def test_a_rocm_image_names_its_rocm_family_and_targets(tmp_path: Path) -> None:
     assert found[LABEL_PREFIX + "rocm"] == cell.rocm and found[LABEL_PREFIX + "gfx-family"] == cell.gfx
     assert found[LABEL_PREFIX + "gfx-targets"] == ",".join(cell.gfx_targets)
     assert f"(ROCm {cell.rocm}, " in found["org.opencontainers.image.title"]
+    # the host driver AMD supports the line with (builder/data/drivers.yaml), as cell.json carries it
+    assert found[LABEL_PREFIX + "amdgpu-driver"] == json.loads(labels.cell_json(cell))["amdgpu_driver"]["range"]
 
 
 def test_each_image_has_a_cell_json_folder_of_its_own(tmp_path: Path) -> None:
