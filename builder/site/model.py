@@ -98,6 +98,18 @@ class ImageEntry:
         return None if value in (None, "", "none") else value
 
     @property
+    def driver_range(self) -> str:
+        """The host's kernel driver the image needs (label amdgpu-driver, builder/data/drivers.yaml)."""
+        value = self.published.labels.get(tags.LABEL_PREFIX + "amdgpu-driver")
+        if self.label("platform") == "cpu" or value == "none":
+            return "none needed (CPU only)"
+        if value is None:
+            return "not recorded (built before images carried it)"
+        if value == "not stated":
+            return "not stated by AMD for this ROCm line"
+        return f"AMD GPU Driver {value} (amdgpu-dkms); `builder which` checks a host"
+
+    @property
     def page(self) -> str:
         """The page's path under the site, without its extension."""
         return f"images/{self.repository}/{self.tag}"
@@ -194,6 +206,7 @@ class ImageEntry:
             ("ROCm", self.rocm),
             ("GPU family", self.label("gfx-family") or "-"),
             ("gfx targets", ", ".join(self.gfx_targets) or "none (CPU only)"),
+            ("Host driver (amdgpu)", self.driver_range),
             ("Wheel channel", self.label("channel") or "unknown"),
             ("Flavor", self.label("flavor") or "unknown"),
             ("Default user", self.label("user") or "unknown"),

@@ -75,6 +75,16 @@ def test_facts_say_what_is_not_recorded() -> None:
     assert recorded["Run record"] == "published, 2026-11-02"
 
 
+def test_an_image_page_shows_the_driver_range_it_needs() -> None:
+    gpu = entry(rocm="7.2")
+    gpu.published.labels[tags.LABEL_PREFIX + "amdgpu-driver"] = "6.4.x-31.50.x"
+    assert dict(gpu.facts)["Host driver (amdgpu)"].startswith("AMD GPU Driver 6.4.x-31.50.x (amdgpu-dkms)")
+    gpu.published.labels[tags.LABEL_PREFIX + "amdgpu-driver"] = "not stated"
+    assert dict(gpu.facts)["Host driver (amdgpu)"] == "not stated by AMD for this ROCm line"
+    assert dict(entry(rocm="7.2").facts)["Host driver (amdgpu)"].startswith("not recorded")
+    assert dict(entry(platform="cpu", rocm="none").facts)["Host driver (amdgpu)"] == "none needed (CPU only)"
+
+
 def test_the_catalogs_filters_order_rocm_lines_as_versions() -> None:
     catalog = Catalog("r.io/ns", [entry(rocm="7.2"), entry(rocm="7.14"), entry(platform="cpu"), entry(os="b"),
                                   entry(os="a")], [], "now")

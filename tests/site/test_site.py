@@ -84,7 +84,8 @@ def labels(tag: str, content_hash: str, **extra: str) -> dict[str, str]:
            else "pytorch", "rocm": "7.2" if rocm else "none", "torch": "2.13.0", "torchvision": "0.28.0" if rocm
            else "none", "torchaudio": "none", "gfx-family": "gfx94X-dcgpu" if rocm else "none",
            "gfx-targets": "gfx942" if rocm else "none", "python": "3.12" if rocm else "3.11",
-           "os": "ubuntu-24.04" if rocm else "debian-12", "flavor": "runtime" if rocm else "devel", "user": "root"}
+           "os": "ubuntu-24.04" if rocm else "debian-12", "flavor": "runtime" if rocm else "devel", "user": "root",
+           "amdgpu-driver": "6.4.x-31.50.x" if rocm else "none"}
     found = {tags.LABEL_PREFIX + k: v for k, v in own.items()}
     found[tags.HASH_LABEL] = content_hash
     found.update(extra)
@@ -186,7 +187,9 @@ def test_image_page_says_what_users_ask(published: tuple[FakeRegistry, list[Path
     assert "run with --device=/dev/kfd" in page  # the fix of a check
     assert "FROM ubuntu:24.04" in page and "exactly the one this image was built from" in page
     assert '<a href="../../index.html">' in page
+    assert "AMD GPU Driver 6.4.x-31.50.x (amdgpu-dkms)" in page  # the host driver the image needs (issue 51)
     cpu = files[f"images/pytorch/{CPU_TAG}.html"]
+    assert "none needed (CPU only)" in cpu
     assert "torch==2.13.0+cpu" in cpu and "No committed Dockerfile" in cpu and "--device" not in cpu
     assert "Not recorded" in cpu  # no smoke report in its record row
     md = files[f"images/pytorch/{ROCM_TAG}.md"]
