@@ -19,7 +19,6 @@ from pathlib import Path
 
 from benchmarks.support.nightmodel import MEAN_REUSE_DAYS, Scenario
 from builder.matrix.expand import load_matrix
-from builder.publish import rows
 from builder.render import lockfile, sharedstages
 from builder.render.dockerfile import RenderedCell, render_all
 from builder.render.sources import WheelSource
@@ -40,7 +39,7 @@ def production(matrix: Path) -> Production:
     for r in render_all(load_matrix(matrix), WheelSource()):
         groups.setdefault(r.group, []).append(r)
     steps = {g: lock_steps([r.cell for r in members]) for g, members in groups.items()}
-    return Production({g: int(rows.row(g, members)["images"]) for g, members in groups.items()},
+    return Production({g: len(members) for g, members in groups.items()},
                       {g: [s.file for s in ss if s.file != lockfile.BASE_FILE] for g, ss in steps.items()},
                       {g: next(s.wants[0] for s in ss if s.file == lockfile.BASE_FILE) for g, ss in steps.items()},
                       len(sharedstages.shared([r for members in groups.values() for r in members])),

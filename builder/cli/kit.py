@@ -28,7 +28,7 @@ from rich.text import Text
 from builder.buildkit.builders import NETWORKS, BuildKit
 from builder.buildkit.engine import EngineUnavailable
 from builder.cli import console
-from builder.core import aptwords, safefs, wheels
+from builder.core import safefs, wheels
 from builder.core.errors import InputError, usage_error
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
@@ -61,13 +61,13 @@ MatchOpt = Annotated[str | None, typer.Option(
     "--match", metavar="GLOB", help="Only cells whose tag matches this glob (e.g. 'rocm7.2_*_gfx94X-dcgpu_*').")]
 RunnerDiskOpt = Annotated[str | None, typer.Option(
     "--runner-disk", metavar="SIZE", help=(
-        "The disk a publish row's runner has free (60G, 10T, 512M or bytes; binary units): a combination whose "
-        "estimated peak exceeds it is split into rows by GPU family. Default: 48G, the publish workflow's "
-        "ubuntu-24.04 runner after its clean-up (docs/publishing.md)."))]
-RunnerOpt = Annotated[str, typer.Option(
+        "Plan on one runner with this disk free (60G, 10T, 512M or bytes; binary units) instead of the pool in "
+        "runners.yaml beside the matrix: a combination whose estimated peak exceeds it is split into rows by GPU "
+        "family (docs/publishing.md)."))]
+RunnerOpt = Annotated[str | None, typer.Option(
     "--runner", metavar="LABEL", help=(
-        "The runner label each `--format github` row asks for (publish-cells.yml runs the row there): a larger "
-        "runner for a larger --runner-disk."))]
+        "Plan on this runner of the pool alone (with --runner-disk: the label of that one runner); each "
+        "`--format github` row names the runner it runs on (publish-cells.yml runs it there)."))]
 RegistryOpt = Annotated[str | None, typer.Option(
     "--registry", envvar="RIF_REGISTRY", metavar="HOST/NS",
     help="Push target REGISTRY/NAMESPACE (env RIF_REGISTRY); credentials: RIF_REGISTRY_USER and "
@@ -95,14 +95,8 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
 
 
 def wheel_source(wheelhouse_dir: Path | None, locks: Path | None = None) -> WheelSource:
-    """Where images get their wheels: --wheelhouse and --locks, as absolute paths (every command alike), and whether
-    the person running the command lets apt read a lock's loopback archive unsigned (RIF_APT_SNAPSHOT_TRUSTED)."""
-    try:
-        trusted = aptwords.trust_setting(os.environ.get(aptwords.TRUST_SETTING))
-    except ValueError as exc:
-        raise usage_error(aptwords.TRUST_SETTING, str(exc)) from None
-    return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None, locks.resolve() if locks else None,
-                       trusted)
+    """Where images get their wheels: --wheelhouse and --locks, as absolute paths (every command alike)."""
+    return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None, locks.resolve() if locks else None)
 
 
 def buildkit(builder: str | None, network: str) -> BuildKit:

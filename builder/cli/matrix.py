@@ -17,7 +17,7 @@ from builder.core.text import safe
 from builder.matrix.expand import Expansion, expand_matrix
 from builder.matrix.explain import family_gap_lines, family_gaps, line_verdicts
 from builder.matrix.selection import plan_images, select, shard
-from builder.publish import rows
+from builder.publish import rows, runners
 
 
 @handles_errors
@@ -28,18 +28,20 @@ def matrix_cmd(matrix: MatrixOpt = Path("matrix.yaml"),
                match: MatchOpt = None,
                shard_spec: Annotated[str | None, typer.Option(
                    "--shard", help="K/N: only the K-th of N interleaved slices of the rows (for github).")] = None,
-               runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = rows.RUNNER,
+               runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = None,
                ) -> None:
     """List the cells the matrix expands to (after include/exclude and the compatibility rules)."""
     if fmt not in ("table", "json", "github"):
         raise usage_error("--format", f"unknown format {fmt!r}; use table, json or github")
     if shard_spec is not None and fmt != "github":
         raise usage_error("--shard", f"applies to --format github only (not {fmt})")
-    if runner_disk is not None and fmt != "github":
-        raise usage_error("--runner-disk", f"applies to --format github only (not {fmt})")
-    where = rows.runner(runner, runner_disk)
+    for option, value in (("--runner-disk", runner_disk), ("--runner", runner)):
+        if value is not None and fmt != "github":
+            raise usage_error(option, f"applies to --format github only (not {fmt})")
     if explain and fmt == "github":
         raise usage_error("--explain", "applies to --format table or json (github rows list combinations, not drops)")
+    # The pool is read (and a bad size or pool file refused) before the matrix is expanded.
+    where = runners.resolve(matrix, runner, runner_disk) if fmt == "github" else runners.HOSTED
     expansion = expand_matrix(matrix)
     expansion.cells = select(expansion.cells, None, matrix, match)
     if fmt == "json":

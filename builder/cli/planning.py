@@ -35,7 +35,7 @@ def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
 
 
 def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,
-             registry: str, where: rows.Runner = rows.HOSTED, cache: Cache | None = None) -> int:
+             registry: str, where: rows.Pool | rows.Runner = rows.HOSTED, cache: Cache | None = None) -> int:
     """Plan (and with move_tags, move the tags that need no build), print it, write the record; exit 1 when the
     registry could not say for some image, 2 when the record cannot be written (said after the plan). With a
     cache registry, the record also lists the shared stages the rows to build need that it does not hold yet
@@ -84,7 +84,7 @@ def _groups(todo: list[jobs.Job]) -> dict[str, list[RenderedCell]]:
     return groups
 
 
-def row_of(todo: list[jobs.Job], where: rows.Runner) -> dict[str, str]:
+def row_of(todo: list[jobs.Job], where: rows.Pool | rows.Runner) -> dict[str, str]:
     """image tag -> its row, for `--shared-stages`: a stage that images of two rows share is built once."""
     return rows.row_of(rows.build_rows(_groups(todo), where=where))
 
@@ -105,7 +105,7 @@ def _to_build(decisions: list[planner.Decision[jobs.Job]]) -> dict[str, list[Ren
             for name, members in groups.items() if any(d.action == "build" for d in members)}
 
 
-def github(decisions: list[planner.Decision[jobs.Job]], where: rows.Runner = rows.HOSTED) -> str:
+def github(decisions: list[planner.Decision[jobs.Job]], where: rows.Pool | rows.Runner = rows.HOSTED) -> str:
     """The rows (all their images, as `builder matrix --format github` lists them) of the combinations with at
     least one image to build; the publish job skips the others again by content hash."""
     return json.dumps({"include": rows.build_rows(_to_build(decisions), where=where)}, separators=(",", ":"))

@@ -32,7 +32,7 @@ from builder.cli.kit import (
 )
 from builder.core.errors import usage_error
 from builder.pipeline import jobs, lifecycle
-from builder.publish import rows
+from builder.publish import runners
 from builder.registry.address import check_insecure, check_registry, plain_http_ok
 
 
@@ -70,7 +70,7 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
             shared_stages: Annotated[bool, typer.Option("--shared-stages", help=(
                 "Only build the stages several of the selected combinations share (the OS base, torch), once, "
                 "into --cache-registry, for per-combination publish jobs to import; push no image."))] = False,
-            runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = rows.RUNNER,
+            runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = None,
             release: Annotated[bool, typer.Option("--release", help=(
                 "One GPU family at a time: bake, validate and push a family's images, then remove the previous "
                 "family's from the engine and prune BuildKit's cache of them (for a runner whose disk cannot hold "
@@ -90,9 +90,10 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
     if not registry:
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     planning.check_format(fmt, plan, move_tags)
-    if runner_disk is not None and not (plan or shared_stages):
-        raise usage_error("--runner-disk", "sizes the rows of --plan and the parts --shared-stages shares: add one")
-    where = rows.runner(runner, runner_disk)
+    for option, value in (("--runner-disk", runner_disk), ("--runner", runner)):
+        if value is not None and not (plan or shared_stages):
+            raise usage_error(option, "sizes the rows of --plan and the parts --shared-stages shares: add one")
+    where = runners.resolve(matrix, runner, runner_disk) if plan or shared_stages else runners.HOSTED
     todo = jobs.shard_jobs(jobs.matrix_jobs(matrix, cell, match, wheel_source(wheelhouse_dir, locks)), shard_spec)
     if shared_stages and plan:
         raise usage_error("--shared-stages", "builds stages and --plan builds nothing: pass one of them")

@@ -5,9 +5,15 @@ An image is made of parts: its combination's base stage, its torch stage (torch 
 family's device packages (channels whose wheels split per gfx target) and, for a devel image, its devel layer.
 Images of one row that share a part store it once. A part's compressed size comes from the combination's locks
 where they record sizes (builder lock: each wheel's size, the base image's compressed size), else from the cited
-figures of builder/data/sizes.yaml. Installed bytes are compressed bytes times the data's ratio; a row's peak disk
-is its images' footprint on the engine's containerd store (each shared part once: its compressed blobs beside its
-unpacked snapshots, compressed plus installed bytes) times PEAK_FACTOR.
+figures of builder/data/sizes.yaml; its installed bytes are the compressed bytes times the data's ratio.
+
+A row's peak is its largest wave's (`builder publish --release`, the mode publish-cells.yml runs every row in,
+bakes one GPU family at a time: builder.pipeline.release). A wave's peak is its footprint on the engine's store,
+each part once as compressed blobs beside unpacked snapshots (the shared parts, the family's parts, and the
+previous wave's runtime image per combination, which anchors the shared layers until this wave's are in), plus
+NEW_FACTOR times the compressed bytes the wave brings new (pip's downloads, BuildKit's snapshot and the blob
+of each new layer before the older copies go). Measured against benchmarks/bench_row.py in
+tests/publish/test_sizes.py and docs/benchmarks.md ("The per-wave peak").
 """
 
 from __future__ import annotations
@@ -25,15 +31,11 @@ from builder.core.errors import InputError, usage_error
 from builder.render import lockfile
 from builder.render.dockerfile import RenderedCell
 
-# Peak disk during a row's publish over its final images' footprint on the containerd store (compressed blobs and
-# unpacked snapshots): what BuildKit's cache adds at the worst moment of a `--release` run (the mode
-# publish-cells.yml runs every row in). Measured by benchmarks/bench_row.py (docs/benchmarks.md "The largest row on
-# a runner-sized disk"): 1.351 on the largest row (30 images, scale 1/16) before the factory's BuildKit records
-# were pruned between families. Since, a row of one wave at real size peaks at 1.517 (gfx103X-all) and 1.530
-# (gfx1150) of its images, which 1.351 under-estimates by 11-12%, and the largest row at 0.572 (scale 1/2), which
-# it over-estimates 2.4x: the peak follows a row's largest wave, not its length; a per-wave model fitting both is
-# the next step. Change it here, in one place.
-PEAK_FACTOR = 1.351
+# Bytes on the disk at a wave's worst moment beyond its footprint, per compressed byte the wave brings new: bench_row
+# runs (docs/benchmarks.md "The per-wave peak") put the peak of one-wave rows at real size and of the 30-image row
+# at 1/2 and 1/4 of the bytes within 7% of the footprint plus 1.1x the wave's new bytes (synthetic, incompressible
+# wheels; at the installed ratio of real ROCm wheels it is not measured yet). Change it here, in one place.
+NEW_FACTOR = 1.1
 GIB = 1 << 30
 # The publish workflow's runner (.github/workflows/publish-cells.yml: ubuntu-24.04) after its own clean-up
 # (.github/actions/build-runner removes .NET, Android, GHC and CodeQL, then prunes Docker): GitHub documents 14 GB
@@ -80,37 +82,84 @@ def gib(size: int) -> str:
 
 
 @dataclass(frozen=True)
+class Layer:
+    """One part's bytes: as the registry stores it (compressed) and unpacked in a snapshot (installed)."""
+
+    compressed: int
+    installed: int
+
+    @property
+    def on_disk(self) -> int:
+        """Its blob beside its unpacked snapshot, as the containerd store holds a pulled or built layer."""
+        return self.compressed + self.installed
+
+
+def layer(compressed: int) -> Layer:
+    """A part of `compressed` bytes, installed at the data's ratio."""
+    return Layer(compressed, int(compressed * data().installed_per_compressed))
+
+
+@dataclass(frozen=True)
 class ImageSize:
-    """One image's estimate: its parts (each with its compressed bytes)."""
+    """One image's estimate: its parts, and what --release's waves go by (its combination, family, flavor)."""
 
     tag: str
-    parts: dict[Part, int]
+    parts: dict[Part, Layer]
+    group: str = ""
+    family: str = "all"
+    runtime: bool = True
 
     @property
     def compressed(self) -> int:
-        return sum(self.parts.values())
+        return sum(p.compressed for p in self.parts.values())
 
     @property
     def installed(self) -> int:
-        return installed(self.compressed)
+        return sum(p.installed for p in self.parts.values())
 
     @property
     def peak(self) -> int:
         return peak_of([self])
 
 
-def installed(compressed: int) -> int:
-    return int(compressed * data().installed_per_compressed)
+def waves(images: list[ImageSize]) -> list[list[ImageSize]]:
+    """The images by GPU family, in the order the families first come (builder.pipeline.release.waves)."""
+    by_family: dict[str, list[ImageSize]] = {}
+    for image in images:
+        by_family.setdefault(image.family, []).append(image)
+    return list(by_family.values())
+
+
+def anchors(wave: list[ImageSize]) -> list[ImageSize]:
+    """One image per combination that stays while the next wave bakes: its runtime image where it has one
+    (builder.pipeline.release.anchors)."""
+    kept: dict[str, ImageSize] = {}
+    for image in wave:
+        if image.group not in kept or (image.runtime and not kept[image.group].runtime):
+            kept[image.group] = image
+    return list(kept.values())
+
+
+def wave_peaks(images: list[ImageSize]) -> list[int]:
+    """Each wave's peak: the parts on the disk (the wave's images and the previous wave's anchors, each part once,
+    blob and snapshot) plus NEW_FACTOR x the compressed bytes of the parts no earlier wave brought."""
+    seen: set[Part] = set()
+    previous: list[ImageSize] = []
+    out = []
+    for wave in waves(images):
+        held: dict[Part, Layer] = {}
+        for image in [*anchors(previous), *wave]:
+            held.update(image.parts)
+        new = {part: size for image in wave for part, size in image.parts.items() if part not in seen}
+        out.append(int(sum(p.on_disk for p in held.values()) + NEW_FACTOR * sum(p.compressed for p in new.values())))
+        seen.update(new)
+        previous = wave
+    return out
 
 
 def peak_of(images: list[ImageSize]) -> int:
-    """The peak disk of building these images on one runner: their footprint (compressed and installed bytes), each
-    shared part once, times PEAK_FACTOR."""
-    parts: dict[Part, int] = {}
-    for image in images:
-        parts.update(image.parts)
-    compressed = sum(parts.values())
-    return int((compressed + installed(compressed)) * PEAK_FACTOR)
+    """The peak disk of publishing these images in one row (--release): its largest wave's; 0 for none."""
+    return max(wave_peaks(images), default=0)
 
 
 def estimate(rendered: RenderedCell) -> ImageSize:
@@ -130,7 +179,8 @@ def estimate(rendered: RenderedCell) -> ImageSize:
                                             or per_target * len(cell.gfx_targets))
     if cell.flavor == "devel":
         parts[("devel", group, family)] = locked.get(f"{rendered.stage}.txt") or d.devel[cell.channel][kind]
-    return ImageSize(cell.tag, parts)
+    return ImageSize(cell.tag, {part: layer(size) for part, size in parts.items()}, group, family,
+                     cell.flavor == "runtime")
 
 
 def _runtime_stage(rendered: RenderedCell) -> str:

@@ -140,13 +140,14 @@ def test_a_match_naming_a_gfx_target_says_which_family_holds_it() -> None:
 
 
 def test_runner_disk_splits_the_largest_combinations_and_every_row_fits_it() -> None:
-    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--runner-disk", "80G",
-                       "--runner", "big-disk")
+    # TheRock 10.0's rows (the 30-image ones peak at about 35.6 GiB, largest wave first: builder.publish.sizes)
+    proc = builder_cli("matrix", "--matrix", "matrix.yaml", "--format", "github", "--runner-disk", "35G",
+                       "--runner", "big-disk", "--match", "rocm10.0_*")
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)["include"]
-    assert all(isinstance(r["peak_disk"], int) and r["peak_disk"] <= 80 << 30 for r in found)
+    assert all(isinstance(r["peak_disk"], int) and r["peak_disk"] <= 35 << 30 for r in found)
     assert {r["runner"] for r in found} == {"big-disk"}
-    assert len(found) > 37 and sum(r["images"] for r in found) == 214
+    assert len(found) > 8 and sum(r["images"] for r in found) == 144
     assert max(r["images"] for r in found) < 30, "the 30-image combinations are split"
 
 

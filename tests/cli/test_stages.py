@@ -73,9 +73,9 @@ def test_the_runner_disk_tells_the_first_wave_which_rows_split_a_combination(mon
     seen: list[lifecycle.Options] = []
     monkeypatch.setattr(stages, "run_stages", lambda todo, options: seen.append(options) or 0)
     base = ["publish", "-m", str(ROOT / "matrix.yaml"), "--registry", "r.io/ns", "--cache-registry", "r.io/ns",
-            "--shared-stages"]
-    for disk, split in (("80G", True), ("10T", False)):
+            "--shared-stages", "--match", "rocm10.0_*"]
+    for disk, split in (("35G", True), ("10T", False)):  # TheRock 10.0's 30-image rows peak at about 35.6 GiB
         proc = CliRunner().invoke(app, [*base, "--runner-disk", disk])
         assert proc.exit_code == 0, proc.output
         row_of = seen[-1].row_of
-        assert any("-part1-of-" in row for row in row_of.values()) is split and len(row_of) == 214
+        assert any("-part1-of-" in row for row in row_of.values()) is split and len(row_of) == 144

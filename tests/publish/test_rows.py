@@ -16,7 +16,7 @@ from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images, select, shard
 from builder.pipeline.jobs import by_combination, matrix_jobs
-from builder.publish import rows
+from builder.publish import rows, runners, sizes
 from builder.render.dockerfile import bake_target, group_key
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import ROOT
@@ -159,36 +159,83 @@ def test_every_row_carries_its_integer_peak_disk_and_its_runner() -> None:
     found = rows.rows(production_cells(), rows.Runner("big-runner", 10 << 40))
     assert all(isinstance(r["peak_disk"], int) and r["peak_disk"] > 0 for r in found)
     assert {r["runner"] for r in found} == {"big-runner"}
-    # A combination of 30 images needs more than one of 2.
-    largest = max(r["peak_disk"] for r in found if r["images"] > 20)
-    assert largest > max(r["peak_disk"] for r in found if r["images"] == 2)
+    # A row's peak is its largest wave's: a 30-image row of TheRock (families in waves) needs less than
+    # pytorch.org's 2-image one (its one wave brings the whole ROCm devel stack), and more than a CPU pair.
+    therock = max(r["peak_disk"] for r in found if r["images"] > 20)
+    assert max(r["peak_disk"] for r in found if r["images"] == 2 and r["platform"] != "cpu") > therock
+    assert therock > max(r["peak_disk"] for r in found if r["platform"] == "cpu")
 
 
-def test_a_combination_over_the_budget_is_split_by_gpu_family_every_part_within_it() -> None:
+def pool(**disks: int) -> runners.Pool:
+    return runners.Pool(tuple(sorted((runners.Runner(k, v) for k, v in disks.items()), key=lambda r: r.disk)),
+                        next(iter(disks)), Path("runners.yaml"), "runners")
+
+
+def test_a_combination_that_just_fits_a_runner_is_one_row_on_the_smallest_that_holds_it() -> None:
     name, members = therock_group()
-    whole = rows.split(name, members, WHOLE)  # type: ignore[arg-type]
-    assert len(whole) == 1 and whole[0]["peak_disk"] > 80 * GIB
-    parts = rows.split(name, members, rows.Runner(disk=80 * GIB))  # type: ignore[arg-type]
-    assert len(parts) > 1 and all(p["peak_disk"] <= 80 * GIB for p in parts)
+    need = rows.split(name, members, WHOLE)[0]["peak_disk"]  # type: ignore[arg-type]
+    for where, label in ((pool(small=need - 1, exact=need, big=need + GIB), "exact"),
+                         (pool(exact=need), "exact"), (pool(small=need - 1, big=need + GIB), "big")):
+        (whole,) = rows.split(name, members, where)  # type: ignore[arg-type]
+        assert (whole["runner"], whole["peak_disk"], whole["group"]) == (label, need, name)
+
+
+def test_a_combination_just_over_every_runner_is_split_by_gpu_family_every_part_on_the_smallest_that_holds_it(
+        ) -> None:
+    name, members = therock_group()
+    whole = rows.split(name, members, WHOLE)[0]  # type: ignore[arg-type]
+    budget = whole["peak_disk"] - 1
+    parts = rows.split(name, members, pool(tiny=1 << 20, large=budget))  # type: ignore[arg-type]
+    assert len(parts) > 1 and all(p["peak_disk"] <= budget and p["runner"] == "large" for p in parts)
     assert [p["group"] for p in parts] == [f"{name}-part{k}-of-{len(parts)}" for k in range(1, len(parts) + 1)]
     assert {p["groups"] for p in parts} == {name}, "every part names its bake group"
     tags = [t for p in parts for t in p["cells"].split()]
-    assert sorted(tags) == sorted(whole[0]["cells"].split()) and len(tags) == len(set(tags))
+    assert sorted(tags) == sorted(whole["cells"].split()) and len(tags) == len(set(tags))
     for p in parts:  # a family's runtime and devel in one row
         cells = p["cells"].split()
         assert all(t.replace("_runtime", "_devel") in cells for t in cells if t.endswith("_runtime"))
+    # A part that a smaller runner holds runs there.
+    smaller = min(p["peak_disk"] for p in parts)
+    mixed = rows.split(name, members, pool(small=smaller, large=budget))  # type: ignore[arg-type]
+    assert {p["runner"] for p in mixed} == {"small", "large"}
+    assert all(p["runner"] == ("small" if p["peak_disk"] <= smaller else "large") for p in mixed)
 
 
-def test_an_image_that_alone_exceeds_the_budget_is_an_error_naming_it_and_the_runner_it_needs() -> None:
+def test_an_image_over_every_runner_is_an_error_naming_it_and_the_runner_it_needs() -> None:
     name, members = therock_group()
+    largest = max(sizes.estimate(m).peak for m in members)  # type: ignore[arg-type]
+    rows.split(name, members, pool(a=largest))  # type: ignore[arg-type]  # just fits: no error
     with pytest.raises(InputError) as caught:
-        rows.split(name, members, rows.Runner(disk=20 * GIB))  # type: ignore[arg-type]
+        rows.split(name, members, pool(a=largest // 2, b=largest - 1))  # type: ignore[arg-type]
     text = str(caught.value)
-    assert "--runner-disk" in text and "alone needs" in text and "larger runner" in text
+    assert text.startswith("runners.yaml: runners:") and "alone needs" in text and "larger runner" in text
+    assert f"at least {-(-largest // GIB)}G free" in text and "b, " in text
     assert any(m.cell.tag in text for m in members)  # type: ignore[attr-defined]
+    with pytest.raises(InputError, match="--runner-disk"):  # a one-runner pool from the command line
+        rows.split(name, members, rows.Runner(disk=largest - 1))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("label", ["", "a b", "x" * 101, "-lead", "ubuntu;rm"])
-def test_a_runner_label_a_workflow_cannot_take_is_refused(label: str) -> None:
-    with pytest.raises(InputError, match="--runner"):
-        rows.runner(label, None)
+def test_a_batch_peaks_at_the_sum_of_its_rows_on_the_smallest_runner_that_holds_the_sum() -> None:
+    todo = matrix_jobs(ROOT / "matrix.yaml", None, None, WheelSource())
+    groups = {name: [j.rendered for j in members if j.rendered is not None]
+              for name, members in by_combination(todo).items()}
+    single = {r["group"]: r["peak_disk"] for r in rows.build_rows(groups, where=WHOLE)}
+    packed = rows.build_rows(groups, limit=5, where=pool(one=10 << 40, two=20 << 40))
+    for batch in packed:
+        peaks = [single[g] for g in batch["groups"].split()]
+        assert batch["peak_disk"] == sum(peaks) > max(peaks) and batch["runner"] == "one"
+    most = max(b["peak_disk"] for b in packed)
+    assert max(b["peak_disk"] for b in rows.build_rows(groups, limit=5, where=pool(a=most))) == most
+    assert {b["runner"] for b in rows.build_rows(groups, limit=5, where=pool(a=most - 1, b=most))} <= {"a", "b"}
+    with pytest.raises(InputError, match="fewer rows per job with --shard"):
+        rows.build_rows(groups, limit=5, where=pool(a=most - 1))
+
+
+def test_the_production_matrix_plans_on_the_repository_pool_every_combination_whole() -> None:
+    found = rows.rows(production_cells(), runners.beside(ROOT / "matrix.yaml"))
+    repository = runners.load(ROOT / runners.FILE)
+    disks = {r.label: r.disk for r in repository.runners}
+    assert all(r["group"] == r["groups"] for r in found), "no combination split: a runner of the pool holds each"
+    for r in found:
+        assert r["peak_disk"] <= disks[r["runner"]]
+        assert repository.fitting(r["peak_disk"]) == runners.Runner(r["runner"], disks[r["runner"]]), "the smallest"
