@@ -1,0 +1,57 @@
+"""What a run records of an image already published (issue 53, "Registry answers"): pushing content its immutable
+tag already holds uploads nothing (pushed_bytes 0, never its compressed size), and the image's compressed size is
+what its manifest lists (config and layers), set when its tags move.
+
+The registry is the scripted loopback registry holding manifests and configs in memory (tests/fakes/
+stored_registry.py: GET manifests and blobs, PUT manifests); the image to push is never asked of an engine (the
+client is None: a push that reached the engine would fail)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import cast
+
+import docker
+
+from builder.pipeline.jobs import Job, matrix_jobs
+from builder.publish.promote import Target
+from builder.registry.client import RegistryClient
+from builder.render.sources import WheelSource
+from tests.fakes.checkout import ROOT
+from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
+from tests.fakes.stored_registry import Store
+
+Start = Callable[[Callable[[Seen], Reply]], Scripted]
+NO_ENGINE = cast(docker.DockerClient, None)
+
+
+def one_job() -> Job:
+    return matrix_jobs(ROOT / "examples" / "local.yaml", None, None, WheelSource())[0]
+
+
+def published(server: Start) -> tuple[Store, Scripted, Target, Job]:
+    store, job = Store(), one_job()
+    scripted = server(store.answer)
+    store.publish(f"rocm/{job.repository}", job.report().immutable_tag, job.content_hash)
+    return store, scripted, Target(f"{scripted.address}/rocm", RegistryClient(scripted.address, policy=FAST), None), job
+
+
+def test_pushing_content_already_published_uploads_nothing_and_says_0_bytes(server: Start) -> None:
+    store, scripted, target, job = published(server)
+    report = job.report()
+    manifest = target.push(NO_ENGINE, report)
+    assert report.pushed_bytes == 0 and not report.pushed
+    body = store.manifests[f"rocm/{job.repository}:{report.immutable_tag}"]
+    assert manifest.body == body and json.loads(body)["config"]["size"] > 0  # so 0 is not its compressed size
+    assert not any(s.method in ("PUT", "POST", "PATCH") for s in scripted.seen)
+
+
+def test_moving_the_tags_records_the_compressed_size_the_manifest_lists(server: Start) -> None:
+    store, _, target, job = published(server)
+    report = job.report()
+    manifest = target.push(NO_ENGINE, report)
+    target.promote(report, manifest)
+    config_size = json.loads(manifest.body)["config"]["size"]
+    assert (report.digest, report.compressed_bytes, report.pushed_bytes) == (manifest.digest, config_size, 0)
+    assert store.digest(f"rocm/{job.repository}", job.tag) == manifest.digest
