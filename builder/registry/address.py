@@ -38,12 +38,27 @@ def host_port(address: str) -> str:
     return f"{host}:{port}" if host and port is not None else host
 
 
+def checked_url(value: str) -> urllib.parse.SplitResult:
+    """A URL a registry sent (a redirect's or an upload's Location, a token realm), split with its port and a
+    bracketed host read too (urlsplit leaves those for later): ValueError when it is no URL."""
+    parts = urllib.parse.urlsplit(value)
+    _ = parts.port
+    if (parts.scheme or parts.netloc) and not parts.hostname:  # `http:///x`: an absolute URL names a host
+        raise ValueError(f"no host in {value!r}")
+    host = parts.netloc.rpartition("@")[2]
+    if "[" in host or "]" in host:  # `[::1]]`: urlsplit checks that the brackets pair, not what they hold
+        bracketed = BRACKETED_RE.fullmatch(host)
+        ipaddress.IPv6Address(bracketed[1] if bracketed else "")
+    return parts
+
+
 def plain_http_ok(address: str, insecure: frozenset[str] = frozenset()) -> bool:
     """May address (a registry, a token realm) be spoken to, and sent credentials, over plain HTTP?"""
     host = host_port(address)
     return is_loopback(address) or (bool(host) and host in insecure)
 
 
+BRACKETED_RE = re.compile(r"\[([^\]]*)\](?::[0-9]*)?")
 HOST = r"(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:]+\])(?::[0-9]{1,5})?"
 HOST_RE = re.compile(HOST)
 REGISTRY_RE = re.compile(HOST + r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from builder.registry import hints, models, transport
-from builder.registry.address import host_port, plain_http_ok
+from builder.registry.address import checked_url, host_port, plain_http_ok
 from builder.registry.credentials import Credentials, describe
 from builder.registry.errors import AuthError
 from builder.registry.hints import error_of, oci_error
@@ -83,8 +83,11 @@ class Auth:
         return True
 
     def _fetch_token(self, realm: str, service: str | None, scope: str, repository: str) -> _Token:
-        parts = urllib.parse.urlsplit(realm)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
+        try:
+            parts = checked_url(realm)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("https", "http") or not parts.hostname:
             raise AuthError(f"registry {self.address} names a token realm that is not an http(s) URL")
         query = urllib.parse.urlencode({k: v for k, v in (("service", service), ("scope", scope)) if v})
         req = urllib.request.Request(f"{realm}{'&' if parts.query else '?'}{query}")

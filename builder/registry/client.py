@@ -23,8 +23,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.registry import models, retry, transport
-from builder.registry.address import host_port, plain_http_ok
+from builder.registry import models, redirects, retry, transport
+from builder.registry.address import checked_url, host_port, plain_http_ok
 from builder.registry.auth import Auth
 from builder.registry.credentials import Credentials
 from builder.registry.errors import AuthError, DeadlineError, RegistryError
@@ -92,10 +92,17 @@ class RegistryClient:
         query = f"?mount={urllib.parse.quote(digest, safe='')}&from={urllib.parse.quote(source, safe='/')}"
         return not self._cancelled_upload(repository, query)
 
+    def _location(self, answer: _Response | None, what: str) -> urllib.parse.SplitResult:
+        """The Location of an answer; this registry's error when it is no URL (never urllib's ValueError)."""
+        try:
+            return checked_url(answer.headers.get("location", "") if answer is not None else "")
+        except ValueError:
+            raise RegistryError(f"registry {self.address} answered {what} with a Location that is no URL") from None
+
     def _cancelled_upload(self, repository: str, query: str) -> bool:
         """POST an upload (query: a mount); True when that started an upload session, which is then cancelled."""
         started = self._call("POST", f"{repository}/blobs/uploads/{query}", repository)
-        location = urllib.parse.urlsplit(started.headers.get("location", "") if started is not None else "")
+        location = self._location(started, "a blob mount")
         if "/blobs/uploads/" not in location.path:
             return False  # a mounted blob's own address
         if location.path.startswith("/v2/") and location.netloc in ("", self.address):  # never credentials elsewhere
@@ -212,7 +219,7 @@ class RegistryClient:
         if self._call("HEAD", f"{repository}/blobs/{digest}", repository, accept="*/*", missing_ok=True):
             return digest
         started = self._call("POST", f"{repository}/blobs/uploads/", repository)
-        location = urllib.parse.urlsplit(started.headers.get("location", "") if started is not None else "")
+        location = self._location(started, "a blob upload")
         if not location.path.startswith("/v2/") or location.netloc not in ("", self.address):
             raise RegistryError(f"registry {self.address} answered a blob upload with an unusable Location")
         query = f"{location.query}&" if location.query else ""
@@ -260,7 +267,7 @@ class RegistryClient:
             except urllib.error.HTTPError as exc:
                 if exc.code == 404 and missing_ok:
                     return None
-                if exc.code == 401 and not transport.same_origin(exc.url, req.full_url):
+                if exc.code == 401 and not redirects.same_origin(exc.url, req.full_url):
                     raise AuthError(f"registry {self.address} redirected {method} {path} to "
                                     f"{host_port(urllib.parse.urlsplit(exc.url).netloc)}, which asks for credentials: "
                                     "a challenge from off the registry's origin is not answered", 401) from None

@@ -1,7 +1,7 @@
 """HTTP for talking to registries that may be hostile: what urllib does not guard against by default.
 
 - Credentials stay on their origin: a redirect to another scheme, host or port drops `Authorization`; a
-  redirect to anything but http(s) is refused.
+  redirect to anything but http(s), or to a Location that is no URL, is refused (builder.registry.redirects).
 - Proxies (HTTP(S)_PROXY, NO_PROXY) are honoured as curl does, except that loopback is never proxied, and a
   plain-HTTP request that carries credentials is refused rather than handed to a proxy in cleartext.
 - Every body is read up to a size cap, and every request (connect, headers, redirects, body) ends within a
@@ -32,6 +32,7 @@ from typing import IO, Any, TypeGuard
 
 from builder.registry.address import is_loopback
 from builder.registry.errors import RegistryError
+from builder.registry.redirects import Redirects
 
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 MAX_MANIFEST_BYTES = 4 << 20  # the distribution spec's size registries must accept for a manifest
@@ -58,36 +59,6 @@ def verify_digest(body: bytes, expected: str | None, what: str) -> str:
         shown = expected if is_digest(expected) else "something that is not a sha256 digest"
         raise RegistryError(f"{what}: the bytes served are {actual}, not {shown}: refused")
     return actual
-
-
-def same_origin(a: str, b: str) -> bool:
-    pa, pb = urllib.parse.urlsplit(a), urllib.parse.urlsplit(b)
-    try:
-        return (pa.scheme, pa.hostname, pa.port or _PORTS.get(pa.scheme)) == \
-            (pb.scheme, pb.hostname, pb.port or _PORTS.get(pb.scheme))
-    except ValueError:
-        return False
-
-
-_PORTS = {"http": 80, "https": 443}
-
-
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Follow http(s) redirects only, and drop credentials whenever the origin changes."""
-
-    max_redirections = 5
-
-    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
-                         headers: Any, newurl: str) -> urllib.request.Request | None:
-        scheme = urllib.parse.urlsplit(newurl).scheme.lower()
-        if scheme not in _PORTS:
-            raise RegistryError(f"{req.host} redirected to a {scheme or 'relative'}: URL: refused")
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and not same_origin(req.full_url, new.full_url):
-            for name in ("Authorization", "Cookie"):
-                new.headers.pop(name, None)
-                new.unredirected_hdrs.pop(name, None)
-        return new
 
 
 class _Proxies(urllib.request.ProxyHandler):
@@ -233,7 +204,7 @@ def _opener() -> urllib.request.OpenerDirector:
     if made is None or made[0] != key:
         opener = urllib.request.OpenerDirector()
         for handler in (_Proxies(), urllib.request.UnknownHandler(), _HttpHandler(), _HttpsHandler(),
-                        urllib.request.HTTPDefaultErrorHandler(), _Redirects(), urllib.request.HTTPErrorProcessor()):
+                        urllib.request.HTTPDefaultErrorHandler(), Redirects(), urllib.request.HTTPErrorProcessor()):
             opener.add_handler(handler)
         made = _THREAD.opener = (key, opener)
     return made[1]

@@ -10,7 +10,7 @@ import hashlib
 
 import pytest
 
-from builder.registry import transport
+from builder.registry import redirects, transport
 from builder.registry.errors import RegistryError
 
 BODY = b'{"schemaVersion": 2}'
@@ -42,4 +42,4 @@ def test_verify_digest_returns_the_bodys_digest_and_refuses_another() -> None:
     ("https://r.io:99999/", "https://r.io/", False),  # a port that is no port is no origin
 ])
 def test_same_origin_is_scheme_host_and_port(a: str, b: str, same: bool) -> None:
-    assert transport.same_origin(a, b) is same
+    assert redirects.same_origin(a, b) is same
