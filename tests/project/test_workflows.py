@@ -367,7 +367,7 @@ def test_the_plan_step_rows_every_combination_of_an_empty_namespace_and_none_whe
 def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     doc = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     call = triggers(doc)["workflow_call"]
-    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner", "rows", "runner_disk", "stages"}
+    assert set(call["inputs"]) == {"groups", "dry_run", "gpu_runner", "rows", "runner", "runner_disk", "stages"}
     job = doc["jobs"]["publish"]
     assert list(doc["jobs"]) == ["stages", "publish", "sign"]
     assert job["needs"] == "stages" and job["if"] == "${{ !cancelled() }}"  # a failed first wave blocks no row
@@ -595,3 +595,47 @@ def test_a_cache_hit_reinstalls_only_the_factory_offline_and_a_miss_installs_eve
         [*pip, "--no-deps", "--no-index", "--no-build-isolation", "--force-reinstall", "."]]
     backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
     assert run_install_step(tmp_path / "miss", hit=False) == [[*pip, *backend], [*pip, "--no-build-isolation", "."]]
+
+
+# -- the runner pool (runners.yaml) plans every workflow's rows, no repository variable read ---------------------
+
+def test_the_workflows_plan_on_the_committed_pool_and_read_no_runner_variable() -> None:
+    from builder.publish import runners
+
+    pool = runners.load(ROOT / runners.FILE)
+    for path in (ROOT / ".github" / "workflows").glob("publish*.yml"):
+        assert "vars.RIF_RUNNER" not in path.read_text(), f"{path.name}: the pool is runners.yaml, not a variable"
+    publish = load(ROOT / ".github" / "workflows" / "publish.yml")
+    passed = publish["jobs"]["publish"]["with"]
+    assert (passed["runner"], passed["runner_disk"]) == ("${{ inputs.runner || '' }}", "${{ inputs.runner_disk || '' }}")
+    cells = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
+    for name in ("stages", "publish"):  # a row runs where the plan put it; what is no row, on the pool's default
+        runs_on = cells["jobs"][name]["runs-on"]
+        assert runs_on.endswith(f"|| '{pool.default}' }}}}"), runs_on
+    assert "matrix.runner" in cells["jobs"]["publish"]["runs-on"]
+    script = next(s["run"] for s in cells["jobs"]["stages"]["steps"] if "--shared-stages" in s.get("run", ""))
+    assert '--runner "$RUNNER"' in script and '--runner-disk "$RUNNER_DISK"' in script, "the plan's split, as planned"
+
+
+def test_the_plan_step_with_no_input_rows_every_combination_whole_on_the_pool(
+        tmp_path: Path, server: Callable[[Callable[[Seen], Reply]], Scripted]) -> None:
+    from builder.publish import runners
+
+    doc = load(ROOT / ".github" / "workflows" / "publish.yml")
+    (step,) = [s for s in doc["jobs"]["plan"]["steps"] if s.get("id") == "plan"]
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("matrix.yaml", "images", runners.FILE):
+        (work / name).symlink_to(ROOT / name)
+    scripted = server(Store().answer)
+    env = {"MATCH": "", "EVENT": "schedule", "REGISTRY": f"{scripted.address}/Some-Org",
+           "PATH": f"{tool_dir(tmp_path)}:{os.environ['PATH']}"}  # RUNNER and RUNNER_DISK unset: a scheduled night
+    proc = run_script(step["run"], env, work, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(outputs(tmp_path / "output.txt")["groups"])["include"]
+    disks = {r.label: r.disk for r in runners.load(ROOT / runners.FILE).runners}
+    assert sum(r["images"] for r in found) == len({t for r in found for t in r["cells"].split()}) > 0
+    assert all(r["group"] == r["groups"] for r in found), "no combination split: a runner of the pool holds each"
+    assert all(isinstance(r["peak_disk"], int) and r["peak_disk"] <= disks[r["runner"]] for r in found)
+    assert all(max((d for d in disks.values() if d < disks[r["runner"]]), default=-1) < r["peak_disk"]
+               for r in found), "each row on the smallest runner that holds it"
