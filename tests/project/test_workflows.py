@@ -607,7 +607,8 @@ def test_the_workflows_plan_on_the_committed_pool_and_read_no_runner_variable() 
         assert "vars.RIF_RUNNER" not in path.read_text(), f"{path.name}: the pool is runners.yaml, not a variable"
     publish = load(ROOT / ".github" / "workflows" / "publish.yml")
     passed = publish["jobs"]["publish"]["with"]
-    assert (passed["runner"], passed["runner_disk"]) == ("${{ inputs.runner || '' }}", "${{ inputs.runner_disk || '' }}")
+    assert passed["runner"] == "${{ inputs.runner || '' }}"
+    assert passed["runner_disk"] == "${{ inputs.runner_disk || '' }}"
     cells = load(ROOT / ".github" / "workflows" / "publish-cells.yml")
     for name in ("stages", "publish"):  # a row runs where the plan put it; what is no row, on the pool's default
         runs_on = cells["jobs"][name]["runs-on"]
