@@ -164,7 +164,8 @@ def print_figures(f: Figures) -> None:
         f"wall time:                        {m.wall:.0f} s",
     ]
     if f.estimate is None:
-        lines.append("plan's estimate vs measured peak: TODO (builder.publish.sizes.PEAK_FACTOR not on this branch)")
+        lines.append("plan's estimate vs measured peak: the per-wave model (builder.publish.sizes.peak_of) against "
+                     "this run's peak is tests/publish/test_sizes.py's: add the run's figure there")
     else:
         lines.append(f"plan's estimate / measured peak:  {_ratio(f.estimate, peak)} ({size(f.estimate)} / "
                      f"{size(peak)}: PEAK_FACTOR x the row's images on the store)"
