@@ -1,0 +1,75 @@
+"""`builder publish --plan`'s guards (issue 53, "Plans and rows"): `--format github` prints no row when the registry
+could not decide an image (a workflow would start building from a partial plan), exiting 1 and naming the image;
+`--runner-disk` sizes the rows of a plan (or the parts --shared-stages shares) and is refused (exit 2) anywhere
+else, before any work.
+
+The registry is the scripted loopback one holding manifests in memory (tests/fakes/stored_registry.py), refusing
+the manifests of one image where a test says so."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli.app import app
+from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
+from tests.fakes.stored_registry import Store
+from tests.publish.test_planner import example_jobs
+
+Start = Callable[[Callable[[Seen], Reply]], Scripted]
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local.yaml"
+
+
+@pytest.fixture(autouse=True)
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default --record lands in the test's folder; no engine; retries back off in no time."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/rif-plan/docker.sock")
+    monkeypatch.delenv("RIF_REGISTRY", raising=False)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+
+
+def publish(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["publish", "-m", str(EXAMPLE), *args], env={"COLUMNS": "300", "NO_COLOR": "1"})
+    return result.exit_code, result.stdout, " ".join(result.output.split())
+
+
+def test_github_rows_are_printed_only_when_every_image_was_decided(server: Start) -> None:
+    store = Store()
+    _, devel = example_jobs()
+    refused = {*devel.tags, devel.report().immutable_tag}
+
+    def answer(seen: Seen) -> Reply:
+        ref = seen.path.split("?")[0].rsplit("/manifests/", 1)
+        return oci_error(403, "DENIED", "no") if len(ref) == 2 and ref[1] in refused else store.answer(seen)
+
+    scripted = server(answer)
+    code, stdout, output = publish("--plan", "--format", "github", "--registry", f"{scripted.address}/rocm")
+    assert code == 1, output
+    assert stdout.strip() == "" and '"include"' not in output
+    assert f"plan failed {devel.tag}" in output
+    decided = server(Store().answer)
+    code, stdout, output = publish("--plan", "--format", "github", "--registry", f"{decided.address}/rocm")
+    assert code == 0, output
+    assert {t for r in json.loads(stdout)["include"] for t in r["cells"].split()} >= {devel.tag}
+
+
+@pytest.mark.parametrize("args", [[], ["--no-push"], ["--release"]])
+def test_runner_disk_without_plan_or_shared_stages_is_a_usage_error(args: list[str]) -> None:
+    code, _, output = publish("--registry", "127.0.0.1:1/ns", "--runner-disk", "60G", *args)
+    assert code == 2, output
+    assert "--runner-disk: sizes the rows of --plan and the parts --shared-stages shares: add one" in output
+
+
+def test_runner_disk_with_plan_sizes_the_rows(server: Start) -> None:
+    scripted = server(Store().answer)
+    code, stdout, output = publish("--plan", "--format", "github", "--runner-disk", "60G", "--registry",
+                                   f"{scripted.address}/rocm")
+    assert code == 0, output
+    rows = json.loads(stdout)["include"]
+    assert rows and all(0 < r["peak_disk"] <= 60 << 30 for r in rows)
