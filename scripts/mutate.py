@@ -193,7 +193,14 @@ def _imports(path: Path, module: str) -> bool:
 
 # -- running ------------------------------------------------------------------------------------------------------
 
-def copy_checkout(dest: Path) -> None:
+def copy_checkout(dest: Path, head: bool = False) -> None:
+    """The files git lists (untracked ones included), or with head the last commit's tree alone (a stable base
+    while others edit the working tree)."""
+    if head:
+        archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=ROOT, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        return
     listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, check=True,
                             capture_output=True).stdout.decode().split("\0")
     for name in filter(None, listed):
@@ -216,10 +223,10 @@ def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[str, float,
     return state, time.monotonic() - started, (proc.stdout + proc.stderr).decode(errors="replace")[-3000:]
 
 
-def run(mutations: list[Mutation], timeout: float, verbose: bool) -> int:
+def run(mutations: list[Mutation], timeout: float, verbose: bool, head: bool = False) -> int:
     with tempfile.TemporaryDirectory(prefix="rif-mutate-") as tmp:
         tree = Path(tmp)
-        copy_checkout(tree)
+        copy_checkout(tree, head)
         baseline: dict[tuple[str, ...], tuple[str, float, str]] = {}
         caught = survived = skipped = 0
         for k, m in enumerate(mutations, start=1):
@@ -263,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", action="append", default=[], help="only mutations of these files")
     parser.add_argument("--list-only", action="store_true", help="print the mutations and their tests, run nothing")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (then: caught)")
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--head", action="store_true",
+                        help="mutate the last commit's tree, not the working tree (others' edits left out)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="say each guard, and why a baseline failed")
     args = parser.parse_args(argv)
     mutations = load_lists(args.lists)
     generated = [m for f in args.generate for m in generate(f)]
@@ -276,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in mutations:
             print(f"{m.label()}  [{' '.join(sorted({*tests_for(m.file, ROOT), *m.tests}))}]")
         return 0
-    return run(mutations, args.timeout, args.verbose)
+    return run(mutations, args.timeout, args.verbose, args.head)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli.app import app
+from builder.core import tags
 from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
 from tests.fakes.stored_registry import Store
 from tests.publish.test_planner import example_jobs
@@ -42,7 +43,7 @@ def publish(*args: str) -> tuple[int, str, str]:
 def test_github_rows_are_printed_only_when_every_image_was_decided(server: Start) -> None:
     store = Store()
     _, devel = example_jobs()
-    refused = {*devel.tags, devel.report().immutable_tag}
+    refused = {*devel.tags, tags.immutable_tag(devel.tag, devel.content_hash)}
 
     def answer(seen: Seen) -> Reply:
         ref = seen.path.split("?")[0].rsplit("/manifests/", 1)

@@ -13,14 +13,15 @@ from typing import cast
 import docker
 import pytest
 
+from builder.core import tags
 from builder.pipeline import lifecycle
 from builder.pipeline.jobs import matrix_jobs
 from builder.publish.promote import Target
-from builder.registry.client import RegistryClient
+from builder.registry.client import Manifest, RegistryClient
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import ROOT
 from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
-from tests.fakes.stored_registry import Store, publish_all
+from tests.fakes.stored_registry import MANIFEST_TYPE, Store
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
 
@@ -31,11 +32,13 @@ def test_an_unchanged_image_records_0_bytes_pushed(no_push: bool, state: str, pu
     store = Store()
     scripted = server(store.answer)
     [job, *_] = matrix_jobs(ROOT / "examples" / "local.yaml", None, None, WheelSource())
-    publish_all(store, [job])
+    repo, immutable = f"rocm/{job.repository}", tags.immutable_tag(job.tag, job.content_hash)
+    body = store.publish(repo, immutable, job.content_hash)
+    for tag in job.tags:
+        store.manifests[f"{repo}:{tag}"] = body
     target = Target(f"{scripted.address}/rocm", RegistryClient(scripted.address, policy=FAST), None)
     options = lifecycle.Options(target=target, skip_published=True, validate=False, sbom=False, no_push=no_push)
-    found = target.published(job.report())
-    assert found is not None
+    found = Manifest(store.manifests[f"{repo}:{immutable}"], MANIFEST_TYPE, store.digest(repo, immutable) or "")
     report = lifecycle.run_image(cast(docker.DockerClient, None), job, options,
                                  lifecycle.Prepared(published={job.tag: found}))
     assert (report.state, report.pushed_bytes, report.failure) == (state, pushed, None)
