@@ -57,10 +57,15 @@ RUN --mount=type=cache,id=rif-pip,target=/tmp \
     --index-url https://repo.amd.com/rocm/whl-multi-arch/ \
     torch==2.8.0+rocm7.13.0 torchvision==0.23.0+rocm7.13.0 torchaudio==2.8.0+rocm7.13.0 numpy \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
+# The installed torch pinned for pip and uv (torch_smoke/constraint.py): a package that needs another torch fails
+# to install instead of replacing it. Lift it for one command with `PIP_CONSTRAINT= pip install ...`.
 RUN --mount=type=bind,source=rif,target=/mnt \
     T=$(date +%s) \
  && install -D --mode=0755 /mnt/torch-smoke.pyz /opt/rif/torch-smoke.pyz \
+ && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/opt/rif/torch-smoke.pyz /opt/venv/bin/python -m torch_smoke.constraint /opt/rif/constraints.txt \
  && find / -xdev $(awk '$5 != "/" { printf "-path %s -prune -o ", $5 }' /proc/self/mountinfo) -newermt "@$T" -exec touch --no-dereference --date=@0 -- {} +
+ENV PIP_CONSTRAINT=/opt/rif/constraints.txt \
+    UV_CONSTRAINT=/opt/rif/constraints.txt
 RUN --mount=type=bind,source=cells/rocm7.13_ubuntu24.04_py3.12_torch2.8.0_gfx94X-dcgpu_therock_runtime,target=/mnt \
     T=$(date +%s) \
  && install -D --mode=0644 /mnt/cell.json /opt/rif/cell.json \

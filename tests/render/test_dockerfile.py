@@ -63,6 +63,17 @@ def test_local_wheelhouse_is_the_same_template_with_another_source(tmp_path: Pat
     assert all(any(k in line for k in marks) for line in differ), differ
 
 
+def test_every_runtime_pins_its_torch_for_pip_and_uv() -> None:
+    """The constraint file the smoke program writes is the one PIP_CONSTRAINT and UV_CONSTRAINT name (issue 51)."""
+    from builder.smoke.torch_smoke import constraint
+
+    for cell in golden_cells():
+        text = render_cell(cell).dockerfile
+        runtimes = text.count("\nFROM torch AS ")
+        assert text.count(f"python -m torch_smoke.constraint {constraint.FILE}") == runtimes > 0
+        assert text.count(f"ENV PIP_CONSTRAINT={constraint.FILE} \\\n    UV_CONSTRAINT={constraint.FILE}\n") == runtimes
+
+
 def test_content_hash_is_stable_and_labelled() -> None:
     cell = golden_cells()[0]
     first, second = render_cell(cell), render_cell(cell)
