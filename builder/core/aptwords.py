@@ -64,7 +64,7 @@ def is_version(value: str) -> bool:
         upstream, revision = rest, ""
     elif not _REVISION.fullmatch(revision):
         return False
-    allowed = r"[0-9][A-Za-z0-9.+~" + ("-" if hyphen else "") + (":" if colon else "") + "]*"
+    allowed = r"[0-9][A-Za-z0-9.+~" + (":" if colon else "") + ("-" if hyphen else "") + "]*"  # `-` last
     return re.fullmatch(allowed, upstream, re.ASCII) is not None
 
 

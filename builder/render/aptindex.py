@@ -17,6 +17,7 @@ xz or gzip stream, a Version that is no version) is one ArchiveError naming the 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -38,6 +39,7 @@ ARCHES = ("amd64", "all")
 # Debian bookworm's main/binary-amd64 index (deb.debian.org, 2026-11-28): 63,440 stanzas (python-debian parses it
 # in about 8 s here): room for a larger archive (Ubuntu's universe), not for a flood.
 MAX_STANZAS = 200_000
+_STANZA = re.compile(r"^Package:", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,8 @@ def _read(sources: tuple[Source, ...], arch: str) -> Index:
         for component in source.components:
             folder = f"{source.url}dists/{source.suite}/{component}/binary-{arch}/"
             text = _fetch(folder)
+            if len(_STANZA.findall(text)) + index.stanzas > MAX_STANZAS:  # counted before python-debian's parse
+                raise ArchiveError(f"{folder}: more than {MAX_STANZAS} stanzas: refused")
             with _watched() as warned:
                 index.add(deb822.Packages.iter_paragraphs(text.splitlines(keepends=True), use_apt_pkg=False), folder)
             if warned:

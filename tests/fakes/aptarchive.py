@@ -101,3 +101,45 @@ class Served:
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
+
+
+class RawIndex:
+    """An in-process loopback HTTP server answering each path with the bytes given, as a hostile archive would:
+    a body that is no stream of its kind, a Content-Length it never sends, or a byte every `drip` seconds. Paths
+    it does not know answer 404 (apt's Packages.xz, .gz, .bz2, plain: the first one served is read)."""
+
+    def __init__(self, bodies: dict[str, bytes], *, drip: float = 0.0, length: int | None = None) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = bodies.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(length if length is not None else len(body)))
+                self.end_headers()
+                for i in range(len(body)) if drip else ():
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(drip)
+                if not drip:
+                    self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        aptindex.forget()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+INDEX_PATH = "/dists/bookworm/main/binary-amd64/"  # where a Source(url, "bookworm", ("main",)) reads its index
