@@ -97,7 +97,7 @@ def recommend(matrix: Path, root: Path = Path("/"), gfx: list[str] | None = None
                                       filters, notes)
         options = ranked(usable[recommended["target"]], default_os)
         best = options[0]
-    host_driver = driver.check(root, best, options, registry)
+    host_driver = driver.check(root, best, options, registry, loaded=host.source == "kfd")
     if driver.note(host_driver):
         notes.append(str(driver.note(host_driver)))
     unmatched = [_unmatched(target, [g for g in gpus if g.target == target], gpus, everything, cells, default_os,

@@ -23,14 +23,20 @@ def install_advice(cell: CellSpec) -> str | None:
     return f"AMD GPU Driver {found[-1].release} (amdgpu-dkms; {drivers.range_text(line)})" if found else None
 
 
-def check(root: Path, best: CellSpec | None, options: list[CellSpec], registry: str | None) -> dict[str, Any]:
-    """What `builder which --json` says under host_driver; `options` are the recommendation's images, best first."""
+def check(root: Path, best: CellSpec | None, options: list[CellSpec], registry: str | None,
+          loaded: bool = False) -> dict[str, Any]:
+    """What `builder which --json` says under host_driver; `options` are the recommendation's images, best first;
+    `loaded`: the KFD topology shows amdgpu loaded (so a missing /sys/module/amdgpu means unreadable, not absent)."""
     host = hostdriver.read_host_driver(root)
     entry: dict[str, Any] = {"kind": host.kind, "version": host.version or None,
                              "release": hostdriver.release_code(host.version) if host.kind == "packaged" else None,
                              "image_range": None, "verdict": None, "fits": None, "message": None, "fix": None,
                              "fitting_image": None, "install": None}
     if best is None or best.rocm is None:
+        return entry
+    if host.kind == "none" and loaded:
+        entry.update(verdict="unknown", message=f"amdgpu is loaded (KFD topology) but {root / hostdriver.MODULE_DIR} "
+                                                "is not readable: its version is not known")
         return entry
     verdict = hostdriver.verdict(host, drivers.driver_range(best.rocm))
     entry.update(image_range=drivers.range_text(drivers.rocm_line(best.rocm)), verdict=verdict.status,
@@ -46,7 +52,7 @@ def check(root: Path, best: CellSpec | None, options: list[CellSpec], registry: 
 
 def note(entry: dict[str, Any]) -> str | None:
     """The driver verdict as one line of `builder which`'s notes."""
-    if entry["verdict"] is None:
+    if entry["verdict"] in (None, "unknown"):
         return None
     text = f"host driver: {entry['message']}"
     if entry["verdict"] == "fits":

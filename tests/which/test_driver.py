@@ -88,9 +88,19 @@ def test_the_in_kernel_driver_is_named_with_the_kernel_and_the_driver_to_install
     assert answer["exit_code"] == 0  # the image may well run: AMD just does not say
 
 
-def test_no_driver_files_no_verdict_beyond_the_gpus(tmp_path: Path) -> None:
+def test_a_loaded_driver_whose_module_folder_cannot_be_read_gets_no_verdict(tmp_path: Path) -> None:
     answer = which.recommend(write_matrix(tmp_path, MATRIX), HOSTS / "rx7900xtx")  # recorded without sys/module
-    assert (answer["host_driver"]["kind"], answer["host_driver"]["verdict"]) == ("none", "no-driver")
+    assert (answer["host_driver"]["kind"], answer["host_driver"]["verdict"]) == ("none", "unknown")
+    assert not any(n.startswith("host driver:") for n in answer["notes"])  # nothing said that is not known
+
+
+def test_pci_gpus_without_amdgpu_name_the_driver_to_install(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    shutil.copytree(HOSTS / "rx7900xtx", root)
+    shutil.rmtree(root / "sys/class/kfd")  # amdgpu not loaded: the GPU is named from its PCI ID
+    driver = which.recommend(write_matrix(tmp_path, MATRIX), root)["host_driver"]
+    assert (driver["kind"], driver["verdict"]) == ("none", "no-driver")
+    assert "install AMD's GPU driver (amdgpu-dkms 30.10.x-31.50.x for ROCm 7.14)" in driver["fix"]
 
 
 def test_a_planted_fifo_is_not_read_as_the_version(tmp_path: Path) -> None:
