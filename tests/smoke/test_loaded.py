@@ -34,7 +34,9 @@ def test_the_preloads_keep_the_users_fit_the_limit_and_spill_into_folders(monkey
     assert env["LD_PRELOAD"] == "/u/libmine.so /s/torch/lib/libc10.so"
     assert env["LD_LIBRARY_PATH"] == "/u/lib:/s/with space"  # a space cannot go in LD_PRELOAD
     assert env["LD_TRACE_LOADED_OBJECTS"] == "1" and env["LC_ALL"] == "C"
-    assert "LD_TRACE_LOADED_OBJECTS" not in loaded.loader_env([], {}, trace=False)  # ldd sets it itself
+    through_ldd = loaded.loader_env(["/s/torch/lib/libc10.so"], {}, trace=False)  # ldd sets trace mode itself
+    assert "LD_TRACE_LOADED_OBJECTS" not in through_ldd and "LD_PRELOAD" not in through_ldd
+    assert through_ldd["LD_LIBRARY_PATH"] == "/s/torch/lib"
     monkeypatch.setattr(loaded, "PRELOAD_LIMIT", 40)
     spilled = loaded.loader_env([f"/site/pkg{i}/lib/libp{i}.so" for i in range(4)], {}, trace=True)
     assert spilled["LD_PRELOAD"] == "/site/pkg0/lib/libp0.so"

@@ -109,14 +109,15 @@ def load_context(timeout: float, python: str = sys.executable) -> Context:
 
 def loader_env(preload: Sequence[str], environ: Mapping[str, str], trace: bool) -> dict[str, str]:
     """The loader's environment: the process's libraries preloaded (what does not fit: their folders on
-    LD_LIBRARY_PATH, after the user's), and trace mode where the loader itself is run (ldd sets it itself)."""
+    LD_LIBRARY_PATH, after the user's), and trace mode where the loader itself is run. Through ldd (a shell
+    script, which would load the preloads for real) only the folders are given, and ldd sets trace mode."""
     env = {**environ, "LC_ALL": "C"}
     fitting: list[str] = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if p]
     rest: list[str] = []
     for path in preload:
         if any(c in path for c in " :\t\n"):
             rest.append(path)  # LD_PRELOAD separates on spaces and colons
-        elif sum(len(p) + 1 for p in fitting) + len(path) < PRELOAD_LIMIT:
+        elif trace and sum(len(p) + 1 for p in fitting) + len(path) < PRELOAD_LIMIT:
             fitting.append(path)
         else:
             rest.append(path)
