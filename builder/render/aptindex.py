@@ -30,8 +30,8 @@ from debian.debian_support import version_compare
 from builder.core import aptwords
 from builder.core.ospins import MAX_PINS, Package, Source
 from builder.core.text import printable
+from builder.render import aptfetch
 from builder.render.aptfetch import ArchiveError, Unreachable
-from builder.render.aptfetch import fetch as _fetch
 
 __all__ = ["ArchiveError", "Index", "Unreachable", "forget", "load"]
 
@@ -222,6 +222,11 @@ def forget() -> None:
     """Drop the indexes read so far: for a mirror that changed under its URL (a test's archive; never a snapshot)."""
     with _LOADING:
         _LOADED.clear()
+
+
+def _fetch(folder: str) -> str:
+    """The folder's Packages index, read bounded (aptfetch)."""
+    return aptfetch.fetch(folder)
 
 
 def _read(sources: tuple[Source, ...], arch: str) -> Index:
