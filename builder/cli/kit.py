@@ -28,7 +28,7 @@ from rich.text import Text
 from builder.buildkit.builders import NETWORKS, BuildKit
 from builder.buildkit.engine import EngineUnavailable
 from builder.cli import console
-from builder.core import safefs, wheels
+from builder.core import aptwords, safefs, wheels
 from builder.core.errors import InputError, usage_error
 from builder.registry.credentials import CredentialError
 from builder.registry.errors import RegistryError
@@ -95,8 +95,14 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
 
 
 def wheel_source(wheelhouse_dir: Path | None, locks: Path | None = None) -> WheelSource:
-    """Where images get their wheels: --wheelhouse and --locks, as absolute paths (every command alike)."""
-    return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None, locks.resolve() if locks else None)
+    """Where images get their wheels: --wheelhouse and --locks, as absolute paths (every command alike), and whether
+    the person running the command lets apt read a lock's loopback archive unsigned (RIF_APT_SNAPSHOT_TRUSTED)."""
+    try:
+        trusted = aptwords.trust_setting(os.environ.get(aptwords.TRUST_SETTING))
+    except ValueError as exc:
+        raise usage_error(aptwords.TRUST_SETTING, str(exc)) from None
+    return WheelSource(wheelhouse_dir.resolve() if wheelhouse_dir else None, locks.resolve() if locks else None,
+                       trusted)
 
 
 def buildkit(builder: str | None, network: str) -> BuildKit:
