@@ -63,8 +63,8 @@ def read_pins(path: Path) -> dict[str, str]:
 
 
 def pip_constraint(s: Smoke) -> str | Outcome:
-    """The constraint is in force: PIP_CONSTRAINT names a file whose pins are what is installed, torch among them."""
-    s.need_torch()
+    """The constraint is in force: PIP_CONSTRAINT names a file whose pins are what is installed, torch among them
+    (read from the installed distributions' metadata: it needs no import of torch, so `--only pip_constraint` runs)."""
     value = s.view.env.get("PIP_CONSTRAINT", "").strip()
     if not value:
         return Outcome("info", "PIP_CONSTRAINT is not set: pip may replace this image's torch with another build",
