@@ -68,7 +68,8 @@ def _one_line(text: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def build_base(os_name: str, mirror: str | None, tag: str | None = None, snapshot: str | None = None) -> str:
+def build_base(os_name: str, mirror: str | None, tag: str | None = None, snapshot: str | None = None, *,
+               trusted: bool = False) -> str:
     """Debootstrap a minimal root filesystem for os_name and import it; returns the image reference. With a snapshot
     timestamp it is made from the OS's snapshot archive (or mirror, a snapshot mirror), byte-reproducibly."""
     releases = facts.os_releases()
@@ -82,7 +83,7 @@ def build_base(os_name: str, mirror: str | None, tag: str | None = None, snapsho
         raise InputError([Problem(Path("(command line)"), None, "os",
                                   f"{os_name} is a {release.family} distro; debootstrap builds apt distros only")])
     if snapshot is not None:
-        return _from_snapshot(os_name, release, mirror, snapshot, tag or release.base)
+        return _from_snapshot(os_name, release, mirror, snapshot, tag or release.base, trusted)
     mirror = mirror or host_mirror(release.distro)
     if mirror is None:
         raise InputError([Problem(APT_SOURCES, None, "mirror",
@@ -112,20 +113,23 @@ def _debootstrap(os_name: str, release: facts.OsRelease, root: Path, mirror: str
 
 
 def snapshot_mirror(release: facts.OsRelease, mirror: str | None, snapshot: str) -> str:
-    """The archive at the snapshot: the mirror given (or RIF_APT_SNAPSHOT), else the OS's first snapshot archive."""
-    base = mirror or os.environ.get("RIF_APT_SNAPSHOT") or (release.snapshot[0].archive if release.snapshot else None)
+    """The archive at the snapshot: the mirror the command line gives (--mirror, else RIF_APT_SNAPSHOT), else the OS's
+    first snapshot archive."""
+    base = mirror or (release.snapshot[0].archive if release.snapshot else None)
     if base is None or base == "off":
         raise InputError([Problem(Path("(command line)"), None, "--snapshot",
                                   "this OS has no snapshot archive in builder/data/os.yaml; pass --mirror URL")])
     return f"{base.rstrip('/')}/{snapshot}/"
 
 
-def _from_snapshot(os_name: str, release: facts.OsRelease, mirror: str | None, snapshot: str, ref: str) -> str:
+def _from_snapshot(os_name: str, release: facts.OsRelease, mirror: str | None, snapshot: str, ref: str,
+                   unsigned: bool) -> str:
+    """unsigned: the person running the command trusts a loopback archive unsigned (RIF_APT_SNAPSHOT_TRUSTED=yes,
+    read by the command line): a test's archive."""
     if not ospins.TIMESTAMP.fullmatch(snapshot):
         raise InputError([Problem(Path("(command line)"), None, "--snapshot",
                                   f"{snapshot!r} is not a UTC timestamp like 20261101T000000Z")])
     url, epoch = snapshot_mirror(release, mirror, snapshot), rootfs.epoch_of(snapshot)
-    unsigned = os.environ.get("RIF_APT_SNAPSHOT_TRUSTED") == "yes"  # a test's loopback archive
     if unsigned and not aptwords.is_loopback_url(url):  # never an archive off this machine, unsigned
         raise InputError([Problem(Path("(environment)"), None, aptwords.TRUST_SETTING,
                                   f"yes trusts a loopback archive only, not {aptwords.shown(url)}: refused")])

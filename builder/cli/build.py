@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Annotated
@@ -33,6 +34,7 @@ from builder.cli.kit import (
     handles_errors,
     wheel_source,
 )
+from builder.core import aptwords
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.matrix.expand import load_matrix
@@ -40,6 +42,7 @@ from builder.matrix.selection import plan_images
 from builder.pipeline import jobs, lifecycle
 from builder.registry import reference
 from builder.registry.address import check_insecure
+from builder.render import oslock
 from builder.validate.runner import Check
 
 CHECK_COLORS = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "magenta", "info": "cyan"}
@@ -105,8 +108,11 @@ def base(os_name: Annotated[str, typer.Argument(metavar="OS", help="e.g. debian-
              "MIRROR/TIMESTAMP/), byte-reproducibly: the same timestamp gives the same image ID."))] = None) -> None:
     """Make an OS base image with debootstrap (for hosts that cannot pull)."""
     connect()
+    if snapshot is not None:  # the snapshot mirror and whom apt trusts are read here, once
+        mirror = mirror or os.environ.get(oslock.URL_ENV)
+    trusted = os.environ.get(aptwords.TRUST_SETTING) == "yes"  # a test's loopback archive, unsigned
     try:
-        ref = baseimage.build_base(os_name, mirror, tag, snapshot)
+        ref = baseimage.build_base(os_name, mirror, tag, snapshot, trusted=trusted)
     except subprocess.CalledProcessError as exc:
         console.error(str(exc))
         raise typer.Exit(EXIT_FAILED) from exc

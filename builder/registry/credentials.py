@@ -50,13 +50,20 @@ def registry_host(registry: str) -> str:
 
 def lookup(registry: str) -> Credentials | None:
     """Environment first (CI secrets), then the Docker config's helpers and stored auths."""
+    found = from_environment()
+    if found is not None:
+        return found
     user, password = os.environ.get(ENV_USER), os.environ.get(ENV_PASSWORD)
-    if user and password:
-        return Credentials(user, password, f"{ENV_USER}/{ENV_PASSWORD}")
     if bool(user) != bool(password):
         missing = ENV_PASSWORD if user else ENV_USER
         raise CredentialError(f"{ENV_USER} and {ENV_PASSWORD} go together: {missing} is not set")
     return from_docker_config(registry_host(registry), docker_config_dir())
+
+
+def from_environment() -> Credentials | None:
+    """RIF_REGISTRY_USER and RIF_REGISTRY_PASSWORD, both set (CI secrets); None otherwise."""
+    user, password = os.environ.get(ENV_USER), os.environ.get(ENV_PASSWORD)
+    return Credentials(user, password, f"{ENV_USER}/{ENV_PASSWORD}") if user and password else None
 
 
 def docker_config_dir() -> Path:

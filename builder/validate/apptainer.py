@@ -11,15 +11,14 @@ digest when the engine holds it from there (it was pulled: the bytes users get),
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import docker
 from docker.errors import DockerException
 
 from builder.buildkit.engine import started
+from builder.registry import credentials
 from builder.registry.address import plain_http_ok
-from builder.registry.credentials import ENV_PASSWORD, ENV_USER
 from builder.validate import sifrunner
 from builder.validate.runner import Check, parse_smoke
 
@@ -83,8 +82,8 @@ def convert(box: Any, image: Any, source: str | None) -> Check:
     if source is None:
         if not box.put_archive(f"{WORK}/layout", image.save(chunk_size=1 << 20)):
             return Check(SUITE, "convert", "fail", "the image's archive could not be copied into the runner")
-    elif os.environ.get(ENV_USER) and os.environ.get(ENV_PASSWORD):  # passed in the API call, never in argv
-        env = {"APPTAINER_DOCKER_USERNAME": os.environ[ENV_USER], "APPTAINER_DOCKER_PASSWORD": os.environ[ENV_PASSWORD]}
+    elif (found := credentials.from_environment()) is not None:  # passed in the API call, never in argv
+        env = {"APPTAINER_DOCKER_USERNAME": found.username, "APPTAINER_DOCKER_PASSWORD": found.password}
     code, out, err = run_in(box, ["timeout", str(CONVERT_TIMEOUT_S), *build_command(source)], environment=env)
     where = f"docker://{source}" if source else "the engine's archive (docker save)"
     if code != 0:

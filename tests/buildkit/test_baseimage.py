@@ -68,8 +68,7 @@ def test_a_base_made_from_a_snapshot_carries_its_snapshot_label(tmp_path: Path,
 
     monkeypatch.setattr(baseimage, "_debootstrap", debootstrap)
     monkeypatch.setattr(subprocess, "run", docker_load)
-    monkeypatch.setenv("RIF_APT_SNAPSHOT", "http://127.0.0.1:9/archive")
-    baseimage.build_base("debian-12", None, snapshot="20261101T000000Z")
+    baseimage.build_base("debian-12", "http://127.0.0.1:9/archive", snapshot="20261101T000000Z")
     with tarfile.open(fileobj=io.BytesIO(loaded[0])) as archive:
         [name] = [m.name for m in archive.getmembers() if m.name.endswith(".json") and m.name != "manifest.json"]
         config = json.loads(archive.extractfile(name).read())  # type: ignore[union-attr]

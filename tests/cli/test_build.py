@@ -63,3 +63,36 @@ def test_builder_test_pulls_an_image_the_engine_lacks_by_tag_and_by_digest_and_s
     assert missing.returncode == 1, missing.stderr
     assert f"registry: {namespace.split('/')[0]}: cannot pull {namespace}/pulled:nope" in missing.stderr
     assert "not found" in missing.stderr and "unexpected" not in missing.stderr
+
+
+def test_base_reads_the_snapshot_mirror_and_apt_trust_from_the_environment_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """RIF_APT_SNAPSHOT and RIF_APT_SNAPSHOT_TRUSTED are read by the command, and handed to builder.buildkit as
+    parameters (nothing below builder/cli reads a RIF_* setting); --mirror wins over the environment."""
+    from builder.buildkit import baseimage
+    from builder.cli import build
+
+    seen: list[tuple[object, ...]] = []
+    monkeypatch.setattr(build, "connect", lambda: None)
+    monkeypatch.setattr(baseimage, "build_base", lambda os_name, mirror, tag, snapshot, *, trusted:
+                        seen.append((mirror, snapshot, trusted)) or "debian:12")
+    monkeypatch.setenv("RIF_APT_SNAPSHOT", "http://127.0.0.1:9/archive")
+    monkeypatch.setenv("RIF_APT_SNAPSHOT_TRUSTED", "yes")
+    build.base("debian-12", None, None, "20261101T000000Z")
+    build.base("debian-12", "http://127.0.0.1:8/other", None, "20261101T000000Z")
+    build.base("debian-12", None, None, None)  # no snapshot: debootstrap's mirror is the host's, not the archive
+    monkeypatch.delenv("RIF_APT_SNAPSHOT_TRUSTED")
+    build.base("debian-12", None, None, "20261101T000000Z")
+    assert seen == [("http://127.0.0.1:9/archive", "20261101T000000Z", True),
+                    ("http://127.0.0.1:8/other", "20261101T000000Z", True), (None, None, True),
+                    ("http://127.0.0.1:9/archive", "20261101T000000Z", False)]
+
+
+def test_the_snapshot_mirror_below_the_command_line_is_the_one_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from builder.buildkit import baseimage
+    from builder.core import facts
+
+    monkeypatch.setenv("RIF_APT_SNAPSHOT", "http://127.0.0.1:9/archive")
+    release = facts.os_releases()["debian-12"]
+    assert baseimage.snapshot_mirror(release, None, "20261101T000000Z") == (
+        f"{release.snapshot[0].archive.rstrip('/')}/20261101T000000Z/")
