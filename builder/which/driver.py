@@ -23,13 +23,20 @@ def install_advice(cell: CellSpec) -> str | None:
     return f"AMD GPU Driver {found[-1].release} (amdgpu-dkms; {drivers.range_text(line)})" if found else None
 
 
+def release_of(version: str) -> str | None:
+    """The AMD GPU Driver release a module version is, where AMD's table and the packages read say so."""
+    rows = [{"release": r.release, "module": r.module} for r in drivers.drivers().releases]
+    at = hostdriver.place(version, rows)
+    return str(rows[int(at[0])]["release"]) if at and at[0] == at[1] else None
+
+
 def check(root: Path, best: CellSpec | None, options: list[CellSpec], registry: str | None,
           loaded: bool = False) -> dict[str, Any]:
     """What `builder which --json` says under host_driver; `options` are the recommendation's images, best first;
     `loaded`: the KFD topology shows amdgpu loaded (so a missing /sys/module/amdgpu means unreadable, not absent)."""
     host = hostdriver.read_host_driver(root)
     entry: dict[str, Any] = {"kind": host.kind, "version": host.version or None,
-                             "release": hostdriver.release_code(host.version) if host.kind == "packaged" else None,
+                             "release": release_of(host.version) if host.kind == "packaged" else None,
                              "image_range": None, "verdict": None, "fits": None, "message": None, "fix": None,
                              "fitting_image": None, "install": None}
     if best is None or best.rocm is None:

@@ -45,7 +45,7 @@ def test_a_driver_inside_the_range_fits(tmp_path: Path) -> None:
     tag = answer["recommended"]["image"]["tag"]
     assert "rocm7.14" in tag  # TheRock 7.14 per-family: 30.10.x-31.50.x
     driver = answer["host_driver"]
-    assert (driver["kind"], driver["verdict"], driver["fits"]) == ("packaged", "fits", True)
+    assert (driver["kind"], driver["release"], driver["verdict"], driver["fits"]) == ("packaged", "30.30", "fits", True)
     assert driver["image_range"] == "30.10.x-31.50.x"
     assert "AMD GPU Driver 30.30" in driver["message"] and driver["fitting_image"] is None
     assert any(n.startswith(f"host driver: {tag}: amdgpu 6.16.13 is AMD GPU Driver 30.30") for n in answer["notes"])
