@@ -35,7 +35,8 @@ from benchmarks.support.freshengine import empty_engine
 from benchmarks.support.localregistry import LocalRegistry
 from builder.buildkit.bake import HOST
 from builder.buildkit.export import Cache
-from builder.pipeline import jobs, lifecycle
+from builder.pipeline import baking, jobs, lifecycle
+from builder.pipeline.options import BakeOptions
 from builder.render import sharedstages
 from builder.render.sources import WheelSource
 from tests.fakes.synthwheels import therock_like
@@ -74,7 +75,7 @@ def bake_jobs(todo: list[jobs.Job], source: WheelSource, cache: Cache | None, ho
     lines: Lines = []
     target = {j.tag: j.rendered.target for j in todo if j.rendered is not None}
     events = lifecycle.Events(line=lambda tag, line: lines.append((target.get(tag), line)))
-    options = lifecycle.Options(source=source, validate=False, cache=cache, buildkit=HOST)  # fresh engines: no bridge
+    options = BakeOptions(source=source, cache=cache, buildkit=HOST)  # fresh engines: no bridge
     prepared = lifecycle.prepare(docker.DockerClient(base_url=host, timeout=3600), todo, options, events)
     failed = [t for t, r in prepared.built.items() if not r.ok]
     if failed or len(prepared.built) != len(todo):
@@ -87,7 +88,7 @@ def bake_jobs(todo: list[jobs.Job], source: WheelSource, cache: Cache | None, ho
 def wave(todo: list[jobs.Job], source: WheelSource, cache: Cache) -> tuple[Lines, dict[str, str]]:
     """The shared-stages wave: its log, and its targets' Dockerfiles."""
     lines: Lines = []
-    outcomes = lifecycle.shared_stages(todo, lifecycle.Options(source=source, cache=cache, buildkit=HOST),
+    outcomes = baking.shared_stages(todo, BakeOptions(source=source, cache=cache, buildkit=HOST),
                                        lambda target, line: lines.append((target, line)))
     if not all(o.result.ok for o in outcomes):
         raise SystemExit("the shared-stages wave failed:\n" + "\n".join(text for _, text in lines[-30:]))

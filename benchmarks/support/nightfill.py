@@ -63,9 +63,8 @@ def publish_one(target: Target, job: Job) -> str:
                        "config": {"mediaType": CONFIG_TYPE, "digest": target.api.push_blob(repo, config),
                                   "size": len(config)},
                        "layers": descriptors}, separators=(",", ":")).encode()
-    report = job.report()
-    manifest, _ = target.api.put_manifest(repo, report.immutable_tag, body, OCI_MANIFEST)
-    target.promote(report, manifest)
+    manifest, _ = target.api.put_manifest(repo, job.immutable_tag, body, OCI_MANIFEST)
+    target.promote(job.repository, job.tags, manifest, own=job.tag)
     return manifest.digest
 
 

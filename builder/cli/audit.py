@@ -31,7 +31,7 @@ from builder.cli.progress import RunView
 from builder.core.errors import InputError, usage_error
 from builder.core.scratch import scratch_dir
 from builder.core.text import safe
-from builder.pipeline import jobs, lifecycle
+from builder.pipeline import baking, jobs
 from builder.registry.address import check_insecure
 from builder.render.sources import WheelSource
 
@@ -108,7 +108,7 @@ def reproduce_cmd(image: Annotated[str, typer.Argument(metavar="REF", help="REGI
                     f"checkout give {published.tag} ({job.content_hash}): check out the commit that published it")
             view = RunView([job.tag], progress.value, console=console.err)
             with terminates(), view.running():
-                built = lifecycle.rebuild(job, source, layout, published.compression, view.events(), kit)
+                built = baking.rebuild(job, source, layout, published.compression, view.events(), kit)
         if not built.ok or built.manifest_digest is None:
             raise reproduce.ReproduceError(f"{published.tag}: the rebuild failed: {built.error}")
         return built.manifest_digest

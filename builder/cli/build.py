@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +41,7 @@ from builder.core.text import safe
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import plan_images
 from builder.pipeline import jobs, lifecycle
+from builder.pipeline.options import BakeOptions, Options, PushOptions, ValidateOptions
 from builder.registry import reference
 from builder.registry.address import check_insecure
 from builder.render import oslock
@@ -73,8 +75,9 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
     target = runs.target(registry, insecure_hosts) if push and registry else None
     if apptainer and not validate:
         raise usage_error("--apptainer", "is a validation: refused with --no-validate")
-    options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=validate, gpu=gpu,
-                                apptainer=apptainer, target=target, buildkit=kit)
+    options = Options(bake=BakeOptions(source=wheel_source(wheelhouse_dir, locks), buildkit=kit),
+                      validate=ValidateOptions(gpu=gpu, apptainer=apptainer) if validate else None,
+                      push=PushOptions(target=target) if target is not None else None)
     raise typer.Exit(runs.run(todo, options, progress, report, registry if target else None))
 
 
@@ -91,7 +94,7 @@ def test_cmd(image: Annotated[str, typer.Argument(help="Image reference to valid
     plans = plan_images(load_matrix(matrix)) if matrix is not None else None
     client = connect()
     job = jobs.job_for_image(client, image, plans, wheel_source(wheelhouse_dir), pull=True)
-    result = lifecycle.run_image(client, job, lifecycle.Options(gpu=gpu, apptainer=apptainer))
+    result = lifecycle.run_image(client, job, Options(validate=ValidateOptions(gpu=gpu, apptainer=apptainer)))
     print_checks(image, result.validation)
     if result.failed:
         console.print_failed_checks(image, result.validation)
@@ -130,7 +133,7 @@ def prune_cmd(dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what 
     pruned(prune.prune(connect(), dry_run, image), dry_run)
 
 
-def print_checks(ref: str, checks: list[Check]) -> None:
+def print_checks(ref: str, checks: Sequence[Check]) -> None:
     table = Table(title=f"validation of {safe(ref)}")
     for col in ("suite", "check", "status", "detail"):
         table.add_column(col)

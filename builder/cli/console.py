@@ -8,6 +8,7 @@ escaped and control characters (an escape sequence in a matrix's override reason
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 from rich.console import Console
 
@@ -30,7 +31,7 @@ def gb(n: int | None) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
-def print_failed_checks(tag: str, checks: list[Check]) -> None:
+def print_failed_checks(tag: str, checks: Sequence[Check]) -> None:
     """The failed checks of one image with their fixes (`builder test`, and a run's failure report)."""
     err.print(f"[red]validation failed[/red] {safe(tag)}:")
     for c in checks:

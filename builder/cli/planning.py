@@ -16,7 +16,7 @@ from builder.cli.kit import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
-from builder.pipeline import jobs, stagewave
+from builder.pipeline import jobs, lifecycle, stagewave
 from builder.publish import planner, record, rows
 from builder.publish.promote import Target
 from builder.render.dockerfile import RenderedCell
@@ -45,7 +45,7 @@ def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, re
     decisions = planner.plan(target, todo)
     if move_tags:
         planner.move_tags(target, decisions)
-    reports = planner.reports(decisions, moved=move_tags)
+    reports = lifecycle.plan_records(decisions, moved=move_tags)
     unwritten = None
     if record_path is not None:
         try:

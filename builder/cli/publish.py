@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from builder.buildkit.engine import connect
+from builder.buildkit.export import Cache
 from builder.cli import console, planning, runs, stages
 from builder.cli.kit import (
     ApptainerOpt,
@@ -31,7 +32,8 @@ from builder.cli.kit import (
     wheel_source,
 )
 from builder.core.errors import usage_error
-from builder.pipeline import jobs, lifecycle
+from builder.pipeline import jobs
+from builder.pipeline.options import BakeOptions, Options, PushOptions, ValidateOptions
 from builder.publish import runners
 from builder.registry.address import check_insecure, check_registry, plain_http_ok
 
@@ -100,14 +102,14 @@ def publish(matrix: MatrixOpt = Path("matrix.yaml"), registry: RegistryOpt = Non
     if plan:  # its own path: the registry alone answers, no engine
         raise typer.Exit(planning.run_plan(todo, runs.target(registry, insecure_hosts), fmt, move_tags, record_path,
                                            registry, where, _cache(cache_registry, insecure_hosts)))
-    options = lifecycle.Options(source=wheel_source(wheelhouse_dir, locks), validate=True, gpu=gpu,
-                                apptainer=apptainer,
-                                target=runs.target(registry, insecure_hosts), skip_published=True, no_push=no_push,
-                                compression=_compression(compression), cache=_cache(cache_registry, insecure_hosts),
-                                buildkit=kit, row_of=planning.row_of(todo, where) if shared_stages else {},
-                                release=release)
+    target = runs.target(registry, insecure_hosts)
+    bake = BakeOptions(source=wheel_source(wheelhouse_dir, locks), compression=_compression(compression),
+                       cache=_cache(cache_registry, insecure_hosts, write=not no_push), buildkit=kit,
+                       row_of=planning.row_of(todo, where) if shared_stages else {}, release=release)
     if shared_stages:  # its own path: stages into the registry cache, no image
-        raise typer.Exit(stages.run_stages(todo, options))
+        raise typer.Exit(stages.run_stages(todo, bake))
+    options = Options(bake=bake, validate=ValidateOptions(gpu=gpu, apptainer=apptainer),
+                      push=PushOptions(target=target, skip_published=True, no_push=no_push))
     raise typer.Exit(runs.run(todo, options, progress, record_path, registry))
 
 
@@ -124,7 +126,8 @@ def push(images: Annotated[list[str], typer.Argument(help="Local images built by
         raise usage_error("--registry", "needs REGISTRY/NAMESPACE")
     client = connect()
     todo = [jobs.job_for_image(client, image) for image in images]
-    options = lifecycle.Options(gpu=gpu, apptainer=apptainer, target=runs.target(registry, insecure_hosts))
+    options = Options(validate=ValidateOptions(gpu=gpu, apptainer=apptainer),
+                      push=PushOptions(target=runs.target(registry, insecure_hosts)))
     raise typer.Exit(runs.run(todo, options, progress, report, registry))
 
 
@@ -134,9 +137,10 @@ def _compression(name: str) -> str:
     return name
 
 
-def _cache(cache_registry: str | None, insecure: frozenset[str]) -> lifecycle.Cache | None:
-    """BuildKit's registry cache at HOST/NS/buildcache, over plain HTTP only where the registry client would."""
+def _cache(cache_registry: str | None, insecure: frozenset[str], write: bool = True) -> Cache | None:
+    """BuildKit's registry cache at HOST/NS/buildcache, over plain HTTP only where the registry client would;
+    write=False (--no-push): imported only, never exported."""
     if not cache_registry:
         return None
     checked = check_registry(cache_registry, "--cache-registry")
-    return lifecycle.Cache(f"{checked}/buildcache", plain_http_ok(checked.split("/", 1)[0], insecure))
+    return Cache(f"{checked}/buildcache", plain_http_ok(checked.split("/", 1)[0], insecure), write=write)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
@@ -41,7 +42,7 @@ def run(todo: list[jobs.Job], options: lifecycle.Options, progress: Progress, re
     if progress == Progress.json:
         print(json.dumps({"event": "summary", "images": [r.as_json() for r in reports]}))
     else:
-        rehearsal = "no push" if options.no_push else ""
+        rehearsal = "no push" if options.push is not None and options.push.no_push else ""
         print_reports(reports, registry, rehearsal, view.log_dir)
         if report_path is not None and unwritten is None:
             console.out.print(f"run record: {safe(report_path)}")
@@ -88,7 +89,7 @@ def print_reports(reports: list[ImageReport], registry: str | None, rehearsal: s
         console.out.print(f"{counts['published']} built, {counts['skipped']} unchanged, {counts['failed']} failed")
 
 
-def check_counts(checks: list[Check]) -> str:
+def check_counts(checks: Sequence[Check]) -> str:
     """'12 passed, 1 warning' (or '-' when nothing was validated)."""
     if not checks:
         return "-"

@@ -13,12 +13,13 @@ from builder.core.errors import usage_error
 from builder.core.logfiles import LOG_DIR, log_path, strip_ansi
 from builder.core.safefs import open_log
 from builder.core.text import safe
-from builder.pipeline import jobs, lifecycle
+from builder.pipeline import baking, jobs
+from builder.pipeline.options import BakeOptions
 
 LOG_NAME = "shared-stages"
 
 
-def run_stages(todo: list[jobs.Job], options: lifecycle.Options) -> int:
+def run_stages(todo: list[jobs.Job], options: BakeOptions) -> int:
     """Build the shared stages and print one line each; the exit code is 1 when one failed (the jobs then build it
     themselves)."""
     if options.cache is None:
@@ -26,7 +27,7 @@ def run_stages(todo: list[jobs.Job], options: lifecycle.Options) -> int:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     path = log_path(LOG_DIR, LOG_NAME)
     with open_log(path) as log:
-        outcomes = lifecycle.shared_stages(todo, options, lambda target, line: print(strip_ansi(line), file=log))
+        outcomes = baking.shared_stages(todo, options, lambda target, line: print(strip_ansi(line), file=log))
     if not outcomes:
         console.out.print(f"no stage is shared by two of the {len(jobs.by_combination(todo))} combinations: "
                        "nothing to build")

@@ -18,7 +18,6 @@ from builder.core import tags
 from builder.core.errors import usage_error
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import ImagePlan, latest_cell, plan_images, select, shard
-from builder.publish.record import ImageReport
 from builder.registry import images, reference
 from builder.registry.errors import RegistryError
 from builder.render.bakefile import group_of
@@ -64,10 +63,10 @@ class Job:
         """The job's bake group (its combination): the unit that shards and workflow rows keep together."""
         return group_of(self.rendered) if self.rendered is not None else self.tag
 
-    def report(self) -> ImageReport:
-        return ImageReport(tag=self.tag, repository=self.repository, tags=list(self.tags),
-                           immutable_tag=tags.immutable_tag(self.tag, self.content_hash),
-                           content_hash=self.content_hash, local_image=self.local_image)
+    @property
+    def immutable_tag(self) -> str:
+        """The tag this content is pushed under, never moved: `<tag>-<hash12>`."""
+        return tags.immutable_tag(self.tag, self.content_hash)
 
 
 def job_for_image(client: docker.DockerClient, ref: str, plans: list[ImagePlan] | None = None,

@@ -1,78 +1,57 @@
-"""The one image lifecycle: render -> bake -> validate -> push (immutable tag) -> move tags.
+"""The one image lifecycle: render -> bake -> validate -> push (immutable tag) -> move tags; and the image's record.
 
 `builder build`, `builder push` and `builder publish` all run every image through `run_image`; they differ
-only in their Options (publish adds the skip-by-content-hash decision); their Jobs come from `jobs`. The
-build stage bakes every image that needs building (shared stages are built once), from the render the jobs
-came with; then each image goes through its own steps (builder.pipeline.steps: validation, SBOM) and push. A
-failure in one image is recorded in its ImageReport and the next image goes on; an image is pushed only after
-its own validation passed, and its moving tags move only after its immutable tag holds exactly that image.
+only in their Options (builder.pipeline.options: a bake's, validation's and a push's; publish adds the
+skip-by-content-hash decision); their Jobs come from `jobs`. The build stage bakes every image that needs building
+(builder.pipeline.baking: shared stages are built once); then each image goes through its own steps
+(builder.pipeline.steps: validation, SBOM) and push (builder.publish.promote). Each step returns a small frozen
+result; this module alone assembles the image's ImageReport from them, one frozen record per result, so an
+interrupted run records what was assembled so far. A failure fails that image and the next image goes on; an image
+is pushed only after its own validation passed, and its moving tags move only after its immutable tag holds exactly
+that image.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from builder.buildkit.bake import BuildResult, OnLine, bake, require_buildx, waves
-from builder.buildkit.builders import CURRENT, BuilderUnusable, BuildKit, require_builder
-from builder.buildkit.engine import EngineUnavailable, connect
-from builder.buildkit.export import Cache, Export, store_direct
+from builder.buildkit.bake import BuildResult
+from builder.buildkit.export import Cache
 from builder.core import tags
 from builder.core.safefs import OutputError
-from builder.core.scratch import scratch_dir
-from builder.pipeline import release, stagewave, steps
-from builder.pipeline.jobs import Job, require_inputs
+from builder.pipeline import baking, release, steps
+from builder.pipeline.baking import QUIET, Events
+from builder.pipeline.jobs import Job
+from builder.pipeline.options import BakeOptions, Options, PushOptions
 from builder.pipeline.steps import content_ref
-from builder.publish import record
-from builder.publish.promote import Target
-from builder.publish.record import ImageReport, Stage
+from builder.publish import planner, record
+from builder.publish.promote import compressed_size
+from builder.publish.record import (
+    Attached,
+    Built,
+    Failed,
+    ImageReport,
+    Inventoried,
+    Promoted,
+    Pushed,
+    Result,
+    Stage,
+    Validated,
+)
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
-from builder.render import imagetree
-from builder.render.dockerfile import RenderedCell, render_images
-from builder.render.sources import WheelSource
 
-__all__ = ["Cache", "Events", "Options", "Prepared", "rebuild", "run", "run_and_record", "run_image"]
+__all__ = ["Cache", "Events", "Options", "Prepared", "assemble", "plan_records", "planned", "prepare", "run",
+           "run_and_record", "run_image"]
 
-
-@dataclass(frozen=True, kw_only=True)
-class Options:
-    source: WheelSource = field(default_factory=WheelSource)
-    validate: bool = True
-    gpu: bool = False
-    apptainer: bool = False  # also under Apptainer (builder.validate.apptainer): off, a second conversion costs time
-    target: Target | None = None  # where validated images are pushed; None: nowhere
-    skip_published: bool = False  # publish: content already under its immutable tag is not built again
-    no_push: bool = False  # publish --no-push: build and validate what changed; push and re-tag nothing
-    sbom: bool = True  # with a target: an SBOM from each validated image, attached to it before its tags move
-    compression: str = "gzip"  # the layers' compression (gzip: every client pulls it; zstd: Docker 23+)
-    cache: Cache | None = None  # BuildKit's cache, imported from and exported to a registry (cold runners)
-    buildkit: BuildKit = CURRENT  # the builder that bakes (--builder) and its RUN steps' network
-    row_of: dict[str, str] = field(default_factory=dict)  # --shared-stages: image tag -> its workflow row
-    release: bool = False  # publish --release: one GPU family at a time, each leaving the engine after the next
-
-    @property
-    def rehearsal(self) -> bool:
-        """Nothing may be written to the registry (--no-push; --plan never gets here: builder.publish.planner)."""
-        return self.no_push
-
-    @property
-    def run_cache(self) -> Cache | None:
-        """The registry cache as this run may use it: imported always, exported only when it may write."""
-        return self.cache and replace(self.cache, write=self.cache.write and not self.rehearsal)
-
-
-@dataclass(frozen=True)
-class Events:
-    """What the run tells its display: stage changes and build log lines, per image tag."""
-
-    stage: Callable[[str, str], None] = lambda tag, stage: None
-    line: Callable[[str, str], None] = lambda tag, line: None
+SKIPPED = ("skipped", "would-skip")
 
 
 @dataclass
@@ -84,126 +63,52 @@ class Prepared:
     errors: dict[str, RegistryError] = field(default_factory=dict)  # tag -> why it could not be looked up
 
 
-def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events = Events(),
+@dataclass(frozen=True)
+class _Unchanged:
+    """The content is published under its immutable tag already (rehearsal: --no-push)."""
+
+    rehearsal: bool
+
+
+def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events = QUIET,
         reports: list[ImageReport] | None = None) -> list[ImageReport]:
-    """Every job in turn; reports (when given) is filled as the run goes, so an interrupted run can be recorded."""
+    """Every job in turn; reports (when given) holds each image's record as far as it is assembled, so an
+    interrupted run can be recorded."""
     done = reports if reports is not None else []
-    if options.target is not None and jobs:
-        options.target.preflight(jobs[0].repository, write=not options.no_push)
-    between = release.Waves(client, options.buildkit, options.run_cache)
-    for wave in release.waves(jobs) if options.release else [jobs]:
-        prepared = prepare(client, wave, replace(options, cache=between.before(done)), events)
+    if options.push is not None and jobs:
+        options.push.target.preflight(jobs[0].repository, write=not options.push.no_push)
+    between = release.Waves(client, options.bake.buildkit, options.bake.cache)
+    for wave in release.waves(jobs) if options.bake.release else [jobs]:
+        prepared = prepare(client, wave, replace(options.bake, cache=between.before(done)), events, options.push)
         between.after(wave, {tag for tag, result in prepared.built.items() if result.ok}, done)
         for job in wave:
-            done.append(job.report())
-            done[-1] = run_image(client, job, options, prepared, events, done[-1])
+            done.append(planned(job))
+            done[-1] = run_image(client, job, options, prepared, events, keep=lambda r: done.__setitem__(-1, r))
     return done
 
 
-def prepare(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events = Events()) -> Prepared:
+def prepare(client: docker.DockerClient, jobs: list[Job], bake: BakeOptions, events: Events = QUIET,
+            push: PushOptions | None = None) -> Prepared:
     """The build stage for all jobs at once: look up what is published, then one bake of what is left."""
     prepared = Prepared()
     wanted = []
+    skip = push is not None and push.skip_published
     for job in jobs:
-        if options.target is not None and options.skip_published:
+        if push is not None and skip:
             try:
-                found = prepared.published[job.tag] = options.target.published(job.report())
+                found = prepared.published[job.tag] = push.target.published(job.repository, job.immutable_tag,
+                                                                            job.content_hash)
             except RegistryError as exc:  # the image's own failure, reported by its lifecycle
                 prepared.errors[job.tag] = exc
                 continue
             if found is not None:
                 continue
-        if job.rendered is None or (options.skip_published and _has_image(client, content_ref(job), job.content_hash)):
+        if job.rendered is None or (skip and _has_image(client, content_ref(job), job.content_hash)):
             continue  # nothing to build, or a rerun after a failed push finds its own build
         wanted.append(job)
     if wanted:
-        prepared.built = _bake(wanted, options.source, events, options)
+        prepared.built = baking.bake_jobs(wanted, bake, events)
     return prepared
-
-
-def _bake(jobs: list[Job], source: WheelSource, events: Events, options: Options) -> dict[str, BuildResult]:
-    """The jobs' images from a fresh build tree (rendered together: one Dockerfile per combination), in bake waves,
-    through an OCI layout into the engine."""
-    with scratch_dir("rif-layout-") as layout:
-        return _bake_into(jobs, source, events, Export(layout, options.compression, cache=options.run_cache),
-                          options.buildkit)
-
-
-def _builder(kit: BuildKit) -> BuildKit:
-    """kit's builder there and able, or one line naming what it lacks (builder.buildkit.builders)."""
-    try:
-        return require_builder(kit)
-    except BuilderUnusable:
-        require_buildx()  # no buildx at all: say how to get it (asked only then: 0.2 s a run)
-        raise
-
-
-def _bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Export, kit: BuildKit,
-               no_cache: bool = False) -> dict[str, BuildResult]:
-    kit = _builder(kit)
-    require_inputs(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
-    export = _straight(export, kit)
-    rendered = _together(jobs, source)
-    if export.cache is not None:  # the shared stages a first wave (publish --shared-stages) left in the registry
-        export = replace(export, cache=stagewave.with_stages(export.cache, rendered))
-    by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
-    for r, job in zip(rendered, jobs, strict=True):
-        assert r.content_hash == job.content_hash, f"{job.tag}: rendered alone and together, hashes differ"
-        events.stage(job.tag, "build")
-
-    def line(target: str | None, text: str) -> None:
-        for job in [by_target[target]] if target in by_target else jobs:
-            events.line(job.tag, text)
-
-    with imagetree.run_tree(source) as tree:
-        imagetree.write(tree, rendered, prune=True, source=source)
-        results: dict[str, BuildResult] = {}
-        exported = export.cache is not None and export.cache.write
-        for wave in waves({r.target: r.chain for r in rendered}, exported):
-            results.update(bake(tree / imagetree.BAKE_FILE, wave, line, cwd=tree.parent, export=export,
-                                no_cache=no_cache, kit=kit))
-    return {by_target[t].tag: result for t, result in results.items()}
-
-
-def _straight(export: Export, kit: BuildKit) -> Export:
-    """Straight into the engine when the builder is its own BuildKit on its containerd store (export.py): the
-    layout and the load would only copy each layer once more on the runner's disk."""
-    if not export.load or kit.driver != "docker" or kit.name is not None or kit.context is not None:
-        return export
-    try:
-        return replace(export, direct=store_direct(connect()))
-    except EngineUnavailable:
-        return export  # the load says what is wrong with the engine
-
-
-def _together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
-    """The jobs' images as one render (one Dockerfile per combination): as the caller rendered them when it rendered
-    them in one go from source (matrix_jobs), else rendered again together."""
-    given = [j.rendered for j in jobs if j.rendered is not None]
-    dockerfiles: dict[str, str] = {}
-    if len(given) == len(jobs) and all(r.source == source and dockerfiles.setdefault(r.group, r.dockerfile) ==
-                                       r.dockerfile for r in given):
-        return given
-    return render_images([r.cell for r in given], source)
-
-
-def shared_stages(jobs: list[Job], options: Options, on_line: OnLine) -> list[stagewave.StageOutcome]:
-    """`builder publish --shared-stages`: the stages the jobs' combinations share, built once into options.cache
-    (exported only when it may be written), for the per-combination jobs that follow to import."""
-    cache = options.run_cache
-    assert cache is not None, "the shared stages go to the registry cache"
-    kit = _builder(options.buildkit)
-    require_inputs(jobs, options.source, kit)
-    return stagewave.build(_together(jobs, options.source), options.source, cache, options.compression, on_line, kit,
-                           options.row_of)
-
-
-def rebuild(job: Job, source: WheelSource, layout: Path, compression: str, events: Events = Events(),
-            kit: BuildKit = CURRENT) -> BuildResult:
-    """`builder reproduce`: the job's image baked again on kit without BuildKit's cache, left in layout (not
-    loaded)."""
-    built = _bake_into([job], source, events, Export(layout, compression, load=False), kit, no_cache=True)
-    return built[job.tag]
 
 
 def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Options, events: Events,
@@ -219,10 +124,7 @@ def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Option
         finished = True
     finally:
         done = {r.tag for r in reports}
-        for job in jobs:
-            if job.tag not in done:
-                reports.append(job.report())
-                reports[-1].state = "not-attempted"
+        reports.extend(replace(planned(job), state="not-attempted") for job in jobs if job.tag not in done)
         if record_path is not None:
             try:
                 record.write(record_path, reports, registry, finished)
@@ -232,61 +134,149 @@ def run_and_record(client: docker.DockerClient, jobs: list[Job], options: Option
 
 
 def run_image(client: docker.DockerClient, job: Job, options: Options, prepared: Prepared | None = None,
-              events: Events = Events(), report: ImageReport | None = None) -> ImageReport:
-    report = report or job.report()
+              events: Events = QUIET, keep: Callable[[ImageReport], None] = lambda report: None) -> ImageReport:
+    """The job's steps in order, its record assembled from their results (each handed to keep as it is made); the
+    first failure ends them."""
+    report = planned(job)
     start = time.monotonic()
     try:
-        _lifecycle(client, job, options, prepared or prepare(client, [job], options, events), events, report)
+        found = prepared or prepare(client, [job], options.bake, events, options.push)
+        with contextlib.closing(_steps(client, job, options, found, events)) as results:
+            for result in results:
+                report = assemble(report, result)
+                keep(report)
+                if report.failed:
+                    break
     except RegistryError as exc:  # AuthError included: the message names registry and user, never the secret
-        stage: Stage = "push" if report.image_id else "registry"
-        report.fail(stage, f"{stage}: {exc}")
-    report.seconds = round(time.monotonic() - start, 3)
+        report = _registry_failure(report, str(exc))
+    report = replace(report, seconds=round(time.monotonic() - start, 3))
+    keep(report)
     return report
 
 
-def _lifecycle(client: docker.DockerClient, job: Job, options: Options, prepared: Prepared, events: Events,
-               report: ImageReport) -> None:
-    target = options.target
+def _steps(client: docker.DockerClient, job: Job, options: Options, prepared: Prepared,
+           events: Events) -> Generator[Result | _Unchanged, None, None]:
+    """The job's steps, each result handed on as it comes (run_image stops at the first failure)."""
+    push = options.push
 
     def stage(name: str) -> None:
         events.stage(job.tag, name)
 
     if job.tag in prepared.errors:
         raise prepared.errors[job.tag]
-    if target is not None and options.skip_published:
-        published = prepared.published.get(job.tag)
-        if published is not None:
-            report.state = "would-skip" if options.rehearsal else "skipped"
-            if not options.rehearsal and options.sbom \
-                    and not steps.repair_sbom(client, job, target, published, stage, report):
-                return
-            if not options.rehearsal and not steps.repair_lock(job, target, published, stage, report):
-                return
-            report.pushed_bytes = None if options.rehearsal else 0  # unchanged: no layer goes up again
-            target.promote(report, published, options.rehearsal, stage)
-            return
-    if not steps.take_build(client, job, prepared.built.get(job.tag), report):
+    published = prepared.published.get(job.tag) if push is not None and push.skip_published else None
+    if push is not None and published is not None:
+        yield from _unchanged(client, job, push, published, stage)
         return
-    if options.validate and not steps.validate(client, job, options.gpu, stage, report, options.apptainer):
+    baked = prepared.built.get(job.tag)
+    built = steps.take_build(client, job, baked)
+    yield built
+    if built.image_id is None:
         return
-    if target is None:
+    if options.validate is not None:
+        yield steps.validate(client, job, built.image_id, options.validate, stage)
+    if push is None:
         return
-    document = steps.make_sbom(client, job, stage, report) if options.sbom else None
-    if options.sbom and document is None:
-        return
-    if options.no_push:
+    inventory = steps.make_sbom(client, job, built.image_id, stage) if push.sbom else None
+    if inventory is not None:
+        yield inventory
+    if push.no_push:
         return  # --no-push: built, validated and inventoried; the registry is never written to
     stage("push")
-    built = prepared.built.get(job.tag)
-    manifest = target.push(client, report, options.cache.ref if options.cache else None, built.blobs if built else (),
-                           built.target if built else None)
+    cache = options.bake.cache
+    pushed = push.target.push(client, built.image_id, job.repository, immutable_tag=job.immutable_tag,
+                              content_hash=job.content_hash, cache=cache.ref if cache else None,
+                              blobs=baked.blobs if baked else (), cache_tag=baked.target if baked else None)
+    yield pushed
+    if pushed.manifest is None:
+        return
     # Before any tag moves: a moving tag always names an image whose SBOM is attached.
-    if document is not None and not steps.attach(job, target, manifest, document, stage, report):
-        return
-    if not steps.attach_lock(job, target, manifest, stage, report):
-        return
-    report.state = "published"
-    target.promote(report, manifest, on_stage=stage)
+    if isinstance(inventory, Inventoried):
+        yield steps.attach(job, push.target, pushed.manifest, inventory.sbom, stage)
+    yield from steps.attach_lock(job, push.target, pushed.manifest, stage)
+    yield push.target.promote(job.repository, job.tags, pushed.manifest, own=job.tag, on_stage=stage)
+
+
+def _unchanged(client: docker.DockerClient, job: Job, push: PushOptions, published: Manifest,
+               stage: Callable[[str], None]) -> Generator[Result | _Unchanged, None, None]:
+    """Content published before: its missing attachments repaired, its tags moved (a rehearsal only says so)."""
+    rehearsal = push.no_push
+    yield _Unchanged(rehearsal)
+    if not rehearsal:
+        if push.sbom:
+            yield from steps.repair_sbom(client, job, push.target, published, stage)
+        yield from steps.repair_lock(job, push.target, published, stage)
+        yield Pushed(manifest=published, pushed_bytes=0)  # unchanged: no layer goes up again
+    yield push.target.promote(job.repository, job.tags, published, own=job.tag, dry_run=rehearsal, on_stage=stage)
+
+
+def planned(job: Job) -> ImageReport:
+    """The record of an image before any step: its names."""
+    return ImageReport(tag=job.tag, repository=job.repository, tags=tuple(job.tags), immutable_tag=job.immutable_tag,
+                       content_hash=job.content_hash, local_image=job.local_image)
+
+
+def assemble(report: ImageReport, result: Result | _Unchanged) -> ImageReport:
+    """The record with one more step's result in it."""
+    match result:
+        case _Unchanged(rehearsal=rehearsal):
+            return replace(report, state="would-skip" if rehearsal else "skipped")
+        case Built():
+            report = replace(report, image_id=result.image_id, image_bytes=result.image_bytes,
+                             loaded_bytes=result.loaded_bytes, build_seconds=result.seconds,
+                             log_tail=result.log_tail, state="built")
+            return _failed(report, "build", result.failure) if result.failure else report
+        case Validated():
+            report = replace(report, validation=result.checks, validate_seconds=result.seconds)
+            if result.failure:
+                return _failed(report, "validate", result.failure)
+            return replace(report, state="validated", packages=result.packages)
+        case Inventoried():
+            return replace(report, image_id=result.image_id, sbom_digest=result.sbom.digest,
+                           sbom_packages=len(result.sbom.packages))
+        case Pushed():
+            report = replace(report, pushed=result.uploaded, pushed_bytes=result.pushed_bytes,
+                             digest=result.digest or report.digest)
+            return _registry_failure(report, result.failure) if result.failure else report
+        case Attached(kind="sbom"):
+            return replace(report, sbom_digest=result.sbom_digest, sbom_artifact=result.artifact)
+        case Attached():
+            return replace(report, lock_artifact=result.artifact)
+        case Promoted():
+            report = replace(report, digest=result.digest, compressed_bytes=result.compressed_bytes,
+                             previous_digest=result.previous_digest, moved=result.moved,
+                             state=report.state if report.state in SKIPPED else "published")
+            return _registry_failure(report, result.failure) if result.failure else report
+        case Failed():
+            return _failed(replace(report, digest=result.digest or report.digest), result.stage, result.why)
+
+
+def _failed(report: ImageReport, stage: Stage, why: str) -> ImageReport:
+    return replace(report, state="failed", failed_stage=stage, failure=why)
+
+
+def _registry_failure(report: ImageReport, why: str) -> ImageReport:
+    """A registry refusal: the push's once the image is here, else the look-up's."""
+    stage: Stage = "push" if report.image_id else "registry"
+    return _failed(report, stage, f"{stage}: {why}")
+
+
+def plan_records(decisions: list[planner.Decision[Job]], moved: bool = False) -> list[ImageReport]:
+    """A plan's decisions as run records (states would-build / would-skip; skipped once the tags were moved)."""
+    out = []
+    for d in decisions:
+        report = planned(d.job)
+        if d.action == "error":
+            report = _failed(report, "registry", f"registry: {d.reason}")
+        elif d.action == "build":
+            report = replace(report, state="would-build", moved=tuple(d.job.tags))
+        else:
+            report = replace(report, state="skipped" if moved else "would-skip",
+                             moved=tuple(d.moved if moved else d.moves))
+        if d.manifest is not None:
+            report = replace(report, digest=d.manifest.digest, compressed_bytes=compressed_size(d.manifest.body))
+        out.append(report)
+    return out
 
 
 def _has_image(client: docker.DockerClient, ref: str, content_hash: str) -> bool:

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from builder.core.tags import HASH_LABEL
-from builder.publish.promote import Target, compressed_size
-from builder.publish.record import ImageReport
+from builder.publish.promote import Target
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 
@@ -40,7 +39,8 @@ class Job(Protocol):
     def content_hash(self) -> str: ...
     @property
     def combination(self) -> str: ...
-    def report(self) -> ImageReport: ...
+    @property
+    def immutable_tag(self) -> str: ...
 
 
 J = TypeVar("J", bound=Job)
@@ -61,9 +61,8 @@ class Decision(Generic[J]):
     moved: list[str] = field(default_factory=list)  # those moved by this run (--move-tags)
 
     def as_json(self) -> dict[str, Any]:
-        report = self.job.report()
         return {"tag": self.job.tag, "repository": self.job.repository, "combination": self.job.combination,
-                "immutable_tag": report.immutable_tag,
+                "immutable_tag": self.job.immutable_tag,
                 "content_hash": self.job.content_hash, "action": self.action, "reason": self.reason,
                 "digest": self.manifest.digest if self.manifest else None, "tags": list(self.job.tags),
                 "moves": self.moves, "moved": self.moved}
@@ -100,7 +99,7 @@ def decide(target: Target, job: J) -> Decision[J]:
 
 def _decide(target: Target, job: J) -> Decision[J]:
     api, repo = target.api, target.repository(job.repository)
-    immutable = job.report().immutable_tag
+    immutable = job.immutable_tag
     first = job.tags[0] if job.tags else immutable
     current = api.manifest(repo, first)
     holds = current is not None and _hash_of(target, repo, current) == job.content_hash
@@ -140,31 +139,13 @@ def move_tags(target: Target, decisions: list[Decision[J]], workers: int = WORKE
 
     def one(decision: Decision[J]) -> None:
         assert decision.manifest is not None
-        report = decision.job.report()
-        try:
-            target.promote(report, decision.manifest)
-        except RegistryError as exc:
-            decision.action, decision.reason = "error", f"moving {', '.join(decision.moves)}: {exc}"
-        decision.moved = list(report.moved)
+        job = decision.job
+        promoted = target.promote(job.repository, job.tags, decision.manifest, own=job.tag)
+        if promoted.failure is not None:
+            decision.action, decision.reason = "error", f"moving {', '.join(decision.moves)}: {promoted.failure}"
+        decision.moved = list(promoted.moved)
 
     if todo:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
             list(pool.map(one, todo))
 
-
-def reports(decisions: list[Decision[J]], moved: bool = False) -> list[ImageReport]:
-    """The decisions as run records (states would-build / would-skip; skipped once the tags were moved)."""
-    out = []
-    for d in decisions:
-        report = d.job.report()
-        if d.action == "error":
-            report.fail("registry", f"registry: {d.reason}")
-        elif d.action == "build":
-            report.state, report.moved = "would-build", list(d.job.tags)
-        else:
-            report.state = "skipped" if moved else "would-skip"
-            report.moved = d.moved if moved else list(d.moves)
-        if d.manifest is not None:
-            report.digest, report.compressed_bytes = d.manifest.digest, compressed_size(d.manifest.body)
-        out.append(report)
-    return out

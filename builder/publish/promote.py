@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import docker
@@ -18,7 +18,7 @@ from docker.errors import DockerException
 
 from builder.core.tags import HASH_LABEL
 from builder.publish.push import push_image
-from builder.publish.record import ImageReport
+from builder.publish.record import Attached, Promoted, Pushed
 from builder.registry import credentials, models, retry, transport
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
 from builder.registry.errors import RegistryError
@@ -61,45 +61,48 @@ class Target:
         """
         self.api.ping(self.repository(image), write=write)
 
-    def published(self, report: ImageReport) -> Manifest | None:
+    def published(self, image: str, immutable_tag: str, content_hash: str) -> Manifest | None:
         """The manifest of this content's immutable tag, if it was published before (and holds that content)."""
-        repo = self.repository(report.repository)
-        manifest = self.api.manifest(repo, report.immutable_tag)
+        repo = self.repository(image)
+        manifest = self.api.manifest(repo, immutable_tag)
         if manifest is not None:
             labels = self.api.config(repo, manifest).labels
-            if labels.get(HASH_LABEL) != report.content_hash:
-                raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} exists with content hash "
-                                    f"{labels.get(HASH_LABEL)!r}, not {report.content_hash}: an immutable tag is "
+            if labels.get(HASH_LABEL) != content_hash:
+                raise RegistryError(f"{self.api.address}/{repo}:{immutable_tag} exists with content hash "
+                                    f"{labels.get(HASH_LABEL)!r}, not {content_hash}: an immutable tag is "
                                     "never overwritten; delete it by hand if it is wrong")
         return manifest
 
-    def push(self, client: docker.DockerClient, report: ImageReport, cache: str | None = None,
-             blobs: tuple[str, ...] = (), cache_tag: str | None = None) -> Manifest:
-        """Push the validated local image under its immutable tag (unless already there); the manifest.
+    def push(self, client: docker.DockerClient, image_id: str, image: str, *, immutable_tag: str, content_hash: str,
+             cache: str | None = None, blobs: tuple[str, ...] = (), cache_tag: str | None = None) -> Pushed:
+        """Push the validated local image under its immutable tag (unless already there).
 
         cache (REGISTRY/REPOSITORY of BuildKit's registry cache) and blobs (the image's config and layers): the
         blobs the cache export uploaded are mounted from there first, so the push finds them and uploads each
         layer once. An image exported straight into the engine has no layout to list its blobs: they are read
-        from the cache manifest under cache_tag (its bake target) instead."""
-        repo = self.repository(report.repository)
-        existing = self.published(report)
-        if existing is not None:
-            report.pushed_bytes = 0
-            return existing  # same content published before: it was validated then, and it never changes
-        assert report.image_id is not None
+        from the cache manifest under cache_tag (its bake target) instead. What the registry refuses after the
+        upload comes back as the result's failure (the layers went up: the record says so)."""
+        repo = self.repository(image)
+        existing = self.published(image, immutable_tag, content_hash)
+        if existing is not None:  # same content published before: it was validated then, and it never changes
+            return Pushed(manifest=existing, pushed_bytes=0)
         if cache is not None and cache.startswith(f"{self.api.address}/"):
             source = cache[len(self.api.address) + 1:]
-            self._mount(repo, source, blobs or self._cached_layers(client, report.image_id, source, cache_tag))
+            self._mount(repo, source, blobs or self._cached_layers(client, image_id, source, cache_tag))
         uploaded: set[str] = set()
-        digest = push_image(client, report.image_id, self.api, repo, report.immutable_tag, self.credentials,
-                            uploaded=uploaded)
-        report.pushed = True
-        manifest = self.api.manifest(repo, report.immutable_tag)
-        if manifest is None or manifest.digest != digest:
-            raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} is not the digest just pushed")
-        report.pushed_bytes = uploaded_size(manifest.body, uploaded)
-        self._check_content(repo, manifest, report)
-        return manifest
+        digest = push_image(client, image_id, self.api, repo, immutable_tag, self.credentials, uploaded=uploaded)
+        manifest = None
+        try:
+            manifest = self.api.manifest(repo, immutable_tag)
+            if manifest is None or manifest.digest != digest:
+                raise RegistryError(f"{self.api.address}/{repo}:{immutable_tag} is not the digest just pushed")
+            pushed_bytes = uploaded_size(manifest.body, uploaded)
+            self._check_content(repo, manifest, immutable_tag, content_hash, image_id)
+        except RegistryError as exc:
+            sized = uploaded_size(manifest.body, uploaded) if manifest is not None and manifest.digest == digest \
+                else None
+            return Pushed(manifest=None, uploaded=True, pushed_bytes=sized, failure=str(exc))
+        return Pushed(manifest=manifest, uploaded=True, pushed_bytes=pushed_bytes)
 
     def _mount(self, repo: str, source: str, blobs: tuple[str, ...]) -> None:
         """Mount blobs from source, registry-side; one the registry will not mount is left to the push."""
@@ -124,29 +127,28 @@ class Target:
         return tuple(d.digest for d in doc.layers if transport.is_digest(d.digest) and d.annotations is not None
                      and d.annotations.get(UNCOMPRESSED) in diff_ids) if doc is not None else ()
 
-    def _check_content(self, repo: str, manifest: Manifest, report: ImageReport) -> None:
+    def _check_content(self, repo: str, manifest: Manifest, immutable_tag: str, content_hash: str,
+                       image_id: str) -> None:
         """The immutable tag must name what was validated: the same manifest (the engine's image ID in its
         containerd store), the same content hash."""
         labels = self.api.config(repo, manifest).labels
-        if labels.get(HASH_LABEL) != report.content_hash or manifest.digest != report.image_id:
-            raise RegistryError(f"{self.api.address}/{repo}:{report.immutable_tag} holds another image than the "
+        if labels.get(HASH_LABEL) != content_hash or manifest.digest != image_id:
+            raise RegistryError(f"{self.api.address}/{repo}:{immutable_tag} holds another image than the "
                                 "one validated (was it pushed by a concurrent run?)")
 
-    def attach_sbom(self, report: ImageReport, manifest: Manifest, sbom: Sbom) -> str:
-        """Attach sbom to the pushed image as an OCI 1.1 artifact whose `subject` is its manifest; its digest."""
-        artifact = self._attach(report, manifest, MEDIA_TYPE, sbom.body, "sbom.cdx.json",
+    def attach_sbom(self, image: str, manifest: Manifest, sbom: Sbom) -> Attached:
+        """Attach sbom to the pushed image as an OCI 1.1 artifact whose `subject` is its manifest."""
+        artifact = self._attach(image, manifest, MEDIA_TYPE, sbom.body, "sbom.cdx.json",
                                 {"dev.rocm-image-factory.packages": str(len(sbom.packages))})
-        report.sbom_digest, report.sbom_artifact = sbom.digest, artifact
-        return artifact
+        return Attached(kind="sbom", artifact=artifact, sbom_digest=sbom.digest)
 
-    def attach_lock(self, report: ImageReport, manifest: Manifest, recorded: lockrecord.Recorded) -> str:
-        """Attach the lock the image was built from (builder.render.lockrecord), as sbom is; its digest."""
-        artifact = self._attach(report, manifest, lockrecord.MEDIA_TYPE, recorded.body, lockrecord.TITLE,
+    def attach_lock(self, image: str, manifest: Manifest, recorded: lockrecord.Recorded) -> Attached:
+        """Attach the lock the image was built from (builder.render.lockrecord), as sbom is."""
+        artifact = self._attach(image, manifest, lockrecord.MEDIA_TYPE, recorded.body, lockrecord.TITLE,
                                 recorded.annotations())
-        report.lock_artifact = artifact
-        return artifact
+        return Attached(kind="lock", artifact=artifact)
 
-    def _attach(self, report: ImageReport, manifest: Manifest, artifact_type: str, blob: bytes, title: str,
+    def _attach(self, image: str, manifest: Manifest, artifact_type: str, blob: bytes, title: str,
                 annotations: dict[str, str]) -> str:
         """One blob as an OCI 1.1 artifact of artifact_type whose `subject` is manifest; the artifact's digest.
 
@@ -155,7 +157,7 @@ class Target:
         referrers tag schema's fallback is kept: the image index tagged `sha256-<hex of the image digest>`
         lists the artifact, beside any referrer it listed before.
         """
-        repo = self.repository(report.repository)
+        repo = self.repository(image)
         self.api.push_blob(repo, EMPTY_CONFIG)
         layer = self.api.push_blob(repo, blob)
         body = json.dumps({
@@ -176,13 +178,13 @@ class Target:
                                                          "size": len(body), "artifactType": artifact_type})
         return artifact.digest
 
-    def has_sbom(self, report: ImageReport, manifest: Manifest) -> bool:
+    def has_sbom(self, image: str, manifest: Manifest) -> bool:
         """Whether an SBOM artifact refers to manifest (referrers API, or the fallback tag)."""
-        return self.has_referrer(report, manifest, MEDIA_TYPE)
+        return self.has_referrer(image, manifest, MEDIA_TYPE)
 
-    def has_referrer(self, report: ImageReport, manifest: Manifest, artifact_type: str) -> bool:
+    def has_referrer(self, image: str, manifest: Manifest, artifact_type: str) -> bool:
         """Whether an artifact of artifact_type refers to manifest (referrers API, or the fallback tag)."""
-        return bool(self.api.referrers(self.repository(report.repository), manifest.digest, artifact_type))
+        return bool(self.api.referrers(self.repository(image), manifest.digest, artifact_type))
 
     def _index_referrer(self, repo: str, subject: str, descriptor: dict[str, object]) -> None:
         tag = referrers_tag(subject)
@@ -196,22 +198,30 @@ class Target:
         index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*listed, descriptor]}
         self.api.put_manifest(repo, tag, json.dumps(index, separators=(",", ":")).encode(), OCI_INDEX)
 
-    def promote(self, report: ImageReport, manifest: Manifest, dry_run: bool = False,
-                on_stage: Callable[[str], None] = lambda stage: None) -> None:
-        """Move every moving tag that points elsewhere to manifest, registry-side (no layer moves)."""
-        repo = self.repository(report.repository)
-        report.digest = manifest.digest
-        report.compressed_bytes = compressed_size(manifest.body)
-        for tag in report.tags:
-            current = self.api.digest(repo, tag)
-            if tag == report.tag:
-                report.previous_digest = current
-            if current == manifest.digest:
-                continue
-            if not dry_run:
-                on_stage(f"tag {tag}")
-                self.api.put_tag(repo, tag, manifest)
-            report.moved.append(tag)  # only once it moved: a failed move is never reported as done
+    def promote(self, image: str, tags: Sequence[str], manifest: Manifest, *, own: str | None = None,
+                dry_run: bool = False, on_stage: Callable[[str], None] = lambda stage: None) -> Promoted:
+        """Move every moving tag that points elsewhere to manifest, registry-side (no layer moves). own: the image's
+        own tag, whose previous digest the result tells. A failed look-up or move ends the promotion: the result
+        says why, and lists only the tags moved before it."""
+        repo = self.repository(image)
+        moved: list[str] = []
+        previous = None
+        try:
+            for tag in tags:
+                current = self.api.digest(repo, tag)
+                if tag == own:
+                    previous = current
+                if current == manifest.digest:
+                    continue
+                if not dry_run:
+                    on_stage(f"tag {tag}")
+                    self.api.put_tag(repo, tag, manifest)
+                moved.append(tag)  # only once it moved: a failed move is never reported as done
+        except RegistryError as exc:
+            return Promoted(digest=manifest.digest, compressed_bytes=compressed_size(manifest.body),
+                            previous_digest=previous, moved=tuple(moved), failure=str(exc))
+        return Promoted(digest=manifest.digest, compressed_bytes=compressed_size(manifest.body),
+                        previous_digest=previous, moved=tuple(moved))
 
 
 def uploaded_size(body: bytes, uploaded: set[str]) -> int | None:

@@ -1,32 +1,117 @@
-"""One result type for every image a run touches, and the JSON file it becomes.
+"""One image's record, the step results it is assembled from, and the JSON file the records become.
 
-`builder build --report`, `builder push --report` and `builder publish --record` all write this same
-record, so the catalog and the workflows read one format whatever command produced it.
+Each step of an image's lifecycle (bake, validation, SBOM, push, attach, promotion) returns one small frozen result
+below: its digests, its figures and its verdict. builder.pipeline.lifecycle alone assembles an ImageReport from
+them (a new frozen record per result, so an interrupted run records what was assembled so far).
+`builder build --report`, `builder push --report` and `builder publish --record` all write this same record, so
+the catalog (builder.site.records reads it through its own model) and the workflows read one format whatever
+command produced it.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from builder.core import safefs
+from builder.registry.client import Manifest
 from builder.validate.runner import Check
+from builder.validate.sbom import Sbom
 
 State = Literal["planned", "not-attempted", "built", "validated", "published", "skipped", "failed",
                 "would-build", "would-skip"]
 Stage = Literal["build", "validate", "sbom", "push", "registry"]
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
+class Built:
+    """The bake's image (or one already in the engine) taken for the lifecycle; failure: there is none to go on
+    with."""
+
+    image_id: str | None = None
+    image_bytes: int | None = None  # installed (unpacked)
+    loaded_bytes: int | None = None  # streamed into the engine for it; None: not loaded
+    seconds: float | None = None  # the bake's
+    log_tail: tuple[str, ...] = ()
+    failure: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Validated:
+    """The image's checks; failure: one failed."""
+
+    checks: tuple[Check, ...]
+    seconds: float
+    packages: tuple[str, ...] = ()  # `name==version` of the image's Python environment
+    failure: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inventoried:
+    """The SBOM made from the image (builder.validate.sbom); image_id: the local image it was made from."""
+
+    image_id: str
+    sbom: Sbom
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pushed:
+    """The image under its immutable tag: uploaded by this run, or found there (uploaded False, 0 bytes).
+    failure: the registry refused what was uploaded (manifest is then None)."""
+
+    manifest: Manifest | None
+    uploaded: bool = False
+    pushed_bytes: int | None = None
+    failure: str | None = None
+
+    @property
+    def digest(self) -> str | None:
+        return self.manifest.digest if self.manifest is not None else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attached:
+    """An artifact attached to the pushed manifest: the SBOM (sbom_digest: its blob) or the lock record."""
+
+    kind: Literal["sbom", "lock"]
+    artifact: str  # the artifact manifest's digest
+    sbom_digest: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Promoted:
+    """The moving tags moved to digest, registry-side; failure: a look-up or move failed after `moved`."""
+
+    digest: str
+    compressed_bytes: int | None
+    previous_digest: str | None = None  # where the image's own tag pointed before
+    moved: tuple[str, ...] = ()  # only those moved (or, dry run, to move): a failed move is never listed
+    failure: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failed:
+    """A step that failed with nothing else to record; digest: the manifest it failed on, when pushed."""
+
+    stage: Stage
+    why: str
+    digest: str | None = None
+
+
+Result = Built | Validated | Inventoried | Pushed | Attached | Promoted | Failed
+
+
+@dataclass(frozen=True, kw_only=True)
 class ImageReport:
-    """What happened to one image: the cells it serves, each stage's outcome, where it was published."""
+    """What happened to one image: the cells it serves, each stage's outcome, where it was published. Assembled
+    by builder.pipeline.lifecycle from the steps' results; never changed once made."""
 
     tag: str  # the image's own (content) tag
     repository: str  # the image name in a registry namespace, e.g. pytorch
-    tags: list[str]  # every moving tag it gets: its cells' tags (and `latest`)
+    tags: tuple[str, ...]  # every moving tag it gets: its cells' tags (and `latest`)
     immutable_tag: str
     content_hash: str
     state: State = "planned"
@@ -38,15 +123,15 @@ class ImageReport:
     loaded_bytes: int | None = None  # streamed into the engine for it (the blobs it lacked); None: not loaded
     build_seconds: float | None = None
     validate_seconds: float | None = None
-    validation: list[Check] = field(default_factory=list)
+    validation: tuple[Check, ...] = ()
     pushed: bool = False  # layers went to the registry in this run
     pushed_bytes: int | None = None  # what this run uploaded (blobs the registry lacked); None: no push tried
     digest: str | None = None
     previous_digest: str | None = None  # where the image's own tag pointed before this run
-    moved: list[str] = field(default_factory=list)
+    moved: tuple[str, ...] = ()
     compressed_bytes: int | None = None
-    log_tail: list[str] = field(default_factory=list)
-    packages: list[str] = field(default_factory=list)  # `name==version` of the image's Python environment
+    log_tail: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()  # `name==version` of the image's Python environment
     sbom_digest: str | None = None  # the CycloneDX SBOM blob generated from the image (builder.validate.sbom)
     sbom_packages: int | None = None  # how many packages it lists (OS and Python)
     sbom_artifact: str | None = None  # the registry artifact (manifest digest) that attaches it to `digest`
@@ -61,11 +146,8 @@ class ImageReport:
     def failed_checks(self) -> list[Check]:
         return [c for c in self.validation if c.status == "fail"]
 
-    def fail(self, stage: Stage, why: str) -> None:
-        self.state, self.failed_stage, self.failure = "failed", stage, why
-
     def as_json(self) -> dict[str, Any]:
-        row = asdict(self)
+        row = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
         row["failed_checks"] = [f"{c.suite}/{c.name}: {c.detail}" for c in self.failed_checks]
         return row
 

@@ -21,8 +21,8 @@ from builder.audit import layers, reproduce
 from builder.buildkit.builders import BuildKit
 from builder.buildkit.export import Export
 from builder.core import tags
-from builder.pipeline import jobs, lifecycle
-from builder.pipeline.lifecycle import Events
+from builder.pipeline import baking, jobs
+from builder.pipeline.baking import Events
 from builder.registry.client import RegistryClient
 from builder.render import lockfile, lockrecord
 from builder.render.sources import WheelSource
@@ -152,7 +152,7 @@ def test_a_cold_rebuild_from_the_image_s_own_lock_is_the_published_image_and_a_t
     def warm(published: reproduce.Published, layout: Path) -> str:
         assert (published.tag, published.content_hash, published.lock) == (job.tag, job.content_hash, None)
         export = Export(layout, published.compression, load=False)
-        built = lifecycle._bake_into([job], source, Events(), export, kit)
+        built = baking.bake_into([job], source, Events(), export, kit)
         assert built[job.tag].ok and built[job.tag].manifest_digest, built[job.tag].error
         return str(built[job.tag].manifest_digest)
 

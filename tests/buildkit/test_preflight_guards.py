@@ -16,7 +16,8 @@ import pytest
 from builder.buildkit import preflight
 from builder.buildkit.builders import BuildKit
 from builder.core.errors import InputError
-from builder.pipeline import jobs, lifecycle
+from builder.pipeline import baking, jobs, lifecycle
+from builder.pipeline.options import BakeOptions
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import ROOT
 
@@ -78,13 +79,13 @@ def test_the_jobs_inputs_are_asked_for_and_a_missing_one_is_an_input_error(
 def test_a_missing_input_stops_the_run_before_any_bake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         nothing_there: list[str]) -> None:
     baked: list[object] = []
-    monkeypatch.setattr(lifecycle, "require_builder", lambda kit: kit)
-    monkeypatch.setattr(lifecycle, "bake", lambda *args, **kwargs: baked.append(args))
-    monkeypatch.setattr(lifecycle, "_straight", lambda export, kit: export)
+    monkeypatch.setattr(baking, "require_builder", lambda kit: kit)
+    monkeypatch.setattr(baking, "bake", lambda *args, **kwargs: baked.append(args))
+    monkeypatch.setattr(baking, "straight", lambda export, kit: export)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     source = WheelSource(wheelhouse=tmp_path / "empty")
     (tmp_path / "empty").mkdir()
     todo = jobs.matrix_jobs(MATRIX, None, None, source)
     with pytest.raises(InputError, match="base image"):
-        lifecycle.prepare(cast(docker.DockerClient, None), todo, lifecycle.Options(source=source, validate=False))
+        lifecycle.prepare(cast(docker.DockerClient, None), todo, BakeOptions(source=source))
     assert baked == [] and nothing_there

@@ -96,7 +96,7 @@ def plan(address: str, *extra: str) -> tuple[int, str]:
 
 def faulty(store: Store, job: Job, reply: Reply) -> Callable[[Seen], Reply]:
     """The store's answers, except reply for every manifest request about job's tags."""
-    names = {*job.tags, job.report().immutable_tag}
+    names = {*job.tags, job.immutable_tag}
 
     def answer(seen: Seen) -> Reply:
         ref = seen.path.split("?")[0].rsplit("/manifests/", 1)

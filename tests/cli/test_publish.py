@@ -52,7 +52,7 @@ def test_release_reaches_the_run_s_options(args: list[str], release: bool, monke
     seen: list[bool] = []
 
     def run(todo: object, options: lifecycle.Options, *rest: object) -> int:
-        seen.append(options.release)
+        seen.append(options.bake.release)
         return 0
 
     monkeypatch.setattr("builder.cli.publish.runs.run", run)

@@ -12,7 +12,8 @@ from builder.buildkit.bake import BuildResult, OnLine
 from builder.buildkit.export import Cache
 from builder.cli import console, stages
 from builder.core.errors import InputError
-from builder.pipeline import lifecycle
+from builder.pipeline import baking
+from builder.pipeline.options import BakeOptions
 from builder.pipeline.stagewave import StageOutcome
 from builder.render.sharedstages import SharedStage
 
@@ -35,15 +36,15 @@ def shared(monkeypatch: pytest.MonkeyPatch, outcomes: list[StageOutcome]) -> Non
     def build(todo: object, options: object, on_line: OnLine) -> list[StageOutcome]:
         on_line("stage", "\x1b[1m#1 DONE\x1b[0m\n")
         return outcomes
-    monkeypatch.setattr(lifecycle, "shared_stages", build)
+    monkeypatch.setattr(baking, "shared_stages", build)
 
 
-OPTIONS = lifecycle.Options(cache=Cache("r.io/ns/buildcache"))
+OPTIONS = BakeOptions(cache=Cache("r.io/ns/buildcache"))
 
 
 def test_without_a_cache_registry_it_is_a_usage_error() -> None:
     with pytest.raises(InputError) as exc:
-        stages.run_stages([], lifecycle.Options())
+        stages.run_stages([], BakeOptions())
     assert "--cache-registry" in str(exc.value)
 
 
@@ -70,7 +71,7 @@ def test_the_runner_disk_tells_the_first_wave_which_rows_split_a_combination(mon
     from builder.cli.app import app
     from tests.fakes.checkout import ROOT
 
-    seen: list[lifecycle.Options] = []
+    seen: list[BakeOptions] = []
     monkeypatch.setattr(stages, "run_stages", lambda todo, options: seen.append(options) or 0)
     base = ["publish", "-m", str(ROOT / "matrix.yaml"), "--registry", "r.io/ns", "--cache-registry", "r.io/ns",
             "--shared-stages", "--match", "rocm10.0_*"]

@@ -14,6 +14,7 @@ import pytest
 from builder.buildkit.bake import HOST
 from builder.buildkit.export import Cache
 from builder.pipeline import jobs, lifecycle
+from builder.pipeline.options import BakeOptions
 from builder.render import sharedstages
 from builder.render.sources import WheelSource
 from tests.fakes.checkout import builder_cli
@@ -59,8 +60,8 @@ def test_the_shared_stages_are_built_once_into_the_cache_and_every_job_imports_t
     # A job of one combination imports the stages from there (its own cache is still empty).
     lines: list[str] = []
     one = [j for j in todo if j.tag.startswith("rocm7.2")]
-    options = lifecycle.Options(source=source, validate=False, cache=Cache(f"{namespace}/buildcache", insecure=True),
-                                buildkit=HOST)  # the tests' engine has no bridge
+    options = BakeOptions(source=source, cache=Cache(f"{namespace}/buildcache", insecure=True),
+                          buildkit=HOST)  # the tests' engine has no bridge
     events = lifecycle.Events(line=lambda tag, text: lines.append(text))
     prepared = lifecycle.prepare(docker_client, one, options, events)
     assert all(r.ok for r in prepared.built.values()), lines[-20:]

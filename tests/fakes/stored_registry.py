@@ -61,6 +61,6 @@ class Store:
 def publish_all(store: Store, todo: list[Job], namespace: str = "rocm") -> None:
     for job in todo:
         repo = f"{namespace}/{job.repository}"
-        body = store.publish(repo, job.report().immutable_tag, job.content_hash)
+        body = store.publish(repo, job.immutable_tag, job.content_hash)
         for tag in job.tags:
             store.manifests[f"{repo}:{tag}"] = body

@@ -255,7 +255,6 @@ def test_the_catalog_costs_a_random_config_its_page_at_most(config: object, laye
 def test_a_referrers_tag_of_another_shape_fails_the_attach_and_is_never_rewritten(index: bytes) -> None:
     """The referrers tag's index is read to add the SBOM to it: `.get` on a list or an int was an AttributeError."""
     from builder.publish.promote import Target
-    from builder.publish.record import ImageReport
 
     class Api:
         address = "reg.test"
@@ -277,7 +276,5 @@ def test_a_referrers_tag_of_another_shape_fails_the_attach_and_is_never_rewritte
     image_manifest = Manifest(b"{}", "m", sha(b"{}"))
     document = sbom.Sbom(b"{}", [])
     with pytest.raises(RegistryError, match="referrers index"):
-        Target("reg.test/ns", api, None).attach_sbom(  # type: ignore[arg-type]
-            ImageReport(tag="t", repository="pytorch", tags=["t"], immutable_tag="t-0", content_hash="sha256:0"),
-            image_manifest, document)
+        Target("reg.test/ns", api, None).attach_sbom("pytorch", image_manifest, document)  # type: ignore[arg-type]
     assert all(ref.startswith("sha256:") for ref in api.put)  # the artifact went up; the tag was not rewritten

@@ -14,6 +14,7 @@ from builder.core import tags
 from builder.core.errors import InputError
 from builder.matrix.expand import load_matrix
 from builder.matrix.selection import plan_images
+from builder.pipeline import lifecycle
 from builder.pipeline.jobs import Job, by_combination, job_for_image, matrix_jobs, shard_jobs
 from builder.registry.errors import RegistryError
 from builder.render.sources import WheelSource
@@ -43,7 +44,7 @@ def test_matrix_jobs_render_every_selected_cell_and_remember_their_matrix(golden
 
 
 def test_a_jobs_report_starts_planned_under_its_immutable_tag(golden: list[Job]) -> None:
-    report = golden[0].report()
+    report = lifecycle.planned(golden[0])
     assert (report.tag, report.state, report.content_hash) == (golden[0].tag, "planned", golden[0].content_hash)
     assert report.immutable_tag == tags.immutable_tag(golden[0].tag, golden[0].content_hash)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -18,6 +19,7 @@ from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images
 from builder.pipeline import jobs, lifecycle
+from builder.pipeline.options import BakeOptions
 from builder.registry.client import RegistryClient
 from builder.render import dockerfile
 from builder.render.dockerfile import RenderedCell
@@ -73,9 +75,7 @@ def test_every_command_goes_through_run_image(monkeypatch: pytest.MonkeyPatch, n
 
     def spy(client: object, job: jobs.Job, *args: object, **kwargs: object) -> object:
         calls.append(job.tag)
-        failed = job.report()
-        failed.fail("validate", "validation")
-        return failed
+        return replace(lifecycle.planned(job), state="failed", failed_stage="validate", failure="validation")
 
     monkeypatch.setattr(lifecycle, "run_image", spy)
     runner = CliRunner()
@@ -101,11 +101,11 @@ def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]
         baked.append(list(targets))
         return {t: BuildResult(t, True, f"sha256:{t}") for t in targets}
 
-    monkeypatch.setattr("builder.pipeline.lifecycle.require_buildx", lambda: "github.com/docker/buildx v0.13.1")
-    monkeypatch.setattr("builder.pipeline.lifecycle.require_builder", lambda kit: kit)  # see test_builders.py
-    monkeypatch.setattr("builder.pipeline.lifecycle.bake", bake)
+    monkeypatch.setattr("builder.pipeline.baking.require_buildx", lambda: "github.com/docker/buildx v0.13.1")
+    monkeypatch.setattr("builder.pipeline.baking.require_builder", lambda kit: kit)  # see test_builders.py
+    monkeypatch.setattr("builder.pipeline.baking.bake", bake)
     # The preflight asks the engine for the bases (tests/buildkit/test_preflight.py): here every input is there.
-    monkeypatch.setattr("builder.pipeline.lifecycle.require_inputs", lambda jobs, source, kit: None)
+    monkeypatch.setattr("builder.pipeline.baking.require_inputs", lambda jobs, source, kit: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the run's build tree
     return baked
 
@@ -133,7 +133,7 @@ def test_a_devel_bakes_after_its_runtime_when_both_would_export_the_same_layers(
     step runs on the context, so without a cache export every target is baked at once)."""
     monkeypatch.setattr("builder.pipeline.stagewave.with_stages", lambda cache, rendered: cache)
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
-    lifecycle.prepare(NO_ENGINE, todo, lifecycle.Options(validate=False, cache=cache))
+    lifecycle.prepare(NO_ENGINE, todo, BakeOptions(cache=cache))
     assert len(no_engine) == bakes
     when = {t: i for i, baked in enumerate(no_engine) for t in baked}
     for job in todo:
@@ -145,15 +145,15 @@ def test_a_devel_bakes_after_its_runtime_when_both_would_export_the_same_layers(
 
 def test_a_run_renders_its_images_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       no_engine: list[list[str]]) -> None:
-    calls = counting(monkeypatch, "builder.pipeline.jobs", "builder.pipeline.lifecycle")
+    calls = counting(monkeypatch, "builder.pipeline.jobs", "builder.pipeline.baking")
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
     assert len(todo) == 4 and len(calls) == 1
-    prepared = lifecycle.prepare(NO_ENGINE, todo, lifecycle.Options(validate=False))
+    prepared = lifecycle.prepare(NO_ENGINE, todo, BakeOptions())
     assert len(calls) == 1, f"the images were rendered again: {calls}"
     assert {t for wave in no_engine for t in wave} == {j.rendered.target for j in todo if j.rendered}
     assert all(prepared.built[j.tag].ok for j in todo)
     # Some of the images (the others published, say): baked from the same render, still not rendered again.
-    lifecycle.prepare(NO_ENGINE, todo[1:3], lifecycle.Options(validate=False))
+    lifecycle.prepare(NO_ENGINE, todo[1:3], BakeOptions())
     assert len(calls) == 1, f"the images were rendered again: {calls}"
 
 
@@ -162,8 +162,8 @@ def test_jobs_rendered_apart_are_rendered_together_for_the_bake(tmp_path: Path, 
     """One Dockerfile per combination holds all of its images: renders made one image at a time cannot share it."""
     plans = plan_images(expand_matrix(write_matrix(tmp_path, TWO_FAMILIES)).cells)
     apart = [jobs.Job.of(p, INDEX) for p in plans]
-    calls = counting(monkeypatch, "builder.pipeline.lifecycle")
-    prepared = lifecycle.prepare(NO_ENGINE, apart, lifecycle.Options(validate=False))
+    calls = counting(monkeypatch, "builder.pipeline.baking")
+    prepared = lifecycle.prepare(NO_ENGINE, apart, BakeOptions())
     assert calls == [[j.tag for j in apart]]
     assert all(prepared.built[j.tag].ok for j in apart)
 
@@ -178,4 +178,4 @@ def test_without_buildx_a_build_stops_before_any_bake_saying_how_to_get_it(tmp_p
     monkeypatch.setenv("PATH", f"{script.parent}:{os.environ['PATH']}")
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
     with pytest.raises(BuildxUnavailable, match=re.escape("scripts/setup.sh")):
-        lifecycle.prepare(NO_ENGINE, todo, lifecycle.Options(validate=False))
+        lifecycle.prepare(NO_ENGINE, todo, BakeOptions())

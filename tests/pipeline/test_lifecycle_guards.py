@@ -16,6 +16,7 @@ import pytest
 from builder.core import tags
 from builder.pipeline import lifecycle
 from builder.pipeline.jobs import matrix_jobs
+from builder.pipeline.options import PushOptions
 from builder.publish.promote import Target
 from builder.registry.client import Manifest, RegistryClient
 from builder.render.sources import WheelSource
@@ -37,7 +38,8 @@ def test_an_unchanged_image_records_0_bytes_pushed(no_push: bool, state: str, pu
     for tag in job.tags:
         store.manifests[f"{repo}:{tag}"] = body
     target = Target(f"{scripted.address}/rocm", RegistryClient(scripted.address, policy=FAST), None)
-    options = lifecycle.Options(target=target, skip_published=True, validate=False, sbom=False, no_push=no_push)
+    options = lifecycle.Options(validate=None, push=PushOptions(target=target, skip_published=True, sbom=False,
+                                                                no_push=no_push))
     found = Manifest(store.manifests[f"{repo}:{immutable}"], MANIFEST_TYPE, store.digest(repo, immutable) or "")
     report = lifecycle.run_image(cast(docker.DockerClient, None), job, options,
                                  lifecycle.Prepared(published={job.tag: found}))

@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from builder.buildkit.bake import BuildResult
 from builder.buildkit.builders import BuildKit
 from builder.buildkit.export import Cache
 from builder.pipeline import jobs, lifecycle, release
+from builder.pipeline.options import BakeOptions
 from builder.publish.record import ImageReport
 from builder.render.sources import INDEX, PIP_CACHE_ID
 from tests.fakes.matrices import write_matrix
@@ -53,10 +55,8 @@ def test_a_family_s_devel_leaves_before_the_next_bake_and_its_runtime_once_the_n
         return real_prepare(client, wave, *args, **kwargs)  # type: ignore[arg-type]
 
     def run_image(client: object, job: jobs.Job, *args: object, **kwargs: object) -> ImageReport:
-        report = job.report()
-        report.state = "published"
         events.append(f"publish {job.tag}")
-        return report
+        return replace(lifecycle.planned(job), state="published")
 
     def prune_cache(kit: BuildKit, since: float) -> bool:
         events.append("prune")
@@ -65,7 +65,8 @@ def test_a_family_s_devel_leaves_before_the_next_bake_and_its_runtime_once_the_n
     monkeypatch.setattr(lifecycle, "prepare", prepare)
     monkeypatch.setattr(lifecycle, "run_image", run_image)
     monkeypatch.setattr(release, "prune_cache", prune_cache)
-    reports = lifecycle.run(_Images(events), todo, lifecycle.Options(validate=False, release=True))  # type: ignore[arg-type]
+    options = lifecycle.Options(validate=None, bake=BakeOptions(release=True))
+    reports = lifecycle.run(_Images(events), todo, options)  # type: ignore[arg-type]
     first, second = [wave[0].tag.split("_")[4] for wave in release.waves(todo)]
     assert [r.state for r in reports] == ["published"] * 4
     bakes = [i for i, e in enumerate(events) if e.startswith("bake")]
@@ -85,8 +86,8 @@ def test_without_release_a_row_is_one_bake_and_nothing_leaves(tmp_path: Path, mo
                                                               no_engine: list[list[str]]) -> None:  # noqa: F811
     events: list[str] = []
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
-    monkeypatch.setattr(lifecycle, "run_image", lambda client, job, *a, **k: job.report())
-    lifecycle.run(_Images(events), todo, lifecycle.Options(validate=False))  # type: ignore[arg-type]
+    monkeypatch.setattr(lifecycle, "run_image", lambda client, job, *a, **k: lifecycle.planned(job))
+    lifecycle.run(_Images(events), todo, lifecycle.Options(validate=None))  # type: ignore[arg-type]
     assert events == [] and len(no_engine) == 1
 
 
@@ -124,16 +125,14 @@ def _waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: lifecycle.O
     events: list[str] = []
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
 
-    def prepare(client: object, wave: list[jobs.Job], opts: lifecycle.Options, *a: object) -> lifecycle.Prepared:
+    def prepare(client: object, wave: list[jobs.Job], opts: BakeOptions, *a: object) -> lifecycle.Prepared:
         earlier = opts.cache.earlier if opts.cache is not None else ()
         events.append(f"bake {wave[0].tag.split('_')[4]} importing {' '.join(earlier) or '-'}")
         ok = first_ok or len([e for e in events if e.startswith("bake")]) > 1
         return lifecycle.Prepared(built={j.tag: BuildResult(j.tag, ok, "sha256:" + "0" * 64) for j in wave})
 
     def published(client: object, job: jobs.Job, *args: object, **kwargs: object) -> ImageReport:
-        report = job.report()
-        report.state = "published"
-        return report
+        return replace(lifecycle.planned(job), state="published")
 
     monkeypatch.setattr(lifecycle, "prepare", prepare)
     monkeypatch.setattr(lifecycle, "run_image", published)
@@ -146,7 +145,8 @@ def _waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: lifecycle.O
 def test_with_a_registry_cache_a_family_bakes_after_the_factory_s_steps_go_and_imports_the_last_wave_s_cache(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = Cache("127.0.0.1:5000/ns/buildcache", insecure=True)
-    events = _waves(tmp_path, monkeypatch, lifecycle.Options(validate=False, release=True, cache=cache))
+    options = lifecycle.Options(validate=None, bake=BakeOptions(release=True, cache=cache))
+    events = _waves(tmp_path, monkeypatch, options)
     first, second = (e.split()[1] for e in events if e.startswith("bake"))
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
     targets = " ".join(j.rendered.target for j in release.waves(todo)[0] if j.rendered is not None)
@@ -155,9 +155,10 @@ def test_with_a_registry_cache_a_family_bakes_after_the_factory_s_steps_go_and_i
                       "prune aged"]
 
 
-@pytest.mark.parametrize("options", [lifecycle.Options(validate=False, release=True),
-                                     lifecycle.Options(validate=False, release=True, no_push=True,
-                                                       cache=Cache("127.0.0.1:5000/ns/buildcache", insecure=True))],
+@pytest.mark.parametrize("options", [lifecycle.Options(validate=None, bake=BakeOptions(release=True)),
+                                     # --no-push: the command resolves the cache as import only
+                                     lifecycle.Options(validate=None, bake=BakeOptions(release=True, cache=Cache(
+                                         "127.0.0.1:5000/ns/buildcache", insecure=True, write=False)))],
                          ids=["no cache", "no push"])
 def test_without_a_cache_to_import_the_factory_s_steps_stay_for_the_next_family(
         options: lifecycle.Options, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,7 +169,8 @@ def test_without_a_cache_to_import_the_factory_s_steps_stay_for_the_next_family(
 def test_a_wave_whose_bake_failed_exported_no_cache_so_the_next_keeps_the_factory_s_steps(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = Cache("127.0.0.1:5000/ns/buildcache", insecure=True)
-    events = _waves(tmp_path, monkeypatch, lifecycle.Options(validate=False, release=True, cache=cache), False)
+    options = lifecycle.Options(validate=None, bake=BakeOptions(release=True, cache=cache))
+    events = _waves(tmp_path, monkeypatch, options, False)
     assert "prune steps" not in events and all(e.endswith("importing -") for e in events if e.startswith("bake"))
 
 

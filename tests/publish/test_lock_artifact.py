@@ -12,7 +12,6 @@ import pytest
 from builder.audit import reproduce
 from builder.core import tags
 from builder.publish.promote import Target
-from builder.publish.record import ImageReport
 from builder.registry import models
 from builder.render import lockfile, lockrecord
 
@@ -40,13 +39,13 @@ def test_a_lock_record_refers_to_its_image_and_reads_back(namespace: str) -> Non
     target.api.put_manifest(repo, "t1", body, OCI)
     image = target.api.manifest(repo, "t1")
     assert image is not None and image.digest == "sha256:" + hashlib.sha256(body).hexdigest()
-    report = ImageReport(tag="t1", repository="pytorch", tags=["t1"], immutable_tag="t1", content_hash="x")
 
-    artifact = target.attach_lock(report, image, recorded())
-    assert report.lock_artifact == artifact
-    assert target.attach_lock(report, image, recorded()) == artifact  # the same lock: the same artifact, listed once
+    attached = target.attach_lock("pytorch", image, recorded())
+    artifact = attached.artifact
+    assert attached.kind == "lock"
+    assert target.attach_lock("pytorch", image, recorded()).artifact == artifact  # the same lock: listed once
     assert [d.digest for d in target.api.referrers(repo, image.digest, lockrecord.MEDIA_TYPE)] == [artifact]
-    assert target.has_referrer(report, image, lockrecord.MEDIA_TYPE) and not target.has_sbom(report, image)
+    assert target.has_referrer("pytorch", image, lockrecord.MEDIA_TYPE) and not target.has_sbom("pytorch", image)
 
     found = target.api.manifest(repo, artifact)
     assert found is not None

@@ -50,7 +50,7 @@ def test_an_empty_namespace_builds_everything_with_one_manifest_request_each(ser
     assert all("nothing published" in d.reason and d.moves == d.job.tags for d in decisions)
     # The readable tag (404), then the immutable tag (404): nothing more.
     assert sorted(s.path for s in scripted.seen) == sorted(
-        f"/v2/rocm/{j.repository}/manifests/{t}" for j in todo for t in (j.tag, j.report().immutable_tag))
+        f"/v2/rocm/{j.repository}/manifests/{t}" for j in todo for t in (j.tag, j.immutable_tag))
 
 
 def test_nothing_changed_skips_every_image_from_its_two_manifests_and_one_config(server: Start) -> None:
@@ -81,7 +81,7 @@ def test_a_moved_tag_is_moved_back_by_digest_without_a_build(server: Start) -> N
     assert not [s for s in scripted.seen if s.method != "GET"], "a plan alone writes nothing"
     planner.move_tags(target, decisions)
     assert decisions[0].moved == ["latest"]
-    assert store.digest("rocm/pytorch", "latest") == store.digest("rocm/pytorch", runtime.report().immutable_tag)
+    assert store.digest("rocm/pytorch", "latest") == store.digest("rocm/pytorch", runtime.immutable_tag)
     assert [s.path for s in scripted.seen if s.method == "PUT"] == ["/v2/rocm/pytorch/manifests/latest"]
 
 
@@ -91,10 +91,10 @@ def test_new_content_is_built_and_an_immutable_tag_with_another_hash_is_an_error
     todo = example_jobs()
     runtime, devel = todo
     store.publish("rocm/pytorch", runtime.tag, "sha256:" + "0" * 64)  # the tag holds older content
-    store.publish("rocm/pytorch", devel.report().immutable_tag, "sha256:" + "1" * 64)  # a lying immutable tag
+    store.publish("rocm/pytorch", devel.immutable_tag, "sha256:" + "1" * 64)  # a lying immutable tag
     decisions = planner.plan(target_of(scripted), todo)
     assert (decisions[0].action, decisions[0].reason) == (
-        "build", f"new content: no image under {runtime.report().immutable_tag}")
+        "build", f"new content: no image under {runtime.immutable_tag}")
     assert decisions[1].action == "error" and "never overwritten" in decisions[1].reason
 
 
@@ -121,7 +121,7 @@ def test_the_command_plans_without_an_engine_in_every_format(server: Start, tmp_
     assert done.returncode == 0 and json.loads(done.stdout) == {"include": []}, done.stderr
     listed = json.loads(cli(*base, "--format", "json").stdout)
     assert [(i["tag"], i["action"], i["immutable_tag"]) for i in listed["images"]] == [
-        (j.tag, "skip", j.report().immutable_tag) for j in todo]
+        (j.tag, "skip", j.immutable_tag) for j in todo]
     text = cli(*base)
     assert text.returncode == 0 and "0 would be built, 2 unchanged; nothing built" in text.stdout, text.stderr
     assert "Docker engine" not in text.stderr
@@ -139,7 +139,7 @@ def push_tiny(api: RegistryClient, repo: str, job: Job) -> None:
                                   "digest": api.push_blob(repo, config), "size": len(config)},
                        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
                                    "digest": api.push_blob(repo, layer), "size": len(layer)}]}).encode()
-    manifest, _ = api.put_manifest(repo, job.report().immutable_tag, body, MANIFEST_TYPE)
+    manifest, _ = api.put_manifest(repo, job.immutable_tag, body, MANIFEST_TYPE)
     for tag in job.tags:
         api.put_tag(repo, tag, manifest)
 
@@ -225,10 +225,10 @@ def test_a_deleted_immutable_tag_is_built_again_though_the_cell_tag_holds_the_co
     todo = example_jobs()
     publish_all(store, todo)
     gone = todo[0]
-    del store.manifests[f"rocm/{gone.repository}:{gone.report().immutable_tag}"]
+    del store.manifests[f"rocm/{gone.repository}:{gone.immutable_tag}"]
     decisions = planner.plan(target_of(scripted), todo)
     assert [d.action for d in decisions] == ["build"] + ["skip"] * (len(todo) - 1)
-    assert f"{gone.report().immutable_tag} is gone" in decisions[0].reason
+    assert f"{gone.immutable_tag} is gone" in decisions[0].reason
 
 
 @pytest.mark.registry
@@ -244,7 +244,7 @@ def test_a_real_registry_plans_build_for_an_image_whose_immutable_tag_was_delete
         gone = todo[0]
         tags = reg.storage / "docker/registry/v2/repositories/rocm" / gone.repository / "_manifests/tags"
         assert (tags / gone.tag).is_dir()
-        subprocess.run(["rm", "-r", str(tags / gone.report().immutable_tag)], check=True)
+        subprocess.run(["rm", "-r", str(tags / gone.immutable_tag)], check=True)
         proc = cli("-m", "examples/local.yaml", "--registry", f"{reg.address}/rocm", "--plan", "--format", "json",
                    "--record", str(tmp_path / "record.json"))
         assert proc.returncode == 0, proc.stderr

@@ -22,6 +22,7 @@ import pytest
 
 from builder.core import tags
 from builder.pipeline import jobs, lifecycle
+from builder.pipeline.options import PushOptions
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
@@ -297,7 +298,7 @@ def test_digest_mismatch_guard_fails_the_image_and_moves_no_tag(
         ns: Namespace, tiny_image: tuple[str, str, str], docker_client: docker.DockerClient) -> None:
     tag, labelled, image_id = tiny_image
     target = Target(ns.target, ns.api, None)
-    options = lifecycle.Options(validate=False, target=target, sbom=False)  # no venv to inventory
+    options = lifecycle.Options(validate=None, push=PushOptions(target=target, sbom=False))  # no venv to inventory
 
     def job(content_hash: str) -> jobs.Job:
         return jobs.Job(tag=tag, repository="pytorch", tags=[tag, "latest"], content_hash=content_hash, expect={},
@@ -306,13 +307,13 @@ def test_digest_mismatch_guard_fails_the_image_and_moves_no_tag(
     # The run believes it validated other content than what the pushed immutable tag holds.
     claimed = "sha256:" + uuid.uuid4().hex * 2
     [report] = lifecycle.run(docker_client, [job(claimed)], options)
-    assert (report.state, report.failed_stage, report.moved) == ("failed", "push", [])
+    assert (report.state, report.failed_stage, report.moved) == ("failed", "push", ())
     assert report.failure is not None and "holds another image" in report.failure, report.failure
     assert ns.api.tags(ns.repo) == [tags.immutable_tag(tag, claimed)]  # pushed, never promoted
 
     # The same image, claimed for what it is: the guard lets it through and the tags move.
     [report] = lifecycle.run(docker_client, [job(labelled)], options)
-    assert (report.state, report.moved) == ("published", [tag, "latest"]), report.failure
+    assert (report.state, report.moved) == ("published", (tag, "latest")), report.failure
     assert ns.api.digest(ns.repo, tag) == ns.api.digest(ns.repo, "latest") == report.digest
 
 

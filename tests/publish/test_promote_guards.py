@@ -33,25 +33,28 @@ def one_job() -> Job:
 def published(server: Start) -> tuple[Store, Scripted, Target, Job]:
     store, job = Store(), one_job()
     scripted = server(store.answer)
-    store.publish(f"rocm/{job.repository}", job.report().immutable_tag, job.content_hash)
+    store.publish(f"rocm/{job.repository}", job.immutable_tag, job.content_hash)
     return store, scripted, Target(f"{scripted.address}/rocm", RegistryClient(scripted.address, policy=FAST), None), job
 
 
 def test_pushing_content_already_published_uploads_nothing_and_says_0_bytes(server: Start) -> None:
     store, scripted, target, job = published(server)
-    report = job.report()
-    manifest = target.push(NO_ENGINE, report)
-    assert report.pushed_bytes == 0 and not report.pushed
-    body = store.manifests[f"rocm/{job.repository}:{report.immutable_tag}"]
+    pushed = target.push(NO_ENGINE, "sha256:" + "0" * 64, job.repository, immutable_tag=job.immutable_tag,
+                         content_hash=job.content_hash)
+    assert pushed.pushed_bytes == 0 and not pushed.uploaded and pushed.manifest is not None
+    manifest = pushed.manifest
+    body = store.manifests[f"rocm/{job.repository}:{job.immutable_tag}"]
     assert manifest.body == body and json.loads(body)["config"]["size"] > 0  # so 0 is not its compressed size
     assert not any(s.method in ("PUT", "POST", "PATCH") for s in scripted.seen)
 
 
 def test_moving_the_tags_records_the_compressed_size_the_manifest_lists(server: Start) -> None:
     store, _, target, job = published(server)
-    report = job.report()
-    manifest = target.push(NO_ENGINE, report)
-    target.promote(report, manifest)
+    pushed = target.push(NO_ENGINE, "sha256:" + "0" * 64, job.repository, immutable_tag=job.immutable_tag,
+                         content_hash=job.content_hash)
+    assert pushed.manifest is not None
+    manifest = pushed.manifest
+    promoted = target.promote(job.repository, job.tags, manifest, own=job.tag)
     config_size = json.loads(manifest.body)["config"]["size"]
-    assert (report.digest, report.compressed_bytes, report.pushed_bytes) == (manifest.digest, config_size, 0)
+    assert (promoted.digest, promoted.compressed_bytes, pushed.pushed_bytes) == (manifest.digest, config_size, 0)
     assert store.digest(f"rocm/{job.repository}", job.tag) == manifest.digest

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder.publish.record import ImageReport, write
+from builder.pipeline import lifecycle
+from builder.publish.record import Failed, ImageReport, write
 from builder.validate.runner import Check
 
 
@@ -17,7 +18,7 @@ def report(**fields: object) -> ImageReport:
 def test_fail_records_the_stage_and_why() -> None:
     r = report()
     assert not r.failed
-    r.fail("push", "denied")
+    r = lifecycle.assemble(r, Failed(stage="push", why="denied"))  # the record is assembled, never changed
     assert r.failed and (r.state, r.failed_stage, r.failure) == ("failed", "push", "denied")
 
 

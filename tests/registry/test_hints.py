@@ -21,6 +21,7 @@ import pytest
 
 from builder.pipeline.jobs import Job
 from builder.pipeline.lifecycle import Options, run_image
+from builder.pipeline.options import PushOptions
 from builder.publish import record
 from builder.publish.promote import Target
 from builder.publish.push import _classify
@@ -135,7 +136,7 @@ def test_a_failed_cell_and_its_run_record_carry_the_hint(server: Callable[..., S
     target = Target(f"{reg.address}/ns", RegistryClient(reg.address, None, policy=FAST), None)
     job = Job(tag="cpu_t", repository="pytorch", tags=["cpu_t"], content_hash="a" * 64, expect={}, labels=None)
     engine = cast(docker.DockerClient, None)  # the registry refuses before anything reaches the engine
-    report = run_image(engine, job, Options(target=target, skip_published=True))
+    report = run_image(engine, job, Options(push=PushOptions(target=target, skip_published=True)))
     assert report.failed and report.failed_stage == "registry"
     failure = report.failure or ""
     assert all(part in failure for part in ("405", "UNSUPPORTED", "read-only mirror", hints.READ_ONLY))

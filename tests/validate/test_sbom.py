@@ -11,6 +11,7 @@ import docker
 import pytest
 
 from builder.audit import diff
+from builder.pipeline import lifecycle
 from builder.publish.promote import EMPTY_DIGEST, OCI_MANIFEST, Target
 from builder.publish.record import ImageReport
 from builder.registry.client import Manifest, RegistryClient, referrers_tag
@@ -102,10 +103,10 @@ def fake_image(api: RegistryClient, repo: str, tag: str) -> Manifest:
 
 
 def attach(target: Target, repo_name: str, manifest: Manifest, packages: list[sbom.Package]) -> ImageReport:
-    report = ImageReport(tag="t", repository=repo_name, tags=["t"], immutable_tag="t-0", content_hash="sha256:0")
+    """The SBOM attached, and the record lifecycle assembles from the attach's result."""
+    report = ImageReport(tag="t", repository=repo_name, tags=("t",), immutable_tag="t-0", content_hash="sha256:0")
     document = sbom.Sbom(sbom.document(sorted(packages), "sha256:" + "2" * 64, repo_name, OS), sorted(packages))
-    target.attach_sbom(report, manifest, document)
-    return report
+    return lifecycle.assemble(report, target.attach_sbom(repo_name, manifest, document))
 
 
 def test_the_sbom_is_an_oci_referrer_of_the_image_digest(registry: str) -> None:
