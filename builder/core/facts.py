@@ -13,6 +13,13 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+ALL_TARGETS = "all"  # the gfx "family" of an image that carries every target its wheels were built for
+
+
+def torch_minor(version: str) -> str:
+    """`2.13.0` -> `2.13`: the torch release line compat.yaml keys its data by."""
+    return ".".join(version.split(".")[:2])
+
 
 class SnapshotSource(BaseModel):
     """One archive of a dated snapshot service: `{archive}/{timestamp}/dists/{suite}/{component}/...`."""
@@ -30,7 +37,7 @@ class OsRelease(BaseModel):
     distro: str
     codename: str
     python: str
-    family: Literal["apt", "dnf"]
+    family: str  # its OS family: a key of builder.core.osfamilies.FAMILIES (the module's NAME)
     base: str
     rocm_since: str
     snapshot: tuple[SnapshotSource, ...] = ()  # where `builder lock` pins its OS packages (apt only)

@@ -7,17 +7,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from builder.core import channels, drivers, facts, osfamilies
+from builder.core.channels import ChannelName
 from builder.core.channels.base import WheelChannel
 from builder.core.osfamilies.base import OsFamily
 from builder.core.tags import readable_tag
 
 Flavor = Literal["runtime", "devel"]
-Channel = Literal["pytorch", "therock", "local"]  # the modules of builder.core.channels
-ALL_TARGETS = "all"  # the gfx "family" of an image that carries every target its wheels were built for
-
-
-def torch_minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
 
 
 class CellSpec(BaseModel):
@@ -33,7 +28,7 @@ class CellSpec(BaseModel):
     torchaudio: str | None = None
     gfx: str | None = None
     flavor: Flavor
-    channel: Channel = "pytorch"
+    channel: ChannelName = channels.DEFAULT
     user: str = "root"
     index_url: str
     tag: str
@@ -60,8 +55,8 @@ class CellSpec(BaseModel):
         """The targets the image must carry kernels for; 'all' means every target of its wheels."""
         if self.gfx is None:
             return ()
-        if self.gfx == ALL_TARGETS:
-            minor = facts.compat().torch.get(torch_minor(self.torch))
+        if self.gfx == facts.ALL_TARGETS:
+            minor = facts.compat().torch.get(facts.torch_minor(self.torch))
             return minor.pytorch.targets(self.rocm) if minor else ()
         return facts.gfx_families()[self.gfx].targets
 
@@ -118,11 +113,11 @@ class CellSpec(BaseModel):
         Where a channel's wheels carry every gfx target (pytorch.org's), a cell for one family is the same
         image as the all-targets cell: it is built once and this cell's tag becomes one more tag of it.
         """
-        if not self.wheels.SHARES_ALL_TARGETS_IMAGE or self.gfx in (None, ALL_TARGETS):
+        if not self.wheels.SHARES_ALL_TARGETS_IMAGE or self.gfx in (None, facts.ALL_TARGETS):
             return self
         tag = self.tag if self.explicit_tag else readable_tag(
-            self.platform, self.os, self.python, self.torch, ALL_TARGETS, self.flavor, self.channel)
-        return self.model_copy(update={"gfx": ALL_TARGETS, "tag": tag, "line": None})
+            self.platform, self.os, self.python, self.torch, facts.ALL_TARGETS, self.flavor, self.channel)
+        return self.model_copy(update={"gfx": facts.ALL_TARGETS, "tag": tag, "line": None})
 
     def expectations(self) -> dict[str, Any]:
         """What validation and the in-image smoke test hold the image to (baked in as cell.json)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from builder.core import facts
-from builder.core.spec import torch_minor
+from builder.core.facts import torch_minor
 
 
 def companion_version(torch: str, companion_minor: str, follows_torch: bool, offset: int = 0) -> str:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from builder.core import channels, facts
-from builder.core.spec import ALL_TARGETS, CellSpec, torch_minor
+from builder.core.facts import ALL_TARGETS, torch_minor
+from builder.core.spec import CellSpec
 from builder.matrix import builds, indexes, releases
 from builder.matrix.serving import dev_only, therock_lines, who_serves
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from packaging.version import Version
 
 from builder.core import facts
-from builder.core.spec import CellSpec, torch_minor
+from builder.core.facts import torch_minor
+from builder.core.spec import CellSpec
 
 
 def public(version: str) -> str:

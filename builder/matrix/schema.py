@@ -14,7 +14,9 @@ from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from builder.core import facts
-from builder.core.spec import ALL_TARGETS, Channel, Flavor
+from builder.core.channels import ChannelName
+from builder.core.facts import ALL_TARGETS
+from builder.core.spec import Flavor
 from builder.matrix.companions import default_companions
 
 VERSION_RE = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
@@ -124,7 +126,7 @@ def _runtime_only() -> list[Flavor]:
     return ["runtime"]
 
 
-def _pytorch_only() -> list[Channel]:
+def _pytorch_only() -> list[ChannelName]:
     return ["pytorch"]
 
 
@@ -136,7 +138,7 @@ class Axes(_Strict):
     torch: list[TorchField] = Field(min_length=1)
     gfx: list[GfxStr] = Field(default_factory=list)
     flavor: list[Flavor] = Field(default_factory=_runtime_only, min_length=1)
-    channel: list[Channel] = Field(default_factory=_pytorch_only, min_length=1)
+    channel: list[ChannelName] = Field(default_factory=_pytorch_only, min_length=1)
 
 
 class Expect(_Strict):
@@ -159,7 +161,7 @@ class Include(_Strict):
     torch: TorchField
     gfx: GfxStr | None = None
     flavor: Flavor = "runtime"
-    channel: Channel = "pytorch"
+    channel: ChannelName = "pytorch"
     user: UserStr | None = None
     tag: TagStr | None = None
     expect: Expect | None = None
@@ -178,7 +180,7 @@ class Exclude(_Strict):
     torch: Annotated[list[VersionStr] | None, BeforeValidator(_one_or_many)] = None
     gfx: Annotated[list[GfxStr] | None, BeforeValidator(_one_or_many)] = None
     flavor: Annotated[list[Flavor] | None, BeforeValidator(_one_or_many)] = None
-    channel: Annotated[list[Channel] | None, BeforeValidator(_one_or_many)] = None
+    channel: Annotated[list[ChannelName] | None, BeforeValidator(_one_or_many)] = None
 
 
 class MatrixFile(_Strict):

@@ -15,7 +15,8 @@ from typing import TypeVar
 
 from builder.core import tags
 from builder.core.errors import InputError, Problem, usage_error
-from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.core.facts import ALL_TARGETS
+from builder.core.spec import CellSpec
 from builder.matrix.schema import gfx_hint
 
 T = TypeVar("T")

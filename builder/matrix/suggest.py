@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from builder.core import facts
 from builder.core.errors import Problem
-from builder.core.spec import torch_minor
+from builder.core.facts import torch_minor
 from builder.matrix.schema import MatrixFile
 from builder.matrix.yamlsrc import LocatedYaml, PathKey
 

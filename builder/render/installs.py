@@ -47,14 +47,14 @@ def sdk_requirements(cell: CellSpec) -> list[str]:
 def os_sdk_steps(cell: CellSpec) -> list[str]:
     """A devel image's ROCm SDK from AMD's repository for the OS's package manager (pytorch.org's wheels), else
     nothing: the OS family writes the steps, the channel says which release."""
-    release = cell.wheels.os_sdk_release(cell)
-    return [] if release is None else cell.os_family.sdk_steps(release, cell.os)
+    release, sdk = cell.wheels.os_sdk_release(cell), cell.os_family.SDK
+    return [] if release is None or sdk is None else sdk.steps(release, cell.os)
 
 
 def os_sdk_source(cell: CellSpec) -> ospins.Source | None:
     """AMD's repository that os_sdk_steps read, as an OS lock's source (None: the image has no such step)."""
-    release = cell.wheels.os_sdk_release(cell)
-    return None if release is None else cell.os_family.sdk_source(release, cell.os)
+    release, sdk = cell.wheels.os_sdk_release(cell), cell.os_family.SDK
+    return None if release is None or sdk is None else sdk.source(release, cell.os)
 
 
 def requirements(cell: CellSpec) -> list[str]:

@@ -95,8 +95,9 @@ def steps(members: list[CellSpec]) -> list[OsStep]:
     if any(c.flavor == "devel" for c in members):
         found.append(OsStep(DEVEL_STEP, tuple(devel_packages(first)), over=runtime))
     sdk = next((s for s in map(os_sdk_source, (c for c in members if c.flavor == "devel")) if s is not None), None)
-    if sdk is not None:
-        found.append(OsStep(SDK_STEP, first.os_family.sdk_packages(), over=runtime + tuple(devel_packages(first)),
+    family_sdk = first.os_family.SDK  # not None where os_sdk_source found AMD's repository
+    if sdk is not None and family_sdk is not None:
+        found.append(OsStep(SDK_STEP, family_sdk.packages(), over=runtime + tuple(devel_packages(first)),
                             extra=(sdk,)))
     return found
 

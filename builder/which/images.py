@@ -10,7 +10,8 @@ from packaging.version import Version
 
 from builder.core import facts, tags
 from builder.core.errors import usage_error
-from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.core.facts import ALL_TARGETS
+from builder.core.spec import CellSpec
 from builder.which.host import Gpu
 from builder.which.pcitable import FLAVORS, ROCM_RE, TARGET_RE, families_of, pci_table
 

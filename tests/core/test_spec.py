@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from builder.core import drivers, facts
-from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.core.facts import ALL_TARGETS
+from builder.core.spec import CellSpec
 from builder.matrix.expand import load_matrix
 from tests.fakes.checkout import ROOT
 from tests.fakes.matrices import expand_text, inc, load_cells

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from builder.core import facts
-from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.core.facts import ALL_TARGETS
+from builder.core.spec import CellSpec
 from builder.matrix import builds
 from builder.matrix.expand import expand_matrix
 from tests.fakes.checkout import ROOT, builder_cli

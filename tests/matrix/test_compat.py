@@ -18,7 +18,8 @@ import pytest
 from packaging.version import Version
 
 from builder.core import facts
-from builder.core.spec import ALL_TARGETS, CellSpec
+from builder.core.facts import ALL_TARGETS
+from builder.core.spec import CellSpec
 from builder.matrix import compat
 from builder.matrix.companions import default_companions
 from builder.matrix.expand import expand_matrix

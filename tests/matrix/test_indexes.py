@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from builder.core import facts
-from builder.core.spec import torch_minor
+from builder.core.facts import torch_minor
 from builder.matrix.expand import Dropped, expand_matrix
 from tests.fakes.checkout import ROOT
 

@@ -14,7 +14,7 @@ import yaml
 from packaging.version import Version
 
 from builder.core import facts
-from builder.core.spec import torch_minor
+from builder.core.facts import torch_minor
 from builder.matrix import explain, releases
 from builder.matrix.expand import Expansion, expand_matrix
 

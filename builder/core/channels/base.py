@@ -77,7 +77,3 @@ class WheelChannel(Protocol):
 
 def rocm(cell: Cell) -> str | None:
     return cell.platform.removeprefix("rocm") if cell.platform.startswith("rocm") else None
-
-
-def torch_minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])

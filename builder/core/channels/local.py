@@ -17,7 +17,6 @@ CHECKED = False
 FIXED_TARGETS = False
 NO_ALL_TARGETS_IMAGE: str | None = None
 LINE = "local wheelhouse {platform}"  # how a drop reason names the cell's line ({platform}, {rocm})
-ALL_TARGETS = "all"
 
 
 def release(cell: Cell) -> facts.TheRockRelease | None:
@@ -33,7 +32,7 @@ def local_version(cell: Cell) -> str:
 
 
 def splits_per_target(cell: Cell) -> bool:
-    return cell.gfx != ALL_TARGETS
+    return cell.gfx != facts.ALL_TARGETS
 
 
 def has_rocm_sdk(cell: Cell) -> bool:

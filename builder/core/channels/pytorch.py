@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from builder.core import facts
-from builder.core.channels.base import Cell, rocm, torch_minor
+from builder.core.channels.base import Cell, rocm
 
 NAME = "pytorch"
 NAMED_IN_TAGS = False
@@ -44,7 +44,7 @@ def sdk_rocm(cell: Cell) -> str | None:
     line = rocm(cell)
     if line is None:
         return None
-    minor = facts.compat().torch.get(torch_minor(cell.torch))
+    minor = facts.compat().torch.get(facts.torch_minor(cell.torch))
     return minor.pytorch.sdk.get(line, line) if minor else line
 
 

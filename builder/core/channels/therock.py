@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from builder.core import facts
-from builder.core.channels.base import Cell, rocm, torch_minor
+from builder.core.channels.base import Cell, rocm
 
 NAME = "therock"
 NAMED_IN_TAGS = True
@@ -23,7 +23,7 @@ LINE = "TheRock {rocm}"  # how a drop reason names the cell's line ({platform}, 
 def release(cell: Cell) -> facts.TheRockRelease | None:
     """The release as this cell meets it (None for a line the data lacks)."""
     found = facts.compat().therock.get(rocm(cell) or "")
-    return found.view(cell.gfx, torch_minor(cell.torch)) if found else None
+    return found.view(cell.gfx, facts.torch_minor(cell.torch)) if found else None
 
 
 def local_version(cell: Cell) -> str:
@@ -59,5 +59,5 @@ def index_url(platform: str, gfx: str | None, torch: str, overrides: Mapping[str
         return overrides[NAME]
     data = facts.compat()
     found = data.therock.get(platform.removeprefix("rocm"))
-    view = found.view(gfx, torch_minor(torch)) if found else None
+    view = found.view(gfx, facts.torch_minor(torch)) if found else None
     return data.therock_index(view, gfx) if view else data.indexes["therock-multi-arch"]

@@ -3,7 +3,10 @@ apt repository for a pytorch.org devel image's SDK."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from builder.core import aptwords, facts, ospins
+from builder.core.osfamilies.base import AmdSdk
 
 NAME = "apt"
 RUNTIME_PACKAGES: tuple[str, ...] = ("python3", "ca-certificates")
@@ -144,3 +147,8 @@ def pinned_sdk_commands(lock: ospins.OsLock) -> list[str]:
 
 def install_fix(packages: list[str]) -> str:
     return f"apt-get install -y --no-install-recommends {' '.join(packages)}"
+
+
+PINNED_INSTALL: Callable[[ospins.OsLock], list[str]] | None = pinned_install_commands
+SDK: AmdSdk | None = AmdSdk(steps=sdk_steps, source=sdk_source, packages=sdk_packages,
+                            fetch_packages=FETCH_PACKAGES, pinned_commands=pinned_sdk_commands)
