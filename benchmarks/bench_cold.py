@@ -30,7 +30,7 @@ import docker
 
 from benchmarks.support.freshengine import empty_engine
 from benchmarks.support.localregistry import LocalRegistry
-from tests.fakes.synthwheels import rebrand
+from testkit.synthwheels import rebrand
 
 ROOT = Path(__file__).resolve().parent.parent
 

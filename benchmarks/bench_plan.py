@@ -24,8 +24,8 @@ from builder.publish import planner
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
-from tests.fakes.scripted_registry import Reply, Seen, serve
-from tests.fakes.stored_registry import Store, publish_all
+from testkit.scripted_registry import Reply, Seen, serve
+from testkit.stored_registry import Store, publish_all
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ OS base in two Dockerfiles is one stage; benchmarks/support/stagecount.py), dist
 (target 1.0) and seconds.
 
 The tree: debian-12, ROCm 7.1 and 7.2 lines, torch from a local wheelhouse of synthetic TheRock-shaped wheels
-(tests/fakes/synthwheels.py), two GPU families, and the same two combinations for a non-root user: 4
+(testkit/synthwheels.py), two GPU families, and the same two combinations for a non-root user: 4
 combinations, 6 images, 2 OS bases and 2 torch stages shared by two combinations each.
 
 Usage: python benchmarks/bench_stages.py [--payload-mb 8]   (after scripts/setup.sh: its engine binaries,
@@ -39,7 +39,7 @@ from builder.pipeline import baking, jobs, lifecycle
 from builder.pipeline.options import BakeOptions
 from builder.render import sharedstages
 from builder.render.sources import WheelSource
-from tests.fakes.synthwheels import therock_like
+from testkit.synthwheels import therock_like
 
 TORCH = "{version: '2.13.0', torchvision: null, torchaudio: null}"
 MATRIX = f"""image: rif-bench-stages

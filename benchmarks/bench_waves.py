@@ -28,7 +28,7 @@ from builder.matrix.expand import load_matrix
 from builder.render import imagetree
 from builder.render.dockerfile import RenderedCell, render_images
 from builder.render.sources import WheelSource
-from tests.fakes.synthwheels import TORCH, therock_like
+from testkit.synthwheels import TORCH, therock_like
 
 TARGETS = ["gfx942", "gfx1151", "gfx1200", "gfx1201"]
 MATRIX = ("image: {image}\nmatrix:\n  os: [debian-12]\n  platform: [rocm7.2]\n"

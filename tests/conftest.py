@@ -8,7 +8,7 @@
 - scripted_registry (`server`) and loopback (every bind and connect on loopback)
 
 Helpers the tests import come from their modules: tests.fakes.checkout (ROOT, DATA, builder_cli),
-tests.fakes.matrices (write_matrix, load_cells, ...).
+testkit.matrices (write_matrix, load_cells, ...).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ os.environ.setdefault("RIF_BUILD_NETWORK", "host")
 # its own loopback archive (tests/fakes/aptarchive.py).
 os.environ.setdefault("RIF_APT_SNAPSHOT", "off")
 
-pytest.register_assert_rewrite("tests.fakes.matrices")  # problems_of asserts, as it did inside this file
+pytest.register_assert_rewrite("testkit.matrices")  # problems_of asserts, as it did inside this file
 
 # A plugin comes after the plugins it imports, so each is imported once, assertion-rewritten.
-pytest_plugins = ["pytester", "tests.fakes.scripted_registry", "tests.fakes.loopback", "tests.fakes.policy",
+pytest_plugins = ["pytester", "testkit.scripted_registry", "tests.fakes.loopback", "tests.fakes.policy",
                   "tests.fakes.engine", "tests.fakes.inputs", "tests.fakes.warm", "tests.fakes.reclaim",
                   "tests.fakes.containers"]

@@ -7,7 +7,7 @@
   size at an assumed throughput (stated by the caller).
 - A lock refresh (`builder lock --update --index-cache`): cold (every pip step resolved, one after another) and
   quiet (a warm cache, nothing changed) against a loopback simple index that answers conditional requests as
-  PyPI does (tests/fakes/simpleindex.py), over synthetic TheRock-shaped wheels; the base digests from a stand-in
+  PyPI does (testkit/simpleindex.py), over synthetic TheRock-shaped wheels; the base digests from a stand-in
   (no registry is needed to say "same digest").
 """
 
@@ -29,9 +29,9 @@ import zstandard
 
 from builder.matrix.expand import load_matrix
 from builder.render import indexpages, lockcache, resolve
-from tests.fakes.matrices import write_matrix
-from tests.fakes.simpleindex import SimpleIndex
-from tests.fakes.synthwheels import therock_like, wheel
+from testkit.matrices import write_matrix
+from testkit.simpleindex import SimpleIndex
+from testkit.synthwheels import therock_like, wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = ["gfx942", "gfx1151", "gfx90a", "gfx950"]  # one target each: one device extra each

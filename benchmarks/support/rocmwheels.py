@@ -8,7 +8,7 @@ costs the engine, the registry and the network what a real one would; nothing in
 
 Generating gigabytes is slow on a small machine, so a set is written once per size under a cache folder
 and reused; the payload comes from os.urandom in 1 MiB chunks (never a Python loop per byte). The wheel files
-themselves are written by tests/fakes/synthwheels.py, the one writer of synthetic wheels (tests use it too).
+themselves are written by testkit/synthwheels.py, the one writer of synthetic wheels (tests use it too).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from tests.fakes import synthwheels
+from testkit import synthwheels
 
 TORCH_VERSION = "2.13.0"
 LOCAL_VERSION = "rocm7.2"  # torch's local version label, as on a ROCm index

@@ -26,10 +26,10 @@ from builder.pipeline.baking import Events
 from builder.registry.client import RegistryClient
 from builder.render import lockfile, lockrecord
 from builder.render.sources import WheelSource
+from testkit.matrices import BARE_TORCH, cpu_matrix, write_matrix
+from testkit.scripted_registry import Scripted, Seen
+from testkit.synthwheels import rebrand
 from tests.fakes.checkout import builder_cli
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
-from tests.fakes.scripted_registry import Scripted, Seen
-from tests.fakes.synthwheels import rebrand
 
 
 def matrix_of(image: str) -> str:

@@ -1,10 +1,11 @@
 """The benchmark entry points run as docs/benchmarks.md writes them: `python benchmarks/bench_x.py` from the
 checkout. Python then puts benchmarks/ first on the path, not the checkout, so a script reaches its helpers
-(benchmarks.support) and the fakes (tests.fakes) as packages through the editable install, never by editing
-sys.path or importing a helper by its bare name."""
+(benchmarks.support) and the fakes it shares with the tests (testkit) as packages through the editable install, never
+by editing sys.path or importing a helper by its bare name; and nothing of tests/."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -42,3 +43,14 @@ def test_no_benchmark_edits_sys_path() -> None:
     edit = re.compile(r"sys\.path\s*(\.\w+\(|\[|\+?=)")  # insert/append, an item, an assignment
     edits = [str(p.relative_to(ROOT)) for p in (ROOT / "benchmarks").rglob("*.py") if edit.search(p.read_text())]
     assert edits == []
+
+
+def test_benchmarks_import_nothing_from_tests() -> None:
+    """The fakes both use live in testkit/ (issue 48): tests/ is the suite's, never a benchmark's dependency."""
+    found = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "tests" or n.startswith("tests.")]
+    assert not found

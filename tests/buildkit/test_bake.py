@@ -15,10 +15,10 @@ import pytest
 
 from builder.buildkit.bake import host_network
 from builder.render.dockerfile import bake_target
+from testkit.matrices import write_matrix
+from testkit.synthwheels import WheelIndex, therock_like
 from tests.fakes.checkout import DATA, ROOT, builder_cli
 from tests.fakes.engine import saved_image
-from tests.fakes.matrices import write_matrix
-from tests.fakes.synthwheels import WheelIndex, therock_like
 
 pytestmark = pytest.mark.docker
 

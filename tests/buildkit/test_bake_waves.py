@@ -9,7 +9,7 @@ from builder.buildkit.bake import Stage, waves
 from builder.render.contenthash import runs_on_context
 from builder.render.dockerfile import RenderedCell, render_images
 from builder.render.sources import WheelSource
-from tests.fakes.matrices import load_cells
+from testkit.matrices import load_cells
 
 FAMILIES = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n"
             "  channel: [therock]\n  gfx: [gfx94X-dcgpu, gfx1151, gfx110X-all]\n  flavor: [runtime, devel]\n")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.matrices import ONE_CPU
 from tests.fakes.checkout import DATA, ROOT, builder_cli
-from tests.fakes.matrices import ONE_CPU
 
 COMMANDS = ["matrix", "render", "build", "test", "push", "base", "wheelhouse"]
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from builder import site
 from builder.cli.app import app
 from builder.site.model import Catalog
+from testkit.scripted_registry import Reply, Scripted, Seen
 from tests.fakes.checkout import builder_cli
-from tests.fakes.scripted_registry import Reply, Scripted, Seen
 
 
 def test_cli_refuses_bad_input_before_reading_anything(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.matrices import ONE_CPU
 from tests.fakes.checkout import DATA, ROOT, builder_cli
-from tests.fakes.matrices import ONE_CPU
 
 
 def test_matrix_json_lists_resolved_cells() -> None:

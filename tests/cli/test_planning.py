@@ -17,10 +17,10 @@ from builder.pipeline.jobs import Job, by_combination, matrix_jobs
 from builder.publish import rows
 from builder.publish.planner import Decision
 from builder.render.sources import WheelSource
+from testkit.matrices import cpu_matrix, write_matrix
+from testkit.scripted_registry import Reply, Scripted, Seen, oci_error
+from testkit.stored_registry import MANIFEST_TYPE, Store, publish_all
 from tests.fakes.checkout import DATA, ROOT
-from tests.fakes.matrices import cpu_matrix, write_matrix
-from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
-from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all
 from tests.publish.test_planner import example_jobs
 
 

@@ -3,7 +3,7 @@ could not decide an image (a workflow would start building from a partial plan),
 `--runner-disk` sizes the rows of a plan (or the parts --shared-stages shares) and is refused (exit 2) anywhere
 else, before any work.
 
-The registry is the scripted loopback one holding manifests in memory (tests/fakes/stored_registry.py), refusing
+The registry is the scripted loopback one holding manifests in memory (testkit/stored_registry.py), refusing
 the manifests of one image where a test says so."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from builder.cli.app import app
 from builder.core import tags
-from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
-from tests.fakes.stored_registry import Store
+from testkit.scripted_registry import Reply, Scripted, Seen, oci_error
+from testkit.stored_registry import Store
 from tests.publish.test_planner import example_jobs
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]

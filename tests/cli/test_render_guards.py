@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from builder.cli.app import app
 from builder.render import oslock, resolve
-from tests.fakes.matrices import ONE_CPU, write_matrix
+from testkit.matrices import ONE_CPU, write_matrix
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from builder.cli.which import _gpu_rows
+from testkit.matrices import write_matrix
 from tests.fakes.checkout import builder_cli
 from tests.fakes.hosts import HOSTS, MATRIX, RUN, SECCOMP
-from tests.fakes.matrices import write_matrix
 
 
 @pytest.fixture

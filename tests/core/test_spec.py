@@ -10,8 +10,8 @@ from builder.core import drivers, facts
 from builder.core.facts import ALL_TARGETS
 from builder.core.spec import CellSpec
 from builder.matrix.expand import load_matrix
+from testkit.matrices import expand_text, inc, load_cells
 from tests.fakes.checkout import ROOT
-from tests.fakes.matrices import expand_text, inc, load_cells
 
 # --- gfx targets of an all-targets cell --------------------------------------------------------------------
 

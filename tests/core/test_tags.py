@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from builder.core.tags import readable_tag
-from tests.fakes.matrices import expand_text
+from testkit.matrices import expand_text
 
 
 @pytest.mark.parametrize(("platform", "os_name", "python", "torch", "gfx", "flavor", "channel", "tag"), [

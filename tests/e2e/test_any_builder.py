@@ -27,9 +27,9 @@ from benchmarks.support.freshengine import empty_engine
 from builder.matrix.expand import load_matrix
 from builder.render.dockerfile import render_images
 from builder.render.sources import WheelSource
-from tests.fakes import synthwheels
+from testkit import synthwheels
+from testkit.matrices import BARE_TORCH, cpu_matrix, write_matrix
 from tests.fakes.checkout import ROOT
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
 
 pytestmark = pytest.mark.docker
 

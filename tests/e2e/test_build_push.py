@@ -11,9 +11,9 @@ import pytest
 
 from builder.core.tags import HASH_LABEL, REFERRERS_TAG_RE
 from builder.registry.client import RegistryClient
-from tests.fakes import synthwheels
+from testkit import synthwheels
+from testkit.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.checkout import DATA, builder_cli
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = pytest.mark.docker
 

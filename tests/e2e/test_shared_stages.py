@@ -17,8 +17,8 @@ from builder.pipeline import jobs, lifecycle
 from builder.pipeline.options import BakeOptions
 from builder.render import sharedstages
 from builder.render.sources import WheelSource
+from testkit.synthwheels import therock_like
 from tests.fakes.checkout import builder_cli
-from tests.fakes.synthwheels import therock_like
 
 pytestmark = pytest.mark.docker
 

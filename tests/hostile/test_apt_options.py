@@ -14,7 +14,7 @@ from builder.cli.app import app
 from builder.core import ospins
 from builder.core.errors import InputError
 from builder.render import aptindex
-from tests.fakes.matrices import write_matrix
+from testkit.matrices import write_matrix
 from tests.render.test_oslock import MATRIX
 
 T1 = "20261101T000000Z"

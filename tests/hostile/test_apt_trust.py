@@ -23,8 +23,8 @@ from builder.core import ospins
 from builder.core.errors import InputError
 from builder.core.osfamilies import apt
 from builder.render import lockrecord, oslock
+from testkit.matrices import load_cells, write_matrix
 from tests.fakes.aptarchive import Served
-from tests.fakes.matrices import load_cells, write_matrix
 from tests.render.test_oslock import MATRIX, T1, archive, fake_wheel_locks, lock_all
 
 PUBLIC = "http://203.0.113.7/debian"  # TEST-NET-3: an address off the loopback, never contacted

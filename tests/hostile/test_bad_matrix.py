@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_NODES
-from tests.fakes.matrices import ONE_CPU
+from testkit.matrices import ONE_CPU
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"

@@ -26,8 +26,8 @@ from builder.registry.models import ImageConfig
 from builder.render import imagetree
 from builder.render.dockerfile import bake_target, render_all
 from builder.site.records import MARKER, load_records
+from testkit.matrices import ONE_CPU, load_cells
 from tests.fakes.checkout import ROOT
-from tests.fakes.matrices import ONE_CPU, load_cells
 from tests.site.test_site import (
     HASH_ROCM,
     REGISTRY,

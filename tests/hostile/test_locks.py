@@ -20,8 +20,8 @@ from builder.core.errors import InputError
 from builder.render import lockfile
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
+from testkit.matrices import ONE_CPU, load_cells
 from tests.fakes.checkout import ROOT
-from tests.fakes.matrices import ONE_CPU, load_cells
 from tests.render.test_lockfile import write_locks
 
 HEX = "ab" * 32

@@ -21,7 +21,7 @@ from builder.matrix import checks, expand, yamlsrc
 from builder.matrix.checks import MAX_CELLS, MAX_EXCLUDE_CHECKS
 from builder.matrix.expand import expand_matrix
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_DEPTH, MAX_NODES, dotted, load_located
-from tests.fakes.matrices import ONE_CPU
+from testkit.matrices import ONE_CPU
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ONE_CPU

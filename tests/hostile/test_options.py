@@ -25,7 +25,7 @@ from typer.core import TyperGroup, TyperOption
 from typer.testing import CliRunner
 
 from builder.cli.app import app
-from tests.fakes.matrices import ONE_CPU
+from testkit.matrices import ONE_CPU
 
 COMMAND = typer.main.get_command(app)
 assert isinstance(COMMAND, TyperGroup)

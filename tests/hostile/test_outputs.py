@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 from builder.cli.app import app
 from builder.core import safefs
 from builder.publish import record
+from testkit.scripted_registry import Reply, Scripted, Seen
+from testkit.stored_registry import Store
 from tests.cli.test_planning import EXAMPLE
-from tests.fakes.scripted_registry import Reply, Scripted, Seen
-from tests.fakes.stored_registry import Store
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
 
@@ -184,7 +184,7 @@ def test_render_check_reads_the_tree_as_hostile_input(tmp_path: Path) -> None:
 
     from builder.render import imagetree
     from builder.render.dockerfile import render_all
-    from tests.fakes.matrices import ONE_CPU, load_cells
+    from testkit.matrices import ONE_CPU, load_cells
 
     rendered = render_all(load_cells(tmp_path, ONE_CPU))
     out = tmp_path / "tree"

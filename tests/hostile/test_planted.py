@@ -22,7 +22,7 @@ from builder.publish import record
 from builder.render import contenthash, imagetree, lockfile, resolve
 from builder.render.dockerfile import WheelSource, render_all
 from builder.site.records import MARKER
-from tests.fakes.matrices import ONE_CPU, load_cells
+from testkit.matrices import ONE_CPU, load_cells
 
 KINDS = ["hard link", "FIFO", "symbolic link"]
 MATRIX = ONE_CPU

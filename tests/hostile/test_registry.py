@@ -23,8 +23,8 @@ import pytest
 from builder.registry import retry, transport
 from builder.registry.client import DeadlineError, RegistryClient, RegistryError
 from builder.registry.credentials import Credentials
+from testkit.scripted_registry import Reply, Scripted, Seen
 from tests.fakes.checkout import ROOT
-from tests.fakes.scripted_registry import Reply, Scripted, Seen
 
 ONCE = retry.Policy(attempts=1, backoff_s=0.01, total_s=5)
 CREDS = Credentials("alice", "s3cret", "test")

@@ -13,7 +13,7 @@ import pytest
 
 from builder.registry import retry
 from builder.registry.client import RegistryClient, RegistryError
-from tests.fakes.scripted_registry import CREDS, MANIFEST, MANIFEST_HEADERS, Reply, Scripted, Seen
+from testkit.scripted_registry import CREDS, MANIFEST, MANIFEST_HEADERS, Reply, Scripted, Seen
 from tests.hostile.test_registry import BLOB_DIGEST, cli
 
 ONCE = retry.Policy(attempts=1, backoff_s=0.01, total_s=5)

@@ -21,7 +21,7 @@ from builder.registry.client import Manifest, RegistryClient, RegistryError
 from builder.render import lockfile
 from builder.site.records import parse_record
 from builder.validate import sbom
-from tests.fakes.scripted_registry import Reply, Scripted, Seen
+from testkit.scripted_registry import Reply, Scripted, Seen
 from tests.hostile.test_registry import ONCE, cli
 from tests.site.test_site import HASH_ROCM, REGISTRY, ROCM_TAG, FakeRegistry, labels, record_row, write_record
 

@@ -22,8 +22,8 @@ from builder.render import imagetree
 from builder.render.contenthash import wheelhouse_digest
 from builder.render.dockerfile import render_all
 from builder.render.sources import WHEELS_DIR, WheelSource
+from testkit.matrices import ONE_CPU, load_cells
 from tests.fakes.checkout import ROOT
-from tests.fakes.matrices import ONE_CPU, load_cells
 from tests.hostile.test_locks import bind_socket
 
 WHEEL = "torch-2.13.0-cp311-cp311-linux_x86_64.whl"

@@ -9,7 +9,7 @@ import pytest
 from builder.core.errors import InputError
 from builder.matrix import checks
 from builder.matrix.yamlsrc import LocatedYaml, load_located
-from tests.fakes.matrices import ONE_CPU, cpu_matrix, problems_of, write_matrix
+from testkit.matrices import ONE_CPU, cpu_matrix, problems_of, write_matrix
 
 
 def test_same_torch_release_spelled_twice_is_a_duplicate(tmp_path: Path) -> None:

@@ -23,8 +23,8 @@ from builder.core.spec import CellSpec
 from builder.matrix import compat
 from builder.matrix.companions import default_companions
 from builder.matrix.expand import expand_matrix
+from testkit.matrices import BASE, CPU_TAG, PRODUCT, axes, expand_text, inc, problems_of, write_matrix
 from tests.fakes.checkout import builder_cli
-from tests.fakes.matrices import BASE, CPU_TAG, PRODUCT, axes, expand_text, inc, problems_of, write_matrix
 
 PYTORCH = "https://download.pytorch.org/whl/"
 THEROCK = "https://repo.amd.com/rocm/whl-multi-arch/"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.matrix.expand import Expansion
-from tests.fakes.matrices import (
+from testkit.matrices import (
     BASE,
     CPU_TAG,
     PRODUCT,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from builder.matrix import schema
-from tests.fakes.matrices import BASE, CPU_TAG, inc, load_cells, problems_of, write_matrix
+from testkit.matrices import BASE, CPU_TAG, inc, load_cells, problems_of, write_matrix
 
 KNOWN_OS = "known: debian-12, debian-13, rocky-9, ubuntu-22.04, ubuntu-24.04"
 KNOWN_GFX = ("known: all, gfx101X-dgpu, gfx103X-all, gfx110X-all, gfx1150, gfx1151, gfx1152, gfx1153, "

@@ -9,7 +9,7 @@ import pytest
 from builder.core.errors import InputError
 from builder.matrix import suggest
 from builder.matrix.expand import expand_matrix
-from tests.fakes.matrices import write_matrix
+from testkit.matrices import write_matrix
 
 GOOD = """\
 image: pytorch

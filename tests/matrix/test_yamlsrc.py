@@ -8,7 +8,7 @@ import pytest
 
 from builder.core.errors import Problem
 from builder.matrix.yamlsrc import LocatedYaml, dotted, load_located
-from tests.fakes.matrices import BASE, load_cells, problems_of, write_matrix
+from testkit.matrices import BASE, load_cells, problems_of, write_matrix
 
 # --- LocatedYaml -----------------------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ import pytest
 
 from builder.core.tags import HASH_LABEL, IMMUTABLE_SUFFIX_RE, REFERRERS_TAG_RE, short_hash
 from builder.registry.client import RegistryClient
+from testkit.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.checkout import ROOT
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 

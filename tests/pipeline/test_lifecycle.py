@@ -24,8 +24,8 @@ from builder.registry.client import RegistryClient
 from builder.render import dockerfile
 from builder.render.dockerfile import RenderedCell
 from builder.render.sources import INDEX, WheelSource
+from testkit.matrices import write_matrix
 from tests.fakes.checkout import DATA, builder_cli
-from tests.fakes.matrices import write_matrix
 
 BROKEN = "cpu_debian12_py3.11_torch2.13.0_broken"  # promises torch 2.12.0, installs 2.13.0
 

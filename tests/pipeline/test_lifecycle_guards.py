@@ -2,7 +2,7 @@
 records that it pushed 0 bytes (a rehearsal, --no-push, pushed nothing and says so: None), never leaving the
 count unset for a publish that did run.
 
-The registry is the scripted loopback one holding manifests in memory (tests/fakes/stored_registry.py); there is no
+The registry is the scripted loopback one holding manifests in memory (testkit/stored_registry.py); there is no
 engine (the client is None: a lifecycle that built, validated or pushed would fail on it)."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from builder.pipeline.options import PushOptions
 from builder.publish.promote import Target
 from builder.registry.client import Manifest, RegistryClient
 from builder.render.sources import WheelSource
+from testkit.scripted_registry import FAST, Reply, Scripted, Seen
+from testkit.stored_registry import MANIFEST_TYPE, Store
 from tests.fakes.checkout import ROOT
-from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
-from tests.fakes.stored_registry import MANIFEST_TYPE, Store
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
 

@@ -18,9 +18,9 @@ import docker
 import pytest
 
 from builder.registry.client import RegistryClient
+from testkit.matrices import BARE_TORCH, cpu_matrix, write_matrix
+from testkit.synthwheels import rebrand
 from tests.fakes.checkout import ROOT, builder_cli
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix, write_matrix
-from tests.fakes.synthwheels import rebrand
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 

@@ -22,7 +22,7 @@ from builder.pipeline import jobs, lifecycle, release
 from builder.pipeline.options import BakeOptions
 from builder.publish.record import ImageReport
 from builder.render.sources import INDEX, PIP_CACHE_ID
-from tests.fakes.matrices import write_matrix
+from testkit.matrices import write_matrix
 from tests.pipeline.test_lifecycle import TWO_FAMILIES, no_engine  # noqa: F401 - the fixture
 
 

@@ -11,8 +11,8 @@ from builder.pipeline import stagewave
 from builder.render import sharedstages
 from builder.render.dockerfile import RenderedCell, render_images
 from builder.render.sources import WheelSource
-from tests.fakes.matrices import cpu_matrix
-from tests.fakes.scripted_registry import FAST, MANIFEST, MANIFEST_HEADERS, Reply, Scripted, Seen, oci_error
+from testkit.matrices import cpu_matrix
+from testkit.scripted_registry import FAST, MANIFEST, MANIFEST_HEADERS, Reply, Scripted, Seen, oci_error
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
 BARE = "{version: '%s', torchvision: null, torchaudio: null}"

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.fakes.scripted_registry import Reply, Scripted, Seen
-from tests.fakes.stored_registry import Store, publish_all
+from testkit.scripted_registry import Reply, Scripted, Seen
+from testkit.stored_registry import Store, publish_all
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))

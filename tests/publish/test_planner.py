@@ -1,6 +1,6 @@
 """The registry-aware plan: build / move-tags / skip from the registry's answers, no engine, few requests.
 
-Against a scripted registry that holds manifests and configs in memory (tests/fakes/scripted_registry.py): what it
+Against a scripted registry that holds manifests and configs in memory (testkit/scripted_registry.py): what it
 is asked, and what the plan decides and prints, `--format github` included.
 """
 
@@ -24,10 +24,10 @@ from builder.publish import planner
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
+from testkit.scripted_registry import FAST, Reply, Scripted, Seen
+from testkit.stored_registry import MANIFEST_TYPE, Store, publish_all
 from tests.fakes.checkout import ROOT
 from tests.fakes.registries import Registry, need_docker_registry
-from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
-from tests.fakes.stored_registry import MANIFEST_TYPE, Store, publish_all
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
 

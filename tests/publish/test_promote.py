@@ -26,11 +26,11 @@ from builder.pipeline.options import PushOptions
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
-from tests.fakes import synthwheels
+from testkit import synthwheels
+from testkit.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.checkout import ROOT
 from tests.fakes.engine import labelled_image, saved_image
 from tests.fakes.faultproxy import FaultProxy
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.registries import Registry, free_port, need_docker_registry, write_htpasswd
 
 __all__ = ["DEVEL", "MATRIX", "RUNTIME", "Registry", "free_port", "image_tags", "publish"]

@@ -18,9 +18,9 @@ from builder.pipeline.jobs import Job, matrix_jobs
 from builder.publish.promote import Target
 from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
+from testkit.scripted_registry import FAST, Reply, Scripted, Seen
+from testkit.stored_registry import Store
 from tests.fakes.checkout import ROOT
-from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
-from tests.fakes.stored_registry import Store
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
 NO_ENGINE = cast(docker.DockerClient, None)

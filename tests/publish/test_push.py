@@ -11,7 +11,7 @@ from builder.publish.promote import uploaded_size
 from builder.publish.push import _classify, _push_once
 from builder.registry.client import RegistryClient
 from builder.registry.errors import AuthError, RegistryError, TransientError
-from tests.fakes.scripted_registry import CREDS, FAST, Scripted, oci_error
+from testkit.scripted_registry import CREDS, FAST, Scripted, oci_error
 
 DIGITS = "Put http://127.0.0.1:44013/v2/ns/blobs/uploads/401403: dial tcp: connect: connection reset by peer"
 

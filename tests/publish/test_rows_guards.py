@@ -17,7 +17,7 @@ from builder.publish import rows, sizes
 from builder.publish.runners import Runner
 from builder.render.bakefile import group_of
 from builder.render.dockerfile import RenderedCell, render_all
-from tests.fakes.matrices import FAMILIES, cpu_matrix, load_cells
+from testkit.matrices import FAMILIES, cpu_matrix, load_cells
 
 
 def combination(tmp_path: Path) -> tuple[str, list[RenderedCell]]:

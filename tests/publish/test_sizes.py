@@ -15,7 +15,7 @@ from builder.render import lockfile
 from builder.render.dockerfile import RenderedCell, render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
-from tests.fakes.matrices import FAMILIES, ONE_CPU, load_cells
+from testkit.matrices import FAMILIES, ONE_CPU, load_cells
 
 GIB = 1 << 30
 

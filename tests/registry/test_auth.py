@@ -14,7 +14,7 @@ import pytest
 from builder.registry.auth import basic
 from builder.registry.client import AuthError, Manifest, RegistryClient, RegistryError
 from builder.registry.credentials import Credentials
-from tests.fakes.scripted_registry import (
+from testkit.scripted_registry import (
     BASIC,
     CREDS,
     FAST,

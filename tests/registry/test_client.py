@@ -1,6 +1,6 @@
 """The registry client against a scripted registry on loopback: error classes, retries (its auth flow: test_auth.py).
 
-The server is tests/fakes/scripted_registry.py's: a plain HTTP server in the test process that records every
+The server is testkit/scripted_registry.py's: a plain HTTP server in the test process that records every
 request, so the tests can say exactly which request carried which credentials. Real registries (anonymous,
 htpasswd) are used in test_publish.py; this file pins the protocol rules that those cannot show.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from builder.registry.client import AuthError, Manifest, RegistryClient, RegistryError
-from tests.fakes.scripted_registry import (
+from testkit.scripted_registry import (
     FAST,
     MANIFEST,
     Scripted,

@@ -1,6 +1,6 @@
 """Every registry error says its HTTP status, the registry's OCI code and message, and what to do about it.
 
-Each error is answered by a scripted registry on loopback (tests/fakes/scripted_registry.py) and read where a
+Each error is answered by a scripted registry on loopback (testkit/scripted_registry.py) and read where a
 person reads it: the exception the client raises, a failed cell's message in its report and run record, and the
 one line a command prints when the registry refuses the run before it starts.
 """
@@ -27,8 +27,7 @@ from builder.publish.promote import Target
 from builder.publish.push import _classify
 from builder.registry import hints
 from builder.registry.client import Manifest, RegistryClient, RegistryError
-from tests.fakes.checkout import builder_cli
-from tests.fakes.scripted_registry import (
+from testkit.scripted_registry import (
     CREDS,
     FAST,
     MANIFEST,
@@ -37,6 +36,7 @@ from tests.fakes.scripted_registry import (
     Seen,
     oci_error,
 )
+from tests.fakes.checkout import builder_cli
 
 REPO = "ns/pytorch"
 STORAGE_FULL = hints.HINTS["no space left on device"]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from builder.registry import hints, images
-from tests.fakes.scripted_registry import MANIFEST, MANIFEST_HEADERS, Scripted, Seen
+from testkit.scripted_registry import MANIFEST, MANIFEST_HEADERS, Scripted, Seen
 
 
 @pytest.mark.parametrize(("ref", "expected"), [

@@ -22,8 +22,7 @@ from builder.publish.push import _classify
 from builder.registry.address import host_port, plain_http_ok
 from builder.registry.client import AuthError, RegistryClient, RegistryError
 from builder.registry.errors import TransientError
-from tests.fakes.checkout import DATA
-from tests.fakes.scripted_registry import (
+from testkit.scripted_registry import (
     BASIC,
     CREDS,
     FAST,
@@ -35,6 +34,7 @@ from tests.fakes.scripted_registry import (
     Seen,
     oci_error,
 )
+from tests.fakes.checkout import DATA
 
 LookedUp = list[str]
 

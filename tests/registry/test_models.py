@@ -14,7 +14,7 @@ from builder.registry import models
 from builder.registry.client import RegistryClient
 from builder.registry.errors import RegistryError
 from builder.validate import sbom
-from tests.fakes.scripted_registry import FAST, Reply, Scripted, Seen
+from testkit.scripted_registry import FAST, Reply, Scripted, Seen
 
 DIGEST = "sha256:" + "a" * 64
 

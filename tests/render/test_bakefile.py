@@ -10,7 +10,7 @@ import pytest
 from builder.core.tags import HASH_LABEL
 from builder.render import bakefile
 from builder.render.dockerfile import render_all
-from tests.fakes.matrices import FAMILIES, ONE_CPU, load_cells
+from testkit.matrices import FAMILIES, ONE_CPU, load_cells
 
 
 def test_bake_file_has_a_target_per_image_and_a_group_per_combination(tmp_path: Path) -> None:

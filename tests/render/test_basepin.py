@@ -13,8 +13,8 @@ import pytest
 
 from builder.core import tags
 from builder.render import basepin, lockfile, resolve
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix, load_cells
-from tests.fakes.scripted_registry import Reply, Scripted, Seen
+from testkit.matrices import BARE_TORCH, cpu_matrix, load_cells
+from testkit.scripted_registry import Reply, Scripted, Seen
 
 MATRIX = cpu_matrix(BARE_TORCH) + "  flavor: [runtime]\n"
 SNAP = "20261101T000000Z"

@@ -16,7 +16,7 @@ from builder.core.spec import CellSpec
 from builder.render import contenthash, dockerfile, labels
 from builder.render.dockerfile import render_cell
 from builder.render.sources import WheelSource
-from tests.fakes.matrices import ONE_CPU, load_cells
+from testkit.matrices import ONE_CPU, load_cells
 
 MATRIX = ONE_CPU
 

@@ -20,9 +20,9 @@ from builder.render.contenthash import stage_chains
 from builder.render.dockerfile import RenderedCell, render_all, render_cell, render_images
 from builder.render.installs import os_sdk_steps
 from builder.render.sources import WheelSource
+from testkit.matrices import FAMILIES, ONE_CPU, load_cells
 from tests.fakes import checkout
 from tests.fakes.checkout import DATA, ROOT, builder_cli
-from tests.fakes.matrices import FAMILIES, ONE_CPU, load_cells
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("RIF_UPDATE_GOLDEN") == "1"

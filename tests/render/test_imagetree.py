@@ -10,8 +10,8 @@ import pytest
 from builder.render import imagetree
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
+from testkit.matrices import ONE_CPU, load_cells
 from tests.fakes.checkout import ROOT, builder_cli
-from tests.fakes.matrices import ONE_CPU, load_cells
 
 ONE = ONE_CPU
 TWO = ONE + "  flavor: [runtime, devel]\n"

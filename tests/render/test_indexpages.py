@@ -1,5 +1,5 @@
 """One index page, remembered and checked again by a conditional GET against a loopback simple index
-(tests/fakes/simpleindex.py): 304 or the same body is unchanged, anything else is changed, never unsure-unchanged."""
+(testkit/simpleindex.py): 304 or the same body is unchanged, anything else is changed, never unsure-unchanged."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from builder.render import indexpages
-from tests.fakes.simpleindex import JSON, SimpleIndex, choose
-from tests.fakes.synthwheels import wheel
+from testkit.simpleindex import JSON, SimpleIndex, choose
+from testkit.synthwheels import wheel
 
 
 @pytest.fixture(params=[True, False], ids=["validators", "no-validators"])

@@ -9,8 +9,8 @@ from pathlib import Path
 from builder.core.spec import CellSpec
 from builder.matrix.expand import load_matrix
 from builder.render import installs
+from testkit.matrices import FAMILIES, load_cells
 from tests.fakes.checkout import DATA
-from tests.fakes.matrices import FAMILIES, load_cells
 
 
 def some_cells(tmp_path: Path) -> list[CellSpec]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from builder.core.tags import HASH_LABEL, LABEL_PREFIX
 from builder.render import labels
-from tests.fakes.matrices import FAMILIES, ONE_CPU, load_cells
+from testkit.matrices import FAMILIES, ONE_CPU, load_cells
 
 
 def test_a_cpu_image_says_none_for_what_it_lacks_and_carries_its_content_hash(tmp_path: Path) -> None:

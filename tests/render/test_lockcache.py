@@ -1,5 +1,5 @@
 """`builder lock --update --index-cache DIR` against a real pip and a loopback index that answers conditional
-requests as PyPI does (tests/fakes/simpleindex.py): a warm cache over an unchanged index resolves nothing again
+requests as PyPI does (testkit/simpleindex.py): a warm cache over an unchanged index resolves nothing again
 (only conditional requests, every one answered 304, and pip never asked), a changed page re-resolves exactly the
 steps that read it, and a cache file that lies is a miss, never an error. The base image's digest comes from a
 stand-in for pin_base, as in test_resolve_errors.py."""
@@ -21,9 +21,9 @@ from builder.cli.app import app
 from builder.core.spec import CellSpec
 from builder.matrix.expand import load_matrix
 from builder.render import indexpages, lockcache, lockfile, resolve
-from tests.fakes.matrices import write_matrix
-from tests.fakes.simpleindex import SimpleIndex
-from tests.fakes.synthwheels import therock_like, wheel
+from testkit.matrices import write_matrix
+from testkit.simpleindex import SimpleIndex
+from testkit.synthwheels import therock_like, wheel
 
 MATRIX = """\
 index_urls: {{rocm7.2: "{url}"}}

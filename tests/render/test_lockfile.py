@@ -14,8 +14,8 @@ from builder.render.dockerfile import render_all
 from builder.render.lockfile import LockProblem, Pin, Step
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
+from testkit.matrices import load_cells, write_matrix
 from tests.fakes.checkout import builder_cli
-from tests.fakes.matrices import load_cells, write_matrix
 
 TWO_OS = ("matrix:\n  os: [ubuntu-24.04, debian-12]\n  platform: [rocm7.14]\n  torch: ['2.12.0']\n"
           "  channel: [therock]\n  gfx: [gfx94X-dcgpu, gfx1151]\n  flavor: [runtime, devel]\n")

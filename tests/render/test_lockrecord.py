@@ -15,7 +15,7 @@ from builder.render.dockerfile import render_all
 from builder.render.lockfile import Pin, Step
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
-from tests.fakes.matrices import load_cells
+from testkit.matrices import load_cells
 
 SNAP = "20261101T000000Z"
 MATRIX = "matrix:\n  os: [debian-12]\n  platform: [cpu]\n  torch: ['2.14.1']\n  flavor: [runtime, devel]\n"

@@ -17,9 +17,9 @@ from builder.render import lockfile, oslock, resolve
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
+from testkit.matrices import load_cells, write_matrix
 from tests.fakes import checkout
 from tests.fakes.aptarchive import Deb, Served, write_snapshot
-from tests.fakes.matrices import load_cells, write_matrix
 
 T1, T2 = "20261101T000000Z", "20261201T000000Z"
 MATRIX = "matrix:\n  os: [debian-12, debian-13]\n  platform: [cpu]\n  torch: ['2.14.1']\n  flavor: [runtime, devel]\n"

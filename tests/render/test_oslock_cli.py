@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from builder.cli.app import app
 from builder.core import ospins
 from builder.render import aptindex, oslock
+from testkit.matrices import load_cells, write_matrix
 from tests.fakes.aptarchive import Served
-from tests.fakes.matrices import load_cells, write_matrix
 from tests.render.test_oslock import MATRIX, T1, T2, archive, fake_wheel_locks, groups, lock_all
 
 GROUP = "cpu_debian12_py3.11_torch2.14.1"

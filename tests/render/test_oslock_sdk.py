@@ -17,9 +17,9 @@ from builder.core.spec import CellSpec
 from builder.render import oslock
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
+from testkit.matrices import load_cells
 from tests.fakes import checkout
 from tests.fakes.aptarchive import Deb, Served, write_snapshot
-from tests.fakes.matrices import load_cells
 from tests.render.test_oslock import COMMON, T1, fake_wheel_locks, lock_all
 
 MATRIX = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n  gfx: [all]\n"

@@ -11,8 +11,8 @@ import pytest
 
 from builder.core.spec import CellSpec
 from builder.render import lockfile, resolve
-from tests.fakes.matrices import load_cells
-from tests.fakes.synthwheels import WheelIndex, therock_like, wheel
+from testkit.matrices import load_cells
+from testkit.synthwheels import WheelIndex, therock_like, wheel
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from builder.cli.app import app
 from builder.matrix.expand import load_matrix
 from builder.render import resolve
-from tests.fakes.matrices import write_matrix
-from tests.fakes.synthwheels import WheelIndex, therock_like
+from testkit.matrices import write_matrix
+from testkit.synthwheels import WheelIndex, therock_like
 
 # torch 2.13.0 with device packages for gfx942 only (gfx1151's is missing), and no torch 2.12.0 at all.
 MATRIX = """\

@@ -9,7 +9,7 @@ from builder.render import sharedstages
 from builder.render.contenthash import stage_chains
 from builder.render.dockerfile import render_images
 from builder.render.sources import WheelSource
-from tests.fakes.matrices import cpu_matrix
+from testkit.matrices import cpu_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import pytest
 
 from builder.core.spec import CellSpec
 from builder.render import stages
-from tests.fakes.matrices import ONE_CPU, load_cells
+from testkit.matrices import ONE_CPU, load_cells
 
 
 def cells(tmp_path: Path, text: str) -> list[CellSpec]:

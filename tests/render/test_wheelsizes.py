@@ -8,7 +8,7 @@ from pathlib import Path
 
 from builder.registry.client import Manifest
 from builder.render import wheelsizes
-from tests.fakes.synthwheels import WheelIndex, wheel
+from testkit.synthwheels import WheelIndex, wheel
 
 
 def test_a_wheelhouse_file_and_a_served_wheel_are_sized_by_their_bytes(tmp_path: Path) -> None:

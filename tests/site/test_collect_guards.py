@@ -3,7 +3,7 @@
 page only, with a warning naming it.
 
 The registry is tests/site/test_site.py's FakeRegistry (the RegistryClient's tags/manifest/config in memory) and,
-for the command, the scripted loopback registry (tests/fakes/scripted_registry.py) answering 401 as
+for the command, the scripted loopback registry (testkit/scripted_registry.py) answering 401 as
 distribution does without credentials (`{"errors": [{"code": "UNAUTHORIZED", ...}]}`)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from builder import site
 from builder.cli.app import app
 from builder.registry.client import Manifest
 from builder.registry.errors import AuthError
-from tests.fakes.scripted_registry import Reply, Scripted, Seen, oci_error
+from testkit.scripted_registry import Reply, Scripted, Seen, oci_error
 from tests.site.test_site import CPU_TAG, HASH_CPU, HASH_ROCM, REGISTRY, ROCM_TAG, FakeRegistry, labels
 
 collect_module = sys.modules["builder.site.collect"]  # builder.site's `collect` is the function, not the module

@@ -1,7 +1,7 @@
 """The torch pip cannot swap out, in the example's runtime image (examples/local.yaml, built by `builder build` from
 the real CPU torch wheelhouse), run with no network: a local wheel that requires torch==2.0.0 fails with pip's
 conflict and torch stays; a local wheel with no torch requirement installs; torch-smoke says the constraint is in
-force. The wheels are made here (tests/fakes/synthwheels.py: METADATA, WHEEL and RECORD as pip checks them)."""
+force. The wheels are made here (testkit/synthwheels.py: METADATA, WHEEL and RECORD as pip checks them)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import docker
 import pytest
 
 from builder.buildkit.engine import run_captured
-from tests.fakes import synthwheels
+from testkit import synthwheels
 from tests.fakes.checkout import ROOT, builder_cli
 
 pytestmark = pytest.mark.docker

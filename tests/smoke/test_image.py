@@ -17,8 +17,8 @@ import docker
 import pytest
 
 from builder.buildkit.engine import run_captured
+from testkit.matrices import BARE_TORCH, cpu_matrix
 from tests.fakes.checkout import builder_cli
-from tests.fakes.matrices import BARE_TORCH, cpu_matrix
 
 pytestmark = pytest.mark.docker
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from builder import which
+from testkit.matrices import write_matrix
 from tests.fakes.hosts import HOSTS, MATRIX
-from tests.fakes.matrices import write_matrix
 
 ROCM64_ONLY = """\
 matrix:

@@ -7,8 +7,8 @@ import pytest
 from builder.core.errors import InputError
 from builder.core.spec import CellSpec
 from builder.which import images
+from testkit.matrices import load_cells
 from tests.fakes.hosts import MATRIX
-from tests.fakes.matrices import load_cells
 
 
 @pytest.fixture(scope="module")

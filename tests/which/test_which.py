@@ -15,9 +15,9 @@ import pytest
 from builder import which
 from builder.core.errors import InputError
 from builder.matrix.expand import load_matrix
+from testkit.matrices import write_matrix
 from tests.fakes.checkout import ROOT, builder_cli
 from tests.fakes.hosts import HOSTS, LOCAL, MATRIX, RUN, SECCOMP
-from tests.fakes.matrices import write_matrix
 
 ALL_ONLY = """\
 matrix:

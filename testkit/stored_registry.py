@@ -1,4 +1,4 @@
-"""A registry's tags and blobs held in memory, as the answer of a scripted registry (tests.fakes.scripted_registry).
+"""A registry's tags and blobs held in memory, as the answer of a scripted registry (testkit.scripted_registry).
 
 What the plan tests and benchmarks/bench_plan.py read: GET manifests (by tag or digest) and blobs, PUT manifests
 (a tag moved), everything else 404. `publish_all` fills it as a finished publish leaves a namespace.
@@ -11,7 +11,7 @@ import json
 
 from builder.core.tags import HASH_LABEL
 from builder.pipeline.jobs import Job
-from tests.fakes.scripted_registry import Reply, Seen
+from testkit.scripted_registry import Reply, Seen
 
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 
