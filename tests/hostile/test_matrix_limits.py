@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import signal
 import socket
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from builder.matrix.checks import MAX_CELLS, MAX_EXCLUDE_CHECKS
 from builder.matrix.expand import expand_matrix
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_DEPTH, MAX_NODES, dotted, load_located
 from testkit.matrices import ONE_CPU
+from tests.fakes import hangs
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ONE_CPU
@@ -47,16 +47,8 @@ def only_problem(file: Path) -> Problem:
 @pytest.fixture
 def alarm() -> Iterator[None]:
     """Fail instead of hanging forever should a read block (a FIFO)."""
-    def hung(signum: int, frame: object) -> None:
-        raise TimeoutError("blocked")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(10)
-    try:
+    with hangs.alarm(TimeoutError("blocked")):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # --- the file: size and kind -------------------------------------------------------------------------------

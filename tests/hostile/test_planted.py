@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from builder.render import contenthash, imagetree, lockfile, resolve
 from builder.render.dockerfile import WheelSource, render_all
 from builder.site.records import MARKER
 from testkit.matrices import ONE_CPU, load_cells
+from tests.fakes import hangs
 
 KINDS = ["hard link", "FIFO", "symbolic link"]
 MATRIX = ONE_CPU
@@ -36,16 +36,8 @@ class Blocked(BaseException):
 @pytest.fixture(autouse=True)
 def alarm() -> Iterator[None]:
     """A write that opens a planted FIFO blocks forever: fail it instead."""
-    def hung(signum: int, frame: object) -> None:
-        raise Blocked("a write blocked on a planted FIFO")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(10)
-    try:
+    with hangs.alarm(Blocked("a write blocked on a planted FIFO")):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 class Victim:
