@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 from typing import cast
 
@@ -18,8 +18,9 @@ from builder.buildkit.export import Cache
 from builder.core.spec import CellSpec
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import plan_images
-from builder.pipeline import jobs, lifecycle
+from builder.pipeline import jobs, lifecycle, steps
 from builder.pipeline.options import BakeOptions
+from builder.publish.record import Built, Promoted
 from builder.registry.client import RegistryClient
 from builder.render import dockerfile
 from builder.render.dockerfile import RenderedCell
@@ -179,3 +180,35 @@ def test_without_buildx_a_build_stops_before_any_bake_saying_how_to_get_it(tmp_p
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
     with pytest.raises(BuildxUnavailable, match=re.escape("scripts/setup.sh")):
         lifecycle.prepare(NO_ENGINE, todo, BakeOptions())
+
+
+def test_an_interrupted_run_records_what_lifecycle_assembled_so_far(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record is frozen and made anew per step result: the interrupt handler (run_and_record's `finally`) writes
+    the image as far as it got (built, never validated), and the image never reached as not-attempted."""
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(steps, "take_build", lambda client, job, built: Built(image_id="sha256:1", image_bytes=5))
+    monkeypatch.setattr(steps, "validate", interrupted)
+    todo = [jobs.Job(tag=t, repository="pytorch", tags=[t], content_hash="sha256:" + "a" * 64, expect={}, labels=None,
+                     local_image=f"sha256:{t}") for t in ("one", "two")]
+    path = tmp_path / "record.json"
+    with pytest.raises(KeyboardInterrupt):
+        lifecycle.run_and_record(NO_ENGINE, todo, lifecycle.Options(), lifecycle.Events(), path, None)
+    data = json.loads(path.read_text())
+    assert data["complete"] is False
+    assert [(i["tag"], i["state"], i["image_id"]) for i in data["images"]] == [
+        ("one", "built", "sha256:1"), ("two", "not-attempted", None)]
+
+
+def test_a_record_is_frozen_and_a_failed_move_is_never_recorded_as_moved() -> None:
+    job = jobs.Job(tag="t", repository="pytorch", tags=["t", "latest"], content_hash="sha256:" + "a" * 64, expect={},
+                   labels=None)
+    report = lifecycle.planned(job)
+    with pytest.raises(FrozenInstanceError):
+        report.state = "published"  # type: ignore[misc]
+    promoted = Promoted(digest="sha256:" + "b" * 64, compressed_bytes=10, moved=("t",), failure="denied")
+    after = lifecycle.assemble(lifecycle.assemble(report, Built(image_id="sha256:1")), promoted)
+    assert (after.state, after.failed_stage, after.failure, after.moved) == ("failed", "push", "push: denied", ("t",))
+    assert report.state == "planned" and report.moved == ()
