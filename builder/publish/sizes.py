@@ -5,7 +5,8 @@ An image is made of parts: its combination's base stage, its torch stage (torch 
 family's device packages (channels whose wheels split per gfx target) and, for a devel image, its devel layer.
 Images of one row that share a part store it once. A part's compressed size comes from the combination's locks
 where they record sizes (builder lock: each wheel's size, the base image's compressed size), else from the cited
-figures of builder/data/sizes.yaml; its installed bytes are the compressed bytes times the data's ratio.
+figures of builder/data/sizes.yaml (the base) and of the image's wheel channel (its module's SIZES: torch, device
+packages, devel); its installed bytes are the compressed bytes times the data's ratio.
 
 A row's peak is its largest wave's (`builder publish --release`, the mode publish-cells.yml runs every row in,
 bakes one GPU family at a time: builder.pipeline.release). A wave's peak is its footprint on the engine's store,
@@ -50,14 +51,12 @@ Part = tuple[str, ...]  # what an image is made of: ("base", group), ("torch", g
 
 
 class SizeData(BaseModel):
-    """builder/data/sizes.yaml: compressed bytes per part, by channel and platform kind (cpu or rocm)."""
+    """builder/data/sizes.yaml: the base stage's compressed bytes and the installed/compressed ratio (a channel's
+    parts: its module's SIZES)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     base: dict[str, int]
-    torch: dict[str, dict[str, int]]
-    device_per_target: dict[str, int]
-    devel: dict[str, dict[str, int]]
     installed_per_compressed: float
 
 
@@ -171,14 +170,14 @@ def estimate(rendered: RenderedCell) -> ImageSize:
     family = cell.gfx or "all"
     parts: dict[Part, int] = {
         ("base", group): locked.get(lockfile.BASE_FILE) or d.base.get(cell.os, d.base["default"]),
-        ("torch", group): _sum(locked, "torch.txt", "torch-deps.txt") or d.torch[cell.channel][kind],
+        ("torch", group): _sum(locked, "torch.txt", "torch-deps.txt") or cell.wheels.SIZES.torch[kind],
     }
     if cell.rocm is not None and cell.wheels.splits_per_target(cell):
-        per_target = d.device_per_target.get(cell.channel, 0)
+        per_target = cell.wheels.SIZES.device_per_target
         parts[("device", group, family)] = (_sum(locked, f"{_runtime_stage(rendered)}-device.txt")
                                             or per_target * len(cell.gfx_targets))
     if cell.flavor == "devel":
-        parts[("devel", group, family)] = locked.get(f"{rendered.stage}.txt") or d.devel[cell.channel][kind]
+        parts[("devel", group, family)] = locked.get(f"{rendered.stage}.txt") or cell.wheels.SIZES.devel[kind]
     return ImageSize(cell.tag, {part: layer(size) for part, size in parts.items()}, group, family,
                      cell.flavor == "runtime")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from builder.core import channels
 from builder.publish import sizes
 from builder.render import lockfile
 from builder.render.dockerfile import RenderedCell, render_all
@@ -47,7 +48,7 @@ def test_torch_is_summed_from_its_two_locks_only_when_both_record_their_sizes(tm
     plain, whole = locked(tmp_path / "a", {"torch.txt": [3000], "torch-deps.txt": [500, 250]})
     assert sizes.estimate(whole).parts[("torch", whole.group)].compressed == 3750
     plain, partial = locked(tmp_path / "b", {"torch.txt": [3000], "torch-deps.txt": [500, None]})
-    figure = sizes.data().torch["pytorch"]["cpu"]
+    figure = channels.of("pytorch").SIZES.torch["cpu"]
     assert figure not in (3000, 3500)
     assert sizes.estimate(partial).parts[("torch", partial.group)].compressed == figure
     assert sizes.estimate(plain).parts[("torch", plain.group)].compressed == figure

@@ -7,6 +7,7 @@ answers every question whose answer differs between channels, so nothing else br
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from builder.core import facts
@@ -27,6 +28,16 @@ class Cell(Protocol):
     def flavor(self) -> str: ...
 
 
+@dataclass(frozen=True)
+class StandInSizes:
+    """Compressed bytes (as a registry stores the layers) that stand in for a channel's parts where no lock records
+    their size (builder/publish/sizes.py adds them up per image and row); each channel cites its figures' sources."""
+
+    torch: Mapping[str, int]  # platform kind (cpu, rocm) -> torch and its dependencies (the shared torch stage)
+    devel: Mapping[str, int]  # platform kind -> the devel layer over a runtime image
+    device_per_target: int = 0  # one gfx target's `device-<target>` packages, where the wheels split per target
+
+
 class WheelChannel(Protocol):
     """One wheel channel: a module (pytorch.py, therock.py, local.py) with these names."""
 
@@ -45,6 +56,8 @@ class WheelChannel(Protocol):
     NO_ALL_TARGETS_IMAGE: str | None
     # The line a cell installs from, in a drop reason: "TheRock {rocm}", "pytorch.org {platform}".
     LINE: str
+    # What its parts weigh where no lock says (the publish plan's disk and bytes).
+    SIZES: StandInSizes
 
     def release(self, cell: Cell) -> facts.TheRockRelease | None:
         """The TheRock release the cell installs from (None: the channel has no releases of its own)."""

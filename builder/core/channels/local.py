@@ -17,6 +17,7 @@ CHECKED = False
 FIXED_TARGETS = False
 NO_ALL_TARGETS_IMAGE: str | None = None
 LINE = "local wheelhouse {platform}"  # how a drop reason names the cell's line ({platform}, {rocm})
+SIZES = pytorch.SIZES  # a wheelhouse's wheels are taken as pytorch.org's (a lock with sizes replaces them)
 
 
 def release(cell: Cell) -> facts.TheRockRelease | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from builder.core import facts
-from builder.core.channels.base import Cell, rocm
+from builder.core.channels.base import Cell, StandInSizes, rocm
 
 NAME = "pytorch"
 NAMED_IN_TAGS = False
@@ -16,6 +16,16 @@ CHECKED = True
 FIXED_TARGETS = True
 NO_ALL_TARGETS_IMAGE: str | None = None
 LINE = "pytorch.org {platform}"  # how a drop reason names the cell's line ({platform}, {rocm})
+SIZES = StandInSizes(
+    # rocm: pip's download line for pytorch.org's ROCm torch wheel, the index's Content-Length, "(4496.3 MB)"
+    # (https://download.pytorch.org/whl/nightly/rocm6.4/torch-2.10.0.dev20250926%2Brocm6.4-cp312-cp312-manylinux_2_28_x86_64.whl):
+    # the wheel carries every target's kernels; its dependencies (triton ~0.15 GB) are small. cpu: the cp312
+    # manylinux_2_28_x86_64 CPU wheels of torch 2.x are about 175-200 MB (https://download.pytorch.org/whl/cpu/torch/).
+    torch={"rocm": 4_496_300_000, "cpu": 200_000_000},
+    # rocm: AMD's `apt-get install rocm ...` layer of rocm/pytorch, ROCm 7.2.4 / PyTorch 2.10: 7.912 GB
+    # (https://github.com/ROCm/ROCm-docker/issues/166), standing in for rocm-hip-sdk (a part of it). cpu: stand-in,
+    # no published figure: build-essential, python3-dev, git and ninja from the OS.
+    devel={"rocm": 7_912_000_000, "cpu": 250_000_000})
 
 
 def release(cell: Cell) -> facts.TheRockRelease | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from builder.core import facts
-from builder.core.channels.base import Cell, rocm
+from builder.core.channels.base import Cell, StandInSizes, rocm
 
 NAME = "therock"
 NAMED_IN_TAGS = True
@@ -18,6 +18,16 @@ NO_ALL_TARGETS_IMAGE: str | None = (
     "TheRock's all-targets wheels (device-all) make an 18.6 GB layer (ROCm-docker#166): "
     "use the pytorch channel for an all-targets image")
 LINE = "TheRock {rocm}"  # how a drop reason names the cell's line ({platform}, {rocm})
+# TORCH: stand-in, no published figure found (searched 2026-11-28): a per-family TheRock torch wheel taken at 1.1 GB
+# (the upper end of what users report; unverified at a public source, replaced by the lock's sizes once locked).
+_TORCH = 1_100_000_000
+SIZES = StandInSizes(
+    torch={"rocm": _TORCH},  # torch over rocm[libraries] (core and libraries; device code is per target)
+    devel={"rocm": _TORCH},  # stand-in: rocm[devel] (headers, CMake files), taken at the size of the torch stage
+    # (device-all 19.688 GB - torch 1.1 GB) / 25 targets: ROCm 10.0 / PyTorch 2.12's device-all wheel install is
+    # 19.688 GB (https://github.com/ROCm/ROCm-docker/issues/166); builder/data/therock_builds.yaml, line 10.0
+    # (ROCm/TheRock @ 16adc4d875fd4f65ea23c7c84e1c66706fde3047), has 25 targets on the stable index.
+    device_per_target=743_520_000)
 
 
 def release(cell: Cell) -> facts.TheRockRelease | None:
