@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import io
 import os
 import random
@@ -158,11 +159,12 @@ def module_name(file: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def tests_for(file: str, root: Path) -> list[str]:
     """The mirrored test modules of builder/<package>/<module>.py and every test module that imports it."""
     module = module_name(file)
     parts = module.split(".")
-    found: set[str] = set()
+    found: set[str] = set()  # (cached: the test folder is parsed once per module and run)
     if len(parts) >= 3:
         folder = root / "tests" / parts[1]
         found.update(str(p.relative_to(root)) for p in folder.glob(f"test_{parts[-1]}.py"))
@@ -174,7 +176,12 @@ def tests_for(file: str, root: Path) -> list[str]:
 
 
 def _imports(path: Path, module: str) -> bool:
+    """path imports module, or its package whose __init__ imports it (`from builder import site` reaches
+    builder.site.collect when builder/site/__init__.py imports that)."""
     package, _, name = module.rpartition(".")
+    init = ROOT / Path(*package.split(".")) / "__init__.py"
+    via_package = init.is_file() and f"{package}.{name} import" in init.read_text(encoding="utf-8")
+    grand, _, short = package.rpartition(".")
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (SyntaxError, UnicodeDecodeError):
@@ -188,6 +195,10 @@ def _imports(path: Path, module: str) -> bool:
                 return True
             if node.module == package and any(a.name == name for a in node.names):
                 return True
+            if via_package and node.module == grand and any(a.name == short for a in node.names):
+                return True
+        if via_package and isinstance(node, ast.Import) and any(a.name == package for a in node.names):
+            return True
     return False
 
 

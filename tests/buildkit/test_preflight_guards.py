@@ -15,6 +15,7 @@ import pytest
 
 from builder.buildkit import preflight
 from builder.buildkit.builders import BuildKit
+from builder.buildkit.export import Cache
 from builder.core.errors import InputError
 from builder.pipeline import baking, jobs, lifecycle
 from builder.pipeline.options import BakeOptions
@@ -89,3 +90,17 @@ def test_a_missing_input_stops_the_run_before_any_bake(tmp_path: Path, monkeypat
     with pytest.raises(InputError, match="base image"):
         lifecycle.prepare(cast(docker.DockerClient, None), todo, BakeOptions(source=source))
     assert baked == [] and nothing_there
+
+
+def test_a_missing_input_stops_the_shared_stages_before_any_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     nothing_there: list[str]) -> None:
+    """`publish --shared-stages` bakes too: the same preflight first, or a stage waits on a base no one made."""
+    built: list[object] = []
+    monkeypatch.setattr(baking, "require_builder", lambda kit: kit)
+    monkeypatch.setattr(baking.stagewave, "build", lambda *args, **kwargs: built.append(args) or [])
+    source = WheelSource(wheelhouse=tmp_path)
+    todo = jobs.matrix_jobs(MATRIX, None, None, source)
+    options = BakeOptions(source=source, cache=Cache("127.0.0.1:5000/ns/buildcache"))
+    with pytest.raises(InputError, match="base image"):
+        baking.shared_stages(todo, options, lambda tag, line: None)
+    assert built == [] and nothing_there
