@@ -3,7 +3,6 @@ and the runner's disk as the command line gives it."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,11 +11,9 @@ from builder.core import channels
 from builder.core.channels import CHANNELS
 from builder.core.errors import InputError
 from builder.publish import sizes
-from builder.render import lockfile
 from builder.render.dockerfile import RenderedCell, render_all
-from builder.render.sources import WheelSource
-from builder.render.stages import lock_steps
 from testkit.matrices import FAMILIES, ONE_CPU, load_cells
+from tests.publish.test_sizes_guards import locked
 
 GIB = 1 << 30
 
@@ -136,17 +133,7 @@ def test_a_cpu_image_has_no_device_part(tmp_path: Path) -> None:
 
 
 def test_sizes_recorded_in_the_locks_stand_in_for_the_data(tmp_path: Path) -> None:
-    (image,) = rendered(tmp_path, ONE_CPU)
-    tree = tmp_path / "tree"
-    for step in lock_steps([image.cell]):
-        path = lockfile.lock_path(tree, image.group, step)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if step.file == lockfile.BASE_FILE:
-            path.write_text(lockfile.base_text(step, "debian:12@sha256:" + "c" * 64, size=111))
-        else:
-            path.write_text(lockfile.pip_text(step, [lockfile.Pin(step.file.removesuffix(".txt"), "1.0", "a" * 64,
-                                                                   1000)]))
-    locked = dataclasses.replace(image, source=WheelSource(locks=tree))
-    parts = sizes.estimate(locked).parts
+    image, from_locks = locked(tmp_path, {})  # every wheel recorded at 1000 bytes, the base at 111
+    parts = sizes.estimate(from_locks).parts
     assert parts[("base", image.group)].compressed == 111 and parts[("torch", image.group)].compressed == 2000
     assert sizes.estimate(image).parts[("torch", image.group)].compressed == channels.of("pytorch").SIZES.torch["cpu"]
