@@ -8,7 +8,7 @@ source scripts/setup.sh
 disk() { echo "disk ($1): $(df -h --output=avail "$ROOT" "$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || echo /)" | tail -n +2 | tr -s ' \n' ' ')free (checkout, engine)"; }
 disk before
 trap 'disk after; bash scripts/stop.sh' EXIT
-ruff check builder tests benchmarks
+ruff check builder tests benchmarks testkit
 mypy
 if [ "$#" -gt 0 ]; then exec python -m pytest "$@"; fi
 # The whole suite in two tiers: the tests that need no engine on every core (pytest-xdist), then the engine and
