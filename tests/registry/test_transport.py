@@ -1,4 +1,4 @@
-"""builder.registry.transport: digests checked against the bytes, origins compared by scheme, host and port.
+"""builder.registry.transport: digests checked against the bytes.
 
 The transport's hostile cases (redirects, proxies, drip-feeding servers, the watchdog):
 tests/hostile/test_registry.py.
@@ -10,7 +10,7 @@ import hashlib
 
 import pytest
 
-from builder.registry import redirects, transport
+from builder.registry import transport
 from builder.registry.errors import RegistryError
 
 BODY = b'{"schemaVersion": 2}'
@@ -31,15 +31,3 @@ def test_verify_digest_returns_the_bodys_digest_and_refuses_another() -> None:
         transport.verify_digest(BODY, "sha256:" + "0" * 64, "m")
     with pytest.raises(RegistryError, match="not something that is not a sha256 digest"):
         transport.verify_digest(BODY, "latest\x1b[31m", "m")
-
-
-@pytest.mark.parametrize(("a", "b", "same"), [
-    ("https://r.io/v2/", "https://r.io:443/token", True),
-    ("http://r.io/v2/", "http://r.io:80/x", True),
-    ("https://r.io/v2/", "http://r.io/v2/", False),
-    ("https://r.io/v2/", "https://cdn.r.io/v2/", False),
-    ("https://r.io:5000/", "https://r.io/", False),
-    ("https://r.io:99999/", "https://r.io/", False),  # a port that is no port is no origin
-])
-def test_same_origin_is_scheme_host_and_port(a: str, b: str, same: bool) -> None:
-    assert redirects.same_origin(a, b) is same
