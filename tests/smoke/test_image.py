@@ -93,11 +93,12 @@ def test_cpu_checks_pass_with_no_arguments(docker_client: docker.DockerClient, i
     assert code == 0, out + err
     lines = out.splitlines()
     assert lines[0] == f"torch-smoke for {TAG} (cpu, torch 2.13.0)"
-    for name in ("import", "torch_version", "hip_version", "cuda_version", "libs", "cpu_matmul", "cpu_svd", "numpy"):
+    for name in ("import", "torch_version", "hip_version", "cuda_version", "libs", "pip_constraint", "cpu_matmul",
+                 "cpu_svd", "numpy"):
         assert any(line.split()[:2] == ["PASS", name] for line in lines), (name, out)
     assert "torch 2.13.0+cpu from /opt/venv/lib/python3.11/site-packages/torch, no warnings" in out
     assert any(line.split()[:3] == ["SKIP", "gpu", "CPU"] for line in lines)
-    assert lines[-1] == "8 passed, 0 failed, 0 warnings, 6 skipped, 0 info: exit 0 (all required checks passed)"
+    assert lines[-1] == "9 passed, 0 failed, 0 warnings, 6 skipped, 0 info: exit 0 (all required checks passed)"
 
 
 def test_json_is_valid_and_complete(docker_client: docker.DockerClient, image: str) -> None:
@@ -106,15 +107,16 @@ def test_json_is_valid_and_complete(docker_client: docker.DockerClient, image: s
     report = json.loads(out)
     assert statuses(report) == {
         "import": "pass", "torch_version": "pass", "torchvision_version": "skip", "torchaudio_version": "skip",
-        "hip_version": "pass", "cuda_version": "pass", "arch_list": "skip", "libs": "pass", "cpu_matmul": "pass",
-        "cpu_svd": "pass", "numpy": "pass", "torchvision_nms": "skip", "hip_compile": "skip", "gpu": "skip"}
-    assert [r["section"] for r in report["results"]] == ["install"] * 8 + ["cpu"] * 4 + ["sdk", "gpu"]
+        "hip_version": "pass", "cuda_version": "pass", "arch_list": "skip", "libs": "pass", "pip_constraint": "pass",
+        "cpu_matmul": "pass", "cpu_svd": "pass", "numpy": "pass", "torchvision_nms": "skip",
+        "hip_compile": "skip", "gpu": "skip"}
+    assert [r["section"] for r in report["results"]] == ["install"] * 9 + ["cpu"] * 4 + ["sdk", "gpu"]
     assert all(set(r) == {"name", "status", "detail", "fix", "seconds", "section", "timed_out"}
                for r in report["results"])
     baked = json.loads(docker_client.containers.run(image, ["cat", "/opt/rif/cell.json"], remove=True))
     assert report["cell"] == baked and baked["tag"] == TAG
     assert (report["exit_code"], report["gpu_visible"], report["docker_flags"]) == (0, False, [])
-    assert report["summary"] == {"pass": 8, "fail": 0, "warn": 0, "skip": 6, "info": 0}
+    assert report["summary"] == {"pass": 9, "fail": 0, "warn": 0, "skip": 6, "info": 0}
 
 
 def test_wrong_expected_versions_fail_with_a_clear_message(docker_client: docker.DockerClient, image: str) -> None:
@@ -126,7 +128,7 @@ def test_wrong_expected_versions_fail_with_a_clear_message(docker_client: docker
     assert lines[at].endswith("torch 2.13.0+cpu is installed, the image promises 2.12.0")
     assert lines[at + 1].strip().startswith("fix: the image was built from the wrong wheels")
     assert "torchvision is not installed, the image promises 0.28.0" in out
-    assert lines[-1].startswith("7 passed, 2 failed") and lines[-1].endswith("exit 1 (a check failed)")
+    assert lines[-1].startswith("8 passed, 2 failed") and lines[-1].endswith("exit 1 (a check failed)")
 
 
 def test_cell_file_from_the_environment(docker_client: docker.DockerClient, image: str) -> None:
