@@ -144,3 +144,14 @@ def test_a_folder_that_refuses_fsync_still_gets_its_file(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(safefs.os, "fsync", fsync)
     assert safefs.replace_file(tmp_path / "r.json", b"x").read_bytes() == b"x"
+
+
+def test_a_named_output_gets_every_missing_folder_and_a_file_where_a_folder_should_be_is_one_error(
+        tmp_path: Path) -> None:
+    path = safefs.write_named(tmp_path / "a" / "b" / "record.json", b"{}", "the run record")
+    assert path.read_bytes() == b"{}" and path.stat().st_mode & 0o777 == 0o644
+    (tmp_path / "file").write_bytes(b"x")
+    with pytest.raises(safefs.OutputError) as info:
+        safefs.write_named(tmp_path / "file" / "record.json", b"{}", "the run record")
+    where = tmp_path / "file"
+    assert str(info.value) == f"{where / 'record.json'}: cannot write the run record: Not a directory"
