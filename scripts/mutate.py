@@ -234,7 +234,8 @@ def run_tests(tree: Path, tests: list[str], timeout: float) -> tuple[str, float,
     return state, time.monotonic() - started, (proc.stdout + proc.stderr).decode(errors="replace")[-3000:]
 
 
-def run(mutations: list[Mutation], timeout: float, verbose: bool, head: bool = False) -> int:
+def run(mutations: list[Mutation], timeout: float, verbose: bool, head: bool = False,
+        only: tuple[str, ...] = ()) -> int:
     with tempfile.TemporaryDirectory(prefix="rif-mutate-") as tmp:
         tree = Path(tmp)
         copy_checkout(tree, head)
@@ -247,7 +248,7 @@ def run(mutations: list[Mutation], timeout: float, verbose: bool, head: bool = F
                 print(f"[{k}/{len(mutations)}] STALE     {m.label()} (the old text is not once in the file)")
                 skipped += 1
                 continue
-            tests = tuple(sorted({*tests_for(m.file, tree), *m.tests}))
+            tests = only or tuple(sorted({*tests_for(m.file, tree), *m.tests}))
             if tests not in baseline:
                 baseline[tests] = run_tests(tree, list(tests), timeout)
             if baseline[tests][0] != "passed":
@@ -281,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", action="append", default=[], help="only mutations of these files")
     parser.add_argument("--list-only", action="store_true", help="print the mutations and their tests, run nothing")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (then: caught)")
+    parser.add_argument("--tests", nargs="+", default=(), metavar="TEST",
+                        help="run these test files for every mutation instead of each module's own (a quick check)")
     parser.add_argument("--head", action="store_true",
                         help="mutate the last commit's tree, not the working tree (others' edits left out)")
     parser.add_argument("-v", "--verbose", action="store_true", help="say each guard, and why a baseline failed")
@@ -296,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in mutations:
             print(f"{m.label()}  [{' '.join(sorted({*tests_for(m.file, ROOT), *m.tests}))}]")
         return 0
-    return run(mutations, args.timeout, args.verbose, args.head)
+    return run(mutations, args.timeout, args.verbose, args.head, tuple(args.tests))
 
 
 if __name__ == "__main__":
