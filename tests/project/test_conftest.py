@@ -159,19 +159,22 @@ def test_misspelt_marker_is_an_error(pytester: pytest.Pytester, monkeypatch: pyt
 
 
 
-SUITE_FIXTURES = ["docker_client", "base_image", "wheelhouse", "registry", "namespace", "containers", "server",
-                  "warm_images", "reclaim_module", "reclaim_test"]
+# fixture -> the folder of the plugin that defines it (testkit/: the fakes the benchmarks share)
+SUITE_FIXTURES = {**{name: "tests/fakes" for name in ("docker_client", "base_image", "wheelhouse", "registry",
+                                                       "namespace", "containers", "warm_images", "reclaim_module",
+                                                       "reclaim_test")},
+                  "server": "testkit"}
 
 
 def test_the_conftest_loads_every_fixture_of_the_suite(pytester: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each concern is a plugin under tests/fakes/: one that tests/conftest.py forgets to load takes its
-    fixtures with it (the hooks above would still fire, so they do not show it)."""
+    """Each concern is a plugin under tests/fakes/ (or testkit/): one that tests/conftest.py forgets to load takes
+    its fixtures with it (the hooks above would still fire, so they do not show it)."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("COLUMNS", "200")
     result = pytester.runpytest_subprocess("-p", "tests.conftest", "-p", "no:cacheprovider", "--fixtures",
                                            timeout=120)
-    result.stdout.fnmatch_lines_random([f"{name} *-- *tests/fakes/*.py:*" for name in SUITE_FIXTURES])
+    result.stdout.fnmatch_lines_random([f"{name} *-- *{home}/*.py:*" for name, home in SUITE_FIXTURES.items()])
 
 # --- tracked containers, on the real engine ------------------------------------------------------------------
 
