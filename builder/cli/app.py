@@ -12,11 +12,28 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from builder.cli import audit, build, catalog, matrix, publish, render, which
+from builder.cli import audit, build, catalog, matrix, planning, publish, render, spellings, stages, which
 from builder.cli.kit import flags_as_flags, show_version
 
-app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+class Commands(TyperGroup):
+    """The subcommands, with the old spellings of publish's modes routed to the commands that now do them."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name != "publish":
+            return name, command, rest
+        takes_value = frozenset(opt for cmd in ("publish", "plan", "stages") for param in self.commands[cmd].params
+                                if param.param_type_name == "option" and not getattr(param, "is_flag", True)
+                                for opt in param.opts)
+        name, rest = spellings.route(rest, takes_value)
+        return name, self.commands[name], rest
+
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  cls=Commands)
 
 # Each command lives with its printers in the module of its group (`builder/cli/<group>.py`); this is the
 # order `builder --help` lists them in.
@@ -24,6 +41,8 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("matrix", matrix.matrix_cmd),
     ("render", render.render),
     ("build", build.build),
+    ("plan", planning.plan),
+    ("stages", stages.stages),
     ("publish", publish.publish),
     ("push", publish.push),
     ("test", build.test_cmd),

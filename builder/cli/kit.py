@@ -92,6 +92,14 @@ BuildNetworkOpt = Annotated[str, typer.Option(
          "exports RIF_BUILD_NETWORK=host).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", hidden=True,
                                         help="Accepted for old scripts: build logs always go to .rif/logs.")]
+RecordOpt = Annotated[Path, typer.Option("--record", help="Where the JSON run record goes.")]
+
+
+def needs_registry(registry: str | None) -> str:
+    """--registry (or RIF_REGISTRY), which every command that pushes or plans against a registry needs."""
+    if not registry:
+        raise usage_error("--registry", "needs REGISTRY/NAMESPACE (or RIF_REGISTRY)")
+    return registry
 
 
 def wheel_source(wheelhouse_dir: Path | None, locks: Path | None = None) -> WheelSource:

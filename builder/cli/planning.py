@@ -1,4 +1,4 @@
-"""`builder publish --plan`: the registry-aware plan printed as a table, JSON or the workflow's rows; no engine.
+"""`builder plan`: the registry-aware plan printed as a table, JSON or the workflow's rows; no engine, no build.
 
 `--format github` prints the rows (the shape `builder matrix --format github` prints) of only the combinations with
 at least one image to build; the plan job of publish.yml starts one publish job per row, none when there is none.
@@ -9,29 +9,62 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from builder.buildkit.export import Cache
-from builder.cli import console, runs
-from builder.cli.kit import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from builder.cli import console, flags, runs
+from builder.cli.kit import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    InsecureOpt,
+    RecordOpt,
+    RegistryOpt,
+    RunnerDiskOpt,
+    RunnerOpt,
+    handles_errors,
+    needs_registry,
+)
 from builder.core import safefs
 from builder.core.errors import usage_error
 from builder.core.text import safe
 from builder.pipeline import jobs, lifecycle, stagewave
-from builder.publish import planner, record, rows
+from builder.publish import planner, record, rows, runners
 from builder.publish.promote import Target
+from builder.registry.address import check_insecure
 from builder.render.dockerfile import RenderedCell
 
 FORMATS = ("text", "json", "github")
 
 
-def check_format(fmt: str, plan: bool, move_tags: bool) -> None:
-    """--format and --move-tags belong to --plan; a bad --format is refused before any work."""
+@handles_errors
+@flags.grouped
+def plan(selection: flags.Selection, registry: RegistryOpt = None, insecure: InsecureOpt = None,
+         record_path: RecordOpt = Path("publish-record.json"), cache_registry: flags.CacheRegistryOpt = None,
+         fmt: Annotated[str, typer.Option("--format", metavar="text|json|github", help=(
+             "A table (text), every image with its action and why (json), or the workflow's rows of the "
+             "combinations with an image to build (github)."))] = "text",
+         move_tags: Annotated[bool, typer.Option("--move-tags", help=(
+             "Move the tags of published images that point elsewhere, registry-side by digest (no engine, no "
+             "build)."))] = False,
+         runner_disk: RunnerDiskOpt = None, runner: RunnerOpt = None,
+         ) -> None:
+    """Ask the registry what `publish` would build, skip and re-tag; build nothing, push nothing."""
+    insecure_hosts = check_insecure(insecure)
+    check_format(fmt)
+    checked = needs_registry(registry)
+    where = runners.resolve(selection.matrix, runner, runner_disk)
+    todo = selection.jobs()
+    raise typer.Exit(run_plan(todo, runs.target(checked, insecure_hosts), fmt, move_tags, record_path, checked,
+                              where, flags.cache(cache_registry, insecure_hosts)))
+
+
+def check_format(fmt: str) -> None:
+    """A bad --format is refused before any work."""
     if fmt not in FORMATS:
         raise usage_error("--format", f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
-    if not plan and fmt != "text":
-        raise usage_error("--format", f"{fmt} prints a plan: add --plan")
-    if move_tags and not plan:
-        raise usage_error("--move-tags", "moves the tags a --plan finds out of place: add --plan")
 
 
 def run_plan(todo: list[jobs.Job], target: Target, fmt: str, move_tags: bool, record_path: Path | None,

@@ -9,7 +9,7 @@ import pytest
 from testkit.matrices import ONE_CPU
 from tests.fakes.checkout import DATA, ROOT, builder_cli
 
-COMMANDS = ["matrix", "render", "build", "test", "push", "base", "wheelhouse"]
+COMMANDS = ["matrix", "render", "build", "plan", "stages", "publish", "test", "push", "base", "wheelhouse"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -30,8 +30,8 @@ def test_every_command_is_registered_in_the_order_help_lists_them() -> None:
     listed = result.output.split("Commands")[1].splitlines()
     # A command's row starts at the border; a wrapped line of its help is indented past it.
     assert [line.split()[1] for line in listed if line.startswith("│ ") and not line.startswith("│  ")] == [
-        "matrix", "render", "build", "publish", "push", "test", "base", "prune", "lock", "wheelhouse", "catalog",
-        "diff", "reproduce", "which"]
+        "matrix", "render", "build", "plan", "stages", "publish", "push", "test", "base", "prune", "lock", "wheelhouse",
+        "catalog", "diff", "reproduce", "which"]
 
 
 def test_bad_matrix_exits_2_naming_file_line_and_key(tmp_path: Path) -> None:
@@ -67,6 +67,8 @@ def test_every_kind_of_matrix_problem_is_reported_in_one_run(tmp_path: Path) -> 
 
 
 INSECURE_COMMANDS = [["publish", "--matrix", str(DATA / "e2e.yaml"), "--registry", "reg.lan:5000/ns"],
+                     ["plan", "--matrix", str(DATA / "e2e.yaml"), "--registry", "reg.lan:5000/ns"],
+                     ["stages", "--matrix", str(DATA / "e2e.yaml"), "--cache-registry", "reg.lan:5000/ns"],
                      ["build", "--matrix", str(DATA / "e2e.yaml"), "--push", "--registry", "reg.lan:5000/ns"],
                      ["push", "some-image", "--registry", "reg.lan:5000/ns"],
                      ["catalog", "--registry", "reg.lan:5000/ns", "--out", "never-written"]]

@@ -1,4 +1,4 @@
-"""`builder publish --plan` (builder.cli.planning): options checked first, the plan's counts, the workflow's rows."""
+"""`builder plan` (builder.cli.planning): options checked first, the plan's counts, the workflow's rows."""
 
 from __future__ import annotations
 
@@ -25,27 +25,24 @@ from tests.publish.test_planner import example_jobs
 
 
 def test_usage_errors_name_the_option() -> None:
-    for args, option in ((["--format", "json"], "--format"), (["--move-tags"], "--move-tags"),
-                         (["--plan", "--format", "xml"], "--format"), (["--plan", "--shard", "3/2"], "--shard")):
-        proc = CliRunner().invoke(app, ["publish", "-m", str(ROOT / "examples/local.yaml"), "--registry",
+    for args, option in ((["--format", "xml"], "--format"), (["--shard", "3/2"], "--shard"),
+                         (["--runner-disk", "lots"], "--runner-disk"), (["--no-push"], "No such option: --no-push"),
+                         (["--gpu"], "No such option: --gpu"), (["--compression", "zstd"], "No such option")):
+        proc = CliRunner().invoke(app, ["plan", "-m", str(ROOT / "examples/local.yaml"), "--registry",
                                         "127.0.0.1:1/x", *args])
         assert proc.exit_code == 2 and option in proc.output, (args, proc.output)
 
 
-@pytest.mark.parametrize(("fmt", "plan", "move_tags", "option"), [
-    ("xml", True, False, "--format"), ("json", False, False, "--format"), ("github", False, False, "--format"),
-    ("text", False, True, "--move-tags"),
-])
-def test_check_format_refuses_what_belongs_to_plan(fmt: str, plan: bool, move_tags: bool, option: str) -> None:
+@pytest.mark.parametrize("fmt", ["xml", "", "JSON", "text "])
+def test_check_format_refuses_an_unknown_format(fmt: str) -> None:
     with pytest.raises(InputError) as exc:
-        planning.check_format(fmt, plan, move_tags)
-    assert exc.value.problems[0].key == option
+        planning.check_format(fmt)
+    assert exc.value.problems[0].key == "--format"
 
 
 def test_check_format_passes_the_formats_of_a_plan() -> None:
     for fmt in planning.FORMATS:
-        planning.check_format(fmt, True, True)
-    planning.check_format("text", False, False)
+        planning.check_format(fmt)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +86,7 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def plan(address: str, *extra: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["publish", "--plan", "-m", str(EXAMPLE), "--registry", f"{address}/rocm",
+    result = CliRunner().invoke(app, ["plan", "-m", str(EXAMPLE), "--registry", f"{address}/rocm",
                                       *extra], env={"COLUMNS": "300", "NO_COLOR": "1"})
     return result.exit_code, " ".join(result.output.split())
 
@@ -173,8 +170,8 @@ def test_whatever_the_registry_answers_is_that_image_s_error(server: Start, repl
 
 
 def plan_rows(address: str, disk: str, tmp_path: Path, *extra: str) -> tuple[int, str]:
-    proc = CliRunner().invoke(app, ["publish", "-m", str(ROOT / "matrix.yaml"), "--registry", f"{address}/empty",
-                                    "--plan", "--format", "github", "--runner-disk", disk,
+    proc = CliRunner().invoke(app, ["plan", "-m", str(ROOT / "matrix.yaml"), "--registry", f"{address}/empty",
+                                    "--format", "github", "--runner-disk", disk,
                                     "--record", str(tmp_path / "record.json"), *extra])
     return proc.exit_code, proc.output
 
@@ -205,7 +202,7 @@ def test_an_image_to_build_over_the_runner_disk_fails_the_plan_naming_it(server:
     assert code == 0 and json.loads(output)["include"] == [], output
     proc = CliRunner().invoke(app, ["publish", "-m", str(ROOT / "examples/local.yaml"), "--registry",
                                     "127.0.0.1:1/x", "--runner-disk", "60G"])
-    assert proc.exit_code == 2 and "--runner-disk" in proc.output
+    assert proc.exit_code == 2 and "No such option: --runner-disk" in proc.output
 
 
 def test_the_rows_of_a_split_combination_are_what_shared_stages_counts() -> None:
@@ -224,7 +221,7 @@ def test_the_plan_record_lists_the_shared_stages_the_cache_registry_lacks(server
     matrix = write_matrix(tmp_path, cpu_matrix("'2.13.0'", "'2.12.0'"))
 
     def stages() -> list[str]:
-        result = CliRunner().invoke(app, ["publish", "--plan", "-m", str(matrix), "--registry",
+        result = CliRunner().invoke(app, ["plan", "-m", str(matrix), "--registry",
                                           f"{scripted.address}/rocm", "--cache-registry", f"{scripted.address}/rocm",
                                           "--format", "github"])
         assert result.exit_code == 0, result.output

@@ -1,4 +1,4 @@
-"""`builder publish --shared-stages` (builder.cli.stages): a line per shared stage, the log in a file, an exit code."""
+"""`builder stages` (builder.cli.stages): a line per shared stage, the log in a file, an exit code."""
 
 from __future__ import annotations
 
@@ -73,10 +73,25 @@ def test_the_runner_disk_tells_the_first_wave_which_rows_split_a_combination(mon
 
     seen: list[BakeOptions] = []
     monkeypatch.setattr(stages, "run_stages", lambda todo, options: seen.append(options) or 0)
-    base = ["publish", "-m", str(ROOT / "matrix.yaml"), "--registry", "r.io/ns", "--cache-registry", "r.io/ns",
-            "--shared-stages", "--match", "rocm10.0_*"]
+    base = ["stages", "-m", str(ROOT / "matrix.yaml"), "--cache-registry", "r.io/ns", "--match", "rocm10.0_*"]
     for disk, split in (("35G", True), ("10T", False)):  # TheRock 10.0's 30-image rows peak at about 35.6 GiB
         proc = CliRunner().invoke(app, [*base, "--runner-disk", disk])
         assert proc.exit_code == 0, proc.output
         row_of = seen[-1].row_of
         assert any("-part1-of-" in row for row in row_of.values()) is split and len(row_of) == 144
+
+
+def test_the_command_checks_its_options_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from builder.cli.app import app
+    from tests.fakes.checkout import DATA
+
+    monkeypatch.setattr(baking, "shared_stages", lambda *a: pytest.fail("built without a cache registry"))
+    matrix = ["-m", str(DATA / "e2e.yaml")]
+    for args, said in ((["--compression", "xz"], "--compression: 'xz'"), ([], "--cache-registry:"),
+                       (["--cache-registry", "r.io/ns", "--build-network", "none"], "--build-network:"),
+                       (["--cache-registry", "r.io/ns", "--registry", "r.io/ns"], "No such option: --registry"),
+                       (["--cache-registry", "r.io/ns", "--no-push"], "No such option: --no-push")):
+        proc = CliRunner().invoke(app, ["stages", *matrix, *args])
+        assert proc.exit_code == 2 and said in proc.output, (args, proc.output)

@@ -36,7 +36,7 @@ def commands(namespace: str, wheelhouse: Path, report: Path) -> dict[str, list[s
     return {
         "build": ["build", *matrix, "--push", "--registry", namespace, "--report", str(report), "--quiet"],
         "push": ["push", f"rocm-image-factory/pytorch:{BROKEN}", "--registry", namespace, "--report", str(report)],
-        "publish": ["publish", *matrix, "--registry", namespace, "--record", str(report), "--quiet"],
+        "publish": ["publish", *matrix, "--registry", namespace, "--record", str(report)],
     }
 
 

@@ -102,7 +102,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/rif-plan/docker.sock", "NO_COLOR": "1",
            "PYTHONPATH": str(ROOT)}
     env.pop("RIF_REGISTRY", None)
-    return subprocess.run([sys.executable, "-m", "builder", "publish", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "builder", "plan", *args], capture_output=True, text=True,
                           env=env, timeout=300, check=False, cwd=ROOT)
 
 
@@ -110,7 +110,7 @@ def test_the_command_plans_without_an_engine_in_every_format(server: Start, tmp_
     store = Store()
     scripted = server(store.answer)
     todo = example_jobs()
-    base = ["-m", "examples/local.yaml", "--registry", f"{scripted.address}/rocm", "--plan",
+    base = ["-m", "examples/local.yaml", "--registry", f"{scripted.address}/rocm",
             "--record", str(tmp_path / "record.json")]
     empty = cli(*base, "--format", "github")
     assert empty.returncode == 0, empty.stderr
@@ -159,7 +159,7 @@ def test_a_real_registry_plans_nothing_then_the_changed_combination_then_everyth
         def found(matrix: str, namespace: str = "rocm") -> list[dict[str, object]]:
             path = tmp_path / "matrix.yaml"
             path.write_text(matrix)
-            proc = cli("-m", str(path), "--registry", f"{reg.address}/{namespace}", "--plan", "--format", "github",
+            proc = cli("-m", str(path), "--registry", f"{reg.address}/{namespace}", "--format", "github",
                        "--record", str(tmp_path / "record.json"))
             assert proc.returncode == 0 and proc.stdout.count("\n") == 1, proc.stderr
             found: list[dict[str, object]] = json.loads(proc.stdout)["include"]
@@ -210,7 +210,7 @@ def test_the_command_moves_tags_registry_side_without_an_engine(server: Start, t
     runtime, devel = todo = example_jobs()
     publish_all(store, todo)
     store.manifests["rocm/pytorch:latest"] = store.manifests[f"rocm/pytorch:{devel.tag}"]
-    proc = cli("-m", "examples/local.yaml", "--registry", f"{scripted.address}/rocm", "--plan", "--move-tags",
+    proc = cli("-m", "examples/local.yaml", "--registry", f"{scripted.address}/rocm", "--move-tags",
                "--record", str(tmp_path / "record.json"))
     assert proc.returncode == 0, proc.stderr
     assert store.digest("rocm/pytorch", "latest") == store.digest("rocm/pytorch", runtime.tag)
@@ -245,7 +245,7 @@ def test_a_real_registry_plans_build_for_an_image_whose_immutable_tag_was_delete
         tags = reg.storage / "docker/registry/v2/repositories/rocm" / gone.repository / "_manifests/tags"
         assert (tags / gone.tag).is_dir()
         subprocess.run(["rm", "-r", str(tags / gone.immutable_tag)], check=True)
-        proc = cli("-m", "examples/local.yaml", "--registry", f"{reg.address}/rocm", "--plan", "--format", "json",
+        proc = cli("-m", "examples/local.yaml", "--registry", f"{reg.address}/rocm", "--format", "json",
                    "--record", str(tmp_path / "record.json"))
         assert proc.returncode == 0, proc.stderr
         actions = {i["tag"]: (i["action"], i["reason"]) for i in json.loads(proc.stdout)["images"]}

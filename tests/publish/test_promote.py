@@ -68,12 +68,12 @@ class Run:
 
 
 def publish(matrix_text: str, registry: str, wheelhouse: Path, tmp: Path, env: dict[str, str] | None = None,
-            *extra: str) -> Run:
+            *extra: str, command: str = "publish") -> Run:
     matrix = tmp / f"m-{uuid.uuid4().hex[:6]}.yaml"
     matrix.write_text(matrix_text)
     record = tmp / f"r-{uuid.uuid4().hex[:6]}.json"
-    proc = subprocess.run([sys.executable, "-m", "builder", "publish", "--matrix", str(matrix), "--registry", registry,
-                           "--wheelhouse", str(wheelhouse), "--record", str(record), "--quiet", *extra],
+    proc = subprocess.run([sys.executable, "-m", "builder", command, "--matrix", str(matrix), "--registry", registry,
+                           "--wheelhouse", str(wheelhouse), "--record", str(record), *extra],
                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})}, check=False)
     cells = {c["tag"]: c for c in json.loads(record.read_text())["images"]} if record.exists() else {}
     return Run(proc, cells)
@@ -158,7 +158,7 @@ def test_republish_builds_and_pushes_nothing(ns: Namespace, proxy: FaultProxy, b
 
 def test_plan_touches_nothing(ns: Namespace, proxy: FaultProxy, base_image: str, wheelhouse: Path,
                               tmp_path: Path, docker_client: docker.DockerClient) -> None:
-    run = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, "--plan")
+    run = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, command="plan")
     assert run.proc.returncode == 0, run.output
     assert {k: (v["state"], v["moved"]) for k, v in run.record.items()} == {
         RUNTIME: ("would-build", [RUNTIME, "latest"]), DEVEL: ("would-build", [DEVEL])}
@@ -177,9 +177,10 @@ def test_plan_on_a_populated_namespace_would_skip_and_sends_no_write(
     ns.api.put_tag(ns.repo, "latest", devel)
     before = ns.digests()
 
-    for flag in ("--plan", "--dry-run"):  # --dry-run: the deprecated name of --plan, which says so
+    # `publish --plan` and `publish --dry-run`: the old spellings of `plan`, which say so
+    for command, old in (("plan", []), ("publish", ["--plan"]), ("publish", ["--dry-run"])):
         proxy.clear()
-        dry = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, flag)
+        dry = publish(MATRIX, ns.via(proxy), wheelhouse, tmp_path, None, *old, command=command)
         assert dry.proc.returncode == 0, dry.output
         assert {k: (v["state"], v["pushed"], v["moved"]) for k, v in dry.record.items()} == {
             RUNTIME: ("would-skip", False, ["latest"]), DEVEL: ("would-skip", False, [])}
@@ -187,10 +188,9 @@ def test_plan_on_a_populated_namespace_would_skip_and_sends_no_write(
         assert any(r.method == "GET" and r.path == f"/v2/{ns.repo}/manifests/latest" for r in proxy.snapshot())
         assert proxy.writes == []
         assert ns.digests() == before
-        deprecated = [line for line in dry.proc.stderr.splitlines() if "deprecated" in line]
-        assert deprecated == ([] if flag == "--plan" else [
-            "warning: --dry-run is deprecated: it means --plan (builds nothing); --no-push builds and validates "
-            "without pushing"])
+        notices = [line for line in dry.proc.stderr.splitlines() if line.startswith("notice:")]
+        assert notices == [f"notice: `builder publish {o}` is now `builder plan`; the old spelling goes in the next "
+                           "release" for o in old]
 
 
 def test_no_push_builds_and_validates_and_writes_nothing(ns: Namespace, proxy: FaultProxy, base_image: str,
@@ -382,7 +382,7 @@ def test_registry_dying_mid_push_fails_cleanly_and_a_rerun_completes(
     matrix.write_text(MATRIX)
     record = tmp_path / "r.json"
     cmd = [sys.executable, "-m", "builder", "publish", "--matrix", str(matrix), "--registry", target,
-           "--wheelhouse", str(wheelhouse), "--record", str(record), "--quiet", "--cell", RUNTIME]
+           "--wheelhouse", str(wheelhouse), "--record", str(record), "--cell", RUNTIME]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     assert proc.stdout is not None
     output = []
