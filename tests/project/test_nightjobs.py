@@ -37,7 +37,7 @@ def test_publish_calls_one_job_per_row_and_the_plan_says_rows_and_moves() -> Non
     assert outputs["moves"] == "${{ steps.plan.outputs.moves }}"
     assert outputs["stages"] == "${{ steps.plan.outputs.stages }}"
     script = next(s["run"] for s in jobs["plan"]["steps"] if s.get("id") == "plan")
-    assert "--plan" in script and "--format github" in script
+    assert "builder plan" in script and "--format github" in script
     assert 'compgen -G "images/*/lock/base.txt"' in script and "args+=(--locks images)" in script
 
 

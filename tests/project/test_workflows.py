@@ -138,18 +138,19 @@ def test_only_publishing_jobs_may_write_packages() -> None:
     assert not any("run" in s for s in deploy["steps"])
     assert signers == {("publish.yml", "pages"), ("publish-cells.yml", "sign"), ("publish.yml", "publish")}
     # The per-row job, the signing job (cosign pushes signatures), the job of publish.yml that calls them, and the
-    # job that moves tags registry-side (builder publish --plan --move-tags: no build).
+    # job that moves tags registry-side (builder plan --move-tags: no build).
     assert writers == {("publish-cells.yml", "publish"), ("publish-cells.yml", "sign"), ("publish.yml", "publish"),
                        ("publish.yml", "retag"), ("publish-cells.yml", "stages")}
     for name, job_id in writers:
         job = load(ROOT / ".github" / "workflows" / name)["jobs"][job_id]
         if job_id == "retag":
             script = "\n".join(step.get("run", "") for step in job["steps"])
-            assert "builder publish" in script and "--plan --move-tags" in script and "docker" not in script
+            assert "builder plan" in script and "--move-tags" in script and "docker" not in script
+            assert "builder publish" not in script
             continue
         if job_id == "stages":  # the first wave: cache only, never an image
             script = "\n".join(step.get("run", "") for step in job["steps"])
-            assert "--shared-stages" in script and "--cache-registry" in script
+            assert "builder stages" in script and "--cache-registry" in script and "builder publish" not in script
             continue
         assert name == "publish-cells.yml" or job.get("uses") == CELLS_WORKFLOW, \
             f"{name}: {job_id} is not a publishing job"
@@ -272,7 +273,8 @@ def test_publish_plans_against_the_registry_and_starts_only_what_it_must() -> No
     doc = load(ROOT / ".github" / "workflows" / "publish.yml")
     plan = doc["jobs"]["plan"]
     plan_script = "\n".join(step.get("run", "") for step in plan["steps"])
-    assert "builder publish" in plan_script and "--plan" in plan_script and "--format github" in plan_script
+    assert "builder plan" in plan_script and "--format github" in plan_script
+    assert "builder publish" not in plan_script and "--plan" not in plan_script, "the new spelling"
     assert "--move-tags" not in plan_script, "the plan only reads"
     assert plan["permissions"] == {"contents": "read", "packages": "read"}
     assert set(plan["outputs"]) == {"groups", "count", "moves", "stages"}
@@ -388,6 +390,9 @@ def test_cell_workflow_runs_one_job_per_group_with_env_credentials() -> None:
     assert "RIF_REGISTRY_PASSWORD" not in script and "--build-arg" not in script, "credentials only via env"
     # dry_run does what its description says: build and validate, push nothing (--plan would build nothing).
     assert "--dry-run" not in script and "--plan" not in script
+    for path in WORKFLOWS:  # every workflow spells the commands as they are now, none the old way
+        text = path.read_text()
+        assert not re.search(r"--plan\b|--shared-stages|--dry-run|builder publish[^\n]*(-q|--quiet)\b", text), path.name
     for doc_ in (doc, load(ROOT / ".github" / "workflows" / "publish.yml")):
         described = triggers(doc_)["workflow_call" if doc_ is doc else "workflow_dispatch"]["inputs"]["dry_run"]
         assert "Build and validate" in described["description"] and "--no-push" in described["description"]
@@ -504,7 +509,7 @@ def test_a_gpu_runner_label_routes_the_combination_jobs_to_self_hosted_gpus_with
 
 def stages_step() -> dict[str, Any]:
     job = load(ROOT / ".github" / "workflows" / "publish-cells.yml")["jobs"]["stages"]
-    (step,) = [s for s in job["steps"] if "builder publish" in s.get("run", "")]
+    (step,) = [s for s in job["steps"] if "builder stages" in s.get("run", "")]
     return step
 
 
@@ -535,8 +540,8 @@ def test_the_first_wave_builds_the_stages_every_row_shares_once_before_the_rows(
     proc = run_script(stages_step()["run"], env, tmp_path, tmp_path)
     assert proc.returncode == 0, proc.stderr
     selection = [a for row in found for t in row["cells"].split() for a in ("--cell", t)]
-    assert args.read_text().split("\0")[:-1] == ["publish", "--matrix", "matrix.yaml", "--registry", "ghcr.io/some-org",
-                                                 *selection, "--cache-registry", "ghcr.io/some-org", "--shared-stages"]
+    assert args.read_text().split("\0")[:-1] == ["stages", "--matrix", "matrix.yaml", *selection, "--cache-registry",
+                                                 "ghcr.io/some-org"]
     args.unlink()
     env["GROUPS_JSON"] = json.dumps({"include": [{"group": "g", "cells": "ok $(touch pwned)", "images": 2}]})
     proc = run_script(stages_step()["run"], env, tmp_path, tmp_path)
@@ -614,7 +619,7 @@ def test_the_workflows_plan_on_the_committed_pool_and_read_no_runner_variable() 
         runs_on = cells["jobs"][name]["runs-on"]
         assert runs_on.endswith(f"|| '{pool.default}' }}}}"), runs_on
     assert "matrix.runner" in cells["jobs"]["publish"]["runs-on"]
-    script = next(s["run"] for s in cells["jobs"]["stages"]["steps"] if "--shared-stages" in s.get("run", ""))
+    script = next(s["run"] for s in cells["jobs"]["stages"]["steps"] if "builder stages" in s.get("run", ""))
     assert '--runner "$RUNNER"' in script and '--runner-disk "$RUNNER_DISK"' in script, "the plan's split, as planned"
 
 
