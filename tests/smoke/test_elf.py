@@ -121,14 +121,16 @@ def test_files_that_are_not_elf64_little_endian_are_none(tmp_path: Path) -> None
 VADDR = 0x400000
 
 
-def laid_out(*, filler_headers: int = 0, filler_entries: int = 0, soname: bytes = b"librif.so.1") -> bytes:
+def laid_out(*, filler_headers: int = 0, filler_entries: int = 0, soname: bytes = b"librif.so.1",
+             after_null: tuple[tuple[int, int], ...] = ()) -> bytes:
     """An ELF64 LE file: header, `filler_headers` PT_NOTE headers before PT_LOAD and PT_DYNAMIC, a string table, then
-    a dynamic section of `filler_entries` DT_DEBUG entries before DT_NEEDED, DT_SONAME, DT_STRTAB and DT_NULL."""
+    a dynamic section of `filler_entries` DT_DEBUG entries before DT_NEEDED, DT_SONAME, DT_STRTAB and DT_NULL (and
+    `after_null` entries past its end)."""
     phnum = filler_headers + 2
     strtab_at = 64 + 56 * phnum
     strings = b"\0libm.so.6\0" + soname + b"\0"
     dynamic_at = strtab_at + len(strings)
-    entries = [(21, 0)] * filler_entries + [(1, 1), (14, 11), (5, VADDR + strtab_at), (0, 0)]
+    entries = [(21, 0)] * filler_entries + [(1, 1), (14, 11), (5, VADDR + strtab_at), (0, 0), *after_null]
     dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in entries)
     total = dynamic_at + len(dynamic)
     header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, phnum,
@@ -146,6 +148,11 @@ def read(data: bytes) -> elf.Dynamic | None:
 
 def test_the_hand_laid_file_reads() -> None:
     assert read(laid_out()) == elf.Dynamic(("libm.so.6",), "librif.so.1")
+
+
+def test_the_dynamic_section_ends_at_dt_null() -> None:
+    """Entries past DT_NULL (padding, or planted) are not the file's: a DT_NEEDED there is not read."""
+    assert read(laid_out(after_null=((1, 1), (14, 1)))) == elf.Dynamic(("libm.so.6",), "librif.so.1")
 
 
 def test_program_headers_past_the_256th_are_not_read() -> None:
