@@ -35,6 +35,8 @@ def _segments(fh: BinaryIO) -> tuple[list[tuple[int, int, int]], dict[int, tuple
         return None
     fh.seek(phoff)
     table = fh.read(phentsize * min(phnum, MAX_HEADERS))
+    if len(table) < phentsize * min(phnum, MAX_HEADERS):
+        return None  # a file cut short, not a static one: its program headers are missing
     loads: list[tuple[int, int, int]] = []
     others: dict[int, tuple[int, int]] = {}
     for at in range(0, len(table) - 55, phentsize):
