@@ -216,10 +216,16 @@ class Response:
     headers: dict[str, str]
 
 
+class CutShort(ConnectionError):
+    """An answer that ended before its Content-Length: the connection dropped (retried like one), never a body."""
+
+
 def _read(stream: Any, limit: int, watchdog: _Watchdog, what: str, cut: bool = False,
-          sink: IO[bytes] | None = None) -> bytes:
+          sink: IO[bytes] | None = None, whole: bool = False) -> bytes:
     """At most limit bytes, before the deadline; past the cap a RegistryError (or, with cut, the first limit).
-    With a sink, the bytes go there as they come (a multi-GB layer is never held in memory) and none are returned."""
+    With a sink, the bytes go there as they come (a multi-GB layer is never held in memory) and none are returned.
+    With whole, a body shorter than its Content-Length is CutShort: http.client's read1 ends quietly
+    where the connection did, and a plain index or a manifest cut short would otherwise read as a whole one."""
     length = stream.headers.get("Content-Length") if hasattr(stream, "headers") else None
     if not cut and length and length.isdigit() and len(length) < 20 and int(length) > limit:
         raise RegistryError(f"{what}: {int(length)} bytes is more than the {limit} read: refused")
@@ -240,6 +246,8 @@ def _read(stream: Any, limit: int, watchdog: _Watchdog, what: str, cut: bool = F
         else:
             parts.append(chunk)
     watchdog.remaining()  # a body cut short by the watchdog is no body
+    if whole and length and length.isdigit() and len(length) < 20 and size < int(length):
+        raise CutShort(f"{what}: the answer ended after {size} of its {int(length)} bytes")
     return b"".join(parts)
 
 
@@ -254,7 +262,7 @@ def request(req: urllib.request.Request, limit: int, what: str, deadline_s: floa
     try:
         try:
             with opener.open(req, timeout=watchdog.remaining()) as resp:
-                return Response(_read(resp, limit, watchdog, what, sink=sink),
+                return Response(_read(resp, limit, watchdog, what, sink=sink, whole=req.get_method() != "HEAD"),
                                 {k.lower(): v for k, v in resp.headers.items()})
         except urllib.error.HTTPError as exc:
             body = _read(exc, MAX_ERROR_BYTES, watchdog, what, cut=True) if exc.fp is not None else b""

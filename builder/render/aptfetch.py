@@ -49,7 +49,7 @@ def fetch(folder: str) -> str:
             if exc.code == 404:
                 continue
             raise ArchiveError(f"{url}: HTTP {exc.code}") from None
-        except RegistryError as exc:  # past the compressed cap
+        except (RegistryError, transport.CutShort) as exc:  # past the compressed cap; a body cut short
             raise ArchiveError(printable(exc)) from None
         except (urllib.error.URLError, OSError) as exc:  # no name, refused, reset, the deadline (TimeoutError)
             raise Unreachable(f"{url}: {printable(getattr(exc, 'reason', exc))}") from None

@@ -54,6 +54,16 @@ def test_the_first_index_served_in_apts_order_is_read_and_unpacked(serve: Callab
     assert aptfetch.fetch(serve(files)) == f"Package: from-{served[0]}\n"
 
 
+def test_a_plain_index_cut_short_of_its_content_length_is_an_archive_error_not_a_smaller_index(
+        serve: Callable[..., str]) -> None:
+    """http.client's read1 ends quietly where the connection ends: a plain Packages (no stream end to miss) sent
+    short of the Content-Length it announced must not read as a whole index with fewer packages."""
+    body = STANZA * 3
+    folder = serve({"Packages": body}, length=len(body) + 1)
+    with pytest.raises(aptfetch.ArchiveError, match=f"ended after {len(body)} of its {len(body) + 1} bytes"):
+        aptfetch.fetch(folder)
+
+
 def test_a_folder_without_any_index_is_an_archive_error_naming_it(serve: Callable[..., str]) -> None:
     folder = serve({"Release": b"Origin: rif-test\n"})
     with pytest.raises(aptfetch.ArchiveError, match="no Packages index") as caught:
