@@ -118,7 +118,7 @@ def _groups(todo: list[jobs.Job]) -> dict[str, list[RenderedCell]]:
 
 
 def row_of(todo: list[jobs.Job], where: rows.Pool | rows.Runner) -> dict[str, str]:
-    """image tag -> its row, for `--shared-stages`: a stage that images of two rows share is built once."""
+    """image tag -> its row, for `builder stages`: a stage that images of two rows share is built once."""
     return rows.row_of(rows.build_rows(_groups(todo), where=where))
 
 

@@ -94,7 +94,7 @@ def test_a_missing_input_stops_the_run_before_any_bake(tmp_path: Path, monkeypat
 
 def test_a_missing_input_stops_the_shared_stages_before_any_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                      nothing_there: list[str]) -> None:
-    """`publish --shared-stages` bakes too: the same preflight first, or a stage waits on a base no one made."""
+    """`builder stages` bakes too: the same preflight first, or a stage waits on a base no one made."""
     built: list[object] = []
     monkeypatch.setattr(baking, "require_builder", lambda kit: kit)
     monkeypatch.setattr(baking.stagewave, "build", lambda *args, **kwargs: built.append(args) or [])

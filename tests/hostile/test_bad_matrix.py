@@ -152,8 +152,10 @@ COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
     "render": lambda f, tmp: ["render", "-m", str(f), "--out", str(tmp / "out")],
     "render-check": lambda f, tmp: ["render", "-m", str(f), "--check", "--out", str(tmp / "out")],
     "build": lambda f, tmp: ["build", "-m", str(f), "--no-validate"],
-    "publish": lambda f, tmp: ["publish", "-m", str(f), "--registry", "127.0.0.1:1/x", "--plan",
-                               "--record", str(tmp / "record.json")],
+    "plan": lambda f, tmp: ["plan", "-m", str(f), "--registry", "127.0.0.1:1/x", "--record", str(tmp / "record.json")],
+    "stages": lambda f, tmp: ["stages", "-m", str(f), "--cache-registry", "127.0.0.1:1/x"],
+    "publish": lambda f, tmp: ["publish", "-m", str(f), "--registry", "127.0.0.1:1/x", "--record",
+                               str(tmp / "record.json")],
     "wheelhouse": lambda f, tmp: ["wheelhouse", "-m", str(f), "--dest", str(tmp / "wheels")],
     "test": lambda f, tmp: ["test", "rocm-image-factory/none:none", "-m", str(f)],
 }

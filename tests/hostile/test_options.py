@@ -140,7 +140,9 @@ BAD_SHARDS = ["²/³", "\u0661/\u0662", "1/" + "9" * 5000, "9" * 5000 + "/1", "1
 
 @pytest.mark.parametrize("spec", BAD_SHARDS)
 @pytest.mark.parametrize("command", [["matrix", "--format", "github"],
-                                     ["publish", "--plan", "--registry", "127.0.0.1:5000/rif"]])
+                                     ["plan", "--registry", "127.0.0.1:5000/rif"],
+                                     ["stages", "--cache-registry", "127.0.0.1:5000/rif"],
+                                     ["publish", "--registry", "127.0.0.1:5000/rif"]])
 def test_a_shard_that_is_not_k_of_n_in_ascii_digits_is_refused_by_name(world: Path, command: list[str],
                                                                          spec: str) -> None:
     code, output = _invoke([*command, "--shard", spec])

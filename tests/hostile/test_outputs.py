@@ -138,7 +138,7 @@ def planned(server: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> C
     scripted = server(Store().answer)
 
     def run(*extra: str) -> tuple[int, str]:
-        result = CliRunner().invoke(app, ["publish", "--plan", "-m", str(EXAMPLE), "--registry",
+        result = CliRunner().invoke(app, ["plan", "-m", str(EXAMPLE), "--registry",
                                           f"{scripted.address}/rocm", *extra], env={"COLUMNS": "300"})
         return result.exit_code, " ".join(result.output.split())
     return run
