@@ -4,7 +4,7 @@ Replays the decisions of .github/workflows/publish.yml (+ publish-cells.yml) aga
 (`docker-registry`, distribution, on 127.0.0.1 and a free port, its own storage) that the factory itself filled
 (benchmarks/support/nightfill.py: every image of matrix.yaml as `builder publish` leaves it, pushed with the factory's
 registry client, small synthetic layers). The plan is the plan job's: the jobs of the matrix rendered as
-`builder publish --plan` renders them (locked, `--locks images`, exactly when the tree has images/*/lock/base.txt),
+`builder plan` renders them (locked, `--locks images`, exactly when the tree has images/*/lock/base.txt),
 looked up by builder.publish.planner, rows as `--format github` prints them; the jobs started follow the workflow's
 `if:` rules (benchmarks/support/nightjobs.py). Scenarios, each on a copy of the tree:
   (a) nothing changed; (b) one base image's digest changed (every combination pinning it);

@@ -1,4 +1,4 @@
-"""Benchmark for issue 28: the registry-aware plan (`builder publish --plan`) of a 10x production matrix.
+"""Benchmark for issue 28: the registry-aware plan (`builder plan`) of a 10x production matrix.
 
 The production matrix (matrix.yaml) ten times over, under ten image names (pytorch0 ... pytorch9: ten times its
 images and combinations, each rendered as `builder publish` renders them), planned against a scripted loopback

@@ -55,7 +55,7 @@ def bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Expo
     require_inputs(jobs, source, kit)  # seconds, before any bake: bases and wheels there, or what makes them
     export = straight(export, kit)
     rendered = together(jobs, source)
-    if export.cache is not None:  # the shared stages a first wave (publish --shared-stages) left in the registry
+    if export.cache is not None:  # the shared stages a first wave (builder stages) left in the registry
         export = replace(export, cache=stagewave.with_stages(export.cache, rendered))
     by_target = {r.target: job for r, job in zip(rendered, jobs, strict=True)}
     for r, job in zip(rendered, jobs, strict=True):
@@ -99,7 +99,7 @@ def together(jobs: list[Job], source: WheelSource) -> list[RenderedCell]:
 
 
 def shared_stages(jobs: list[Job], options: BakeOptions, on_line: OnLine) -> list[stagewave.StageOutcome]:
-    """`builder publish --shared-stages`: the stages the jobs' combinations share, built once into options.cache
+    """`builder stages`: the stages the jobs' combinations share, built once into options.cache
     (exported only when it may be written), for the per-combination jobs that follow to import."""
     cache = options.cache
     assert cache is not None, "the shared stages go to the registry cache"

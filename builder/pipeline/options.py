@@ -22,7 +22,7 @@ class BakeOptions:
     # BuildKit's cache, imported from and exported to a registry (cold runners); write=False (--no-push): import only
     cache: Cache | None = None
     buildkit: BuildKit = CURRENT  # the builder that bakes (--builder) and its RUN steps' network
-    row_of: dict[str, str] = field(default_factory=dict)  # --shared-stages: image tag -> its workflow row
+    row_of: dict[str, str] = field(default_factory=dict)  # builder stages: image tag -> its workflow row
     release: bool = False  # publish --release: one GPU family at a time, each leaving the engine after the next
 
 

@@ -1,7 +1,7 @@
 """The first wave of a publish split into jobs: each stage several combinations share, built once into the registry
 cache; and, in every job, the shared stages its images import from there.
 
-builder.render.sharedstages names the stages. `builder publish --shared-stages` (the workflow's `stages` job,
+builder.render.sharedstages names the stages. `builder stages` (the workflow's `stages` job,
 before the per-combination jobs) builds those the selected images share, cache only (no image, no push), and
 exports each under `<cache>:stage-<key>`. A job then imports, beside its images' own cache, every stage key of
 their chains that the registry holds: one manifest look-up per key, and a key it cannot look up is left out

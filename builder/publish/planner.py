@@ -1,4 +1,4 @@
-"""`builder publish --plan`: what each image needs, decided from the registry's answers alone (no engine).
+"""`builder plan`: what each image needs, decided from the registry's answers alone (no engine).
 
 Per image, the first moving tag (its own cell's readable tag) and the immutable tag are read: the immutable tag
 absent, the image is to be built (also when the cell tag still holds its content: a deleted immutable tag is

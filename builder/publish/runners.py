@@ -1,7 +1,7 @@
 """The runner pool a plan's rows run on: each runner's label and the disk it has free, and which one is the default.
 
 Declared once, in `runners.yaml` beside the matrix file (the repository's: ./runners.yaml), and read by
-`builder matrix --format github`, `builder publish --plan` and `--shared-stages` alike, so both workflows plan on
+`builder matrix --format github`, `builder plan` and `builder stages` alike, so both workflows plan on
 the same pool. A row runs on the smallest runner whose disk holds its peak (builder.publish.rows). A matrix with
 no pool beside it plans on the one standard hosted runner (RUNNER, sizes.DEFAULT_RUNNER_DISK). `--runner-disk`
 is a one-runner pool; `--runner LABEL` alone takes that runner of the pool.
