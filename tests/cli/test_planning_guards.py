@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from builder.cli.app import app
 from builder.core import tags
 from testkit.scripted_registry import Reply, Scripted, Seen, oci_error
-from testkit.stored_registry import Store
+from testkit.stored_registry import Store, publish_all
 from tests.publish.test_planner import example_jobs
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
@@ -74,3 +74,34 @@ def test_runner_disk_with_plan_sizes_the_rows(server: Start) -> None:
     assert code == 0, output
     rows = json.loads(stdout)["include"]
     assert rows and all(0 < r["peak_disk"] <= 60 << 30 for r in rows)
+
+
+
+def table_row(stdout: str, tag: str) -> list[str]:
+    """The cells of the table's row of this image (rich draws `│ a │ b │`)."""
+    [line] = [line for line in stdout.splitlines() if line.startswith("│") and f" {tag} " in line]
+    return [cell.strip() for cell in line.strip().strip("│").split("│")]
+
+
+def test_the_text_plan_is_a_table_of_every_image_its_state_and_the_counts(server: Start) -> None:
+    runtime, devel = todo = example_jobs()
+    store = Store()
+    registry = f"{server(store.answer).address}/rocm"
+    code, stdout, output = publish("--registry", registry, command="plan")
+    assert code == 0, output
+    assert f"plan: publish to {registry}" in stdout
+    assert [table_row(stdout, j.tag)[:2] for j in todo] == [[runtime.tag, "would-build"], [devel.tag, "would-build"]]
+    assert "plan: 2 to build, 0 to re-tag, 0 unchanged" in stdout
+    publish_all(store, todo)
+    code, stdout, output = publish("--registry", registry, command="plan")
+    assert code == 0, output
+    assert [table_row(stdout, j.tag)[1] for j in todo] == ["would-skip", "would-skip"]
+    assert "plan: 0 to build, 0 to re-tag, 2 unchanged" in stdout
+    store.manifests["rocm/pytorch:latest"] = store.manifests[f"rocm/pytorch:{devel.tag}"]
+    code, stdout, output = publish("--registry", registry, command="plan")
+    assert code == 0, output
+    assert "  would move latest" in stdout and "plan: 0 to build, 1 to re-tag, 1 unchanged" in stdout
+    code, stdout, output = publish("--registry", registry, "--move-tags", command="plan")
+    assert code == 0, output
+    assert stdout.startswith(f"publish to {registry}") and "\n  moved latest\n" in stdout
+    assert "plan: 0 to build, 1 to re-tag (moved), 1 unchanged" in stdout

@@ -63,3 +63,22 @@ def test_a_batch_peaks_at_the_sum_of_its_rows(tmp_path: Path) -> None:
     assert len(single) == 2 and all(r["peak_disk"] > 0 for r in single)
     assert packed["peak_disk"] == single[0]["peak_disk"] + single[1]["peak_disk"]
     assert packed["images"] == 2 and packed["group"] == "batch-1-of-1"
+
+
+def test_a_family_pair_that_just_fits_stays_together_and_packs_into_a_part_that_just_fits(tmp_path: Path) -> None:
+    """Families packed in the order given: gfx94X-dcgpu, gfx110X-all, gfx1151. The budget is exactly the gfx110X
+    pair's peak, which is also the peak of the gfx110X and gfx1151 pairs together (gfx1151's wave is smaller):
+    the pair is kept whole (not split into images) and gfx1151 joins its part, while gfx94X before it cannot."""
+    group, members = combination(tmp_path)
+    family = {gfx: [m for m in members if m.cell.gfx == gfx] for gfx in ("gfx94X-dcgpu", "gfx110X-all", "gfx1151")}
+    ordered = [m for pair in family.values() for m in pair]
+    budget = peak(family["gfx110X-all"])
+    assert peak(family["gfx110X-all"] + family["gfx1151"]) == budget < peak(ordered), "the boundary this test needs"
+    parts = rows.split(group, ordered, Runner("exact", budget))
+    assert [r["cells"].split() for r in parts] == [
+        [m.cell.tag for m in family["gfx94X-dcgpu"]],
+        [m.cell.tag for m in family["gfx110X-all"] + family["gfx1151"]]]
+    assert [r["group"] for r in parts] == [f"{group}-part1-of-2", f"{group}-part2-of-2"]
+    assert [r["peak_disk"] for r in parts] == [peak(family["gfx94X-dcgpu"]), budget]
+    with pytest.raises(InputError, match="gfx110X-all_therock_devel alone needs"):  # a byte less: no runner holds it
+        rows.split(group, ordered, Runner("short", budget - 1))

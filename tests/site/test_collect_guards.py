@@ -20,6 +20,9 @@ from builder import site
 from builder.cli.app import app
 from builder.registry.client import Manifest
 from builder.registry.errors import AuthError
+from builder.site.collect import _best_row  # the module's own function (builder.site's `collect` is another)
+from builder.site.records import RecordRow
+from builder.validate.runner import Check
 from testkit.scripted_registry import Reply, Scripted, Seen, oci_error
 from tests.site.test_site import CPU_TAG, HASH_CPU, HASH_ROCM, REGISTRY, ROCM_TAG, FakeRegistry, labels
 
@@ -86,3 +89,43 @@ def test_the_catalog_command_exits_1_when_the_registry_refuses_the_credentials(t
            "required) with no credentials" in result.output, result.output
     assert "catalog of" not in result.output
     assert not (out / "index.html").exists()
+
+
+# -- one build's record rows merged (collect._best_row): the newest row wins, gaps filled from older rows ---------
+
+DIGEST, OTHER = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+def record_row(finished: str, **fields: Any) -> RecordRow:
+    fields.setdefault("digest", DIGEST)
+    return RecordRow("t1", "pytorch", ("t1",), fields.pop("state", "published"), finished,
+                     content_hash="sha256:c", **fields)
+
+
+def test_the_newest_row_keeps_its_own_size_packages_and_checks_over_older_ones() -> None:
+    newest = record_row("3", image_bytes=7, packages=("torch==2.13.0",), validation=(Check("smoke", "new", "pass"),))
+    older = record_row("2", image_bytes=5, packages=("torch==2.12.0",), validation=(Check("smoke", "old", "fail"),))
+    best = _best_row([older, newest], "t1", DIGEST, "sha256:c")
+    assert best is not None and best.finished == "3"
+    assert (best.image_bytes, best.packages, [c.name for c in best.validation]) == (7, ("torch==2.13.0",), ["new"])
+
+
+def test_what_the_newest_row_lacks_comes_from_the_newest_older_row_that_has_it() -> None:
+    rows = [record_row("1", image_bytes=5, packages=("torch==2.11.0",), validation=(Check("smoke", "one", "pass"),)),
+            record_row("2", image_bytes=6, packages=("torch==2.12.0",)),
+            record_row("3", state="skipped")]
+    best = _best_row(rows, "t1", DIGEST, "sha256:c")
+    assert best is not None and (best.finished, best.state) == ("3", "skipped")
+    assert (best.image_bytes, best.packages, [c.name for c in best.validation]) == (6, ("torch==2.12.0",), ["one"])
+
+
+def test_no_older_row_of_the_build_leaves_the_gaps_empty() -> None:
+    rows = [record_row("1", digest=OTHER, image_bytes=9, packages=("torch==2.10.0",)), record_row("2", state="skipped")]
+    best = _best_row(rows, "t1", DIGEST, "sha256:c")
+    assert best is not None and (best.image_bytes, best.packages, best.validation) == (None, (), ())
+
+
+def test_the_first_push_of_the_manifest_is_its_published_time() -> None:
+    rows = [record_row("1"), record_row("2"), record_row("3", state="skipped")]
+    best = _best_row(rows, "t1", DIGEST, "sha256:c")
+    assert best is not None and best.published_time == "1"
