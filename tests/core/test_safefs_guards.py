@@ -155,3 +155,35 @@ def test_a_named_output_gets_every_missing_folder_and_a_file_where_a_folder_shou
         safefs.write_named(tmp_path / "file" / "record.json", b"{}", "the run record")
     where = tmp_path / "file"
     assert str(info.value) == f"{where / 'record.json'}: cannot write the run record: Not a directory"
+
+
+def test_the_whole_body_is_written_before_the_file_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body smaller than the write buffer is still in Python's buffer until flushed: an fsync before the flush
+    syncs an empty file, and a power cut after the rename leaves a record of 0 bytes."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            synced.append(info.st_size)
+        real_fsync(fd)
+
+    monkeypatch.setattr(safefs.os, "fsync", fsync)
+    safefs.replace_file(tmp_path / "record.json", b"x" * 100)
+    safefs.write_inside(tmp_path, "lock.txt", b"y" * 10)
+    (tmp_path / "src.whl").write_bytes(b"z" * 1000)
+    safefs.copy_file(tmp_path / "src.whl", tmp_path / "copy.whl")
+    assert synced == [100, 10, 1000]
+
+
+def test_a_copy_keeps_its_source_s_times(tmp_path: Path) -> None:
+    """The times are set after the body is flushed: a body still buffered would be written on close, moving the
+    modification time a build-context sync compares."""
+    source = tmp_path / "torch.whl"
+    source.write_bytes(b"w" * 100)  # under any write buffer: held until flushed
+    os.utime(source, ns=(1_600_000_000_000_000_000, 1_600_000_000_123_456_789))
+    (tmp_path / "copy").mkdir()
+    copy = safefs.copy_file(source, tmp_path / "copy" / "torch.whl")
+    assert copy.read_bytes() == b"w" * 100
+    assert copy.stat().st_mtime_ns == 1_600_000_000_123_456_789

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from builder import site
 from builder.cli.app import app
+from builder.core import tags
 from builder.registry.client import Manifest
 from builder.registry.errors import AuthError
 from builder.site.collect import _best_row  # the module's own function (builder.site's `collect` is another)
@@ -129,3 +130,16 @@ def test_the_first_push_of_the_manifest_is_its_published_time() -> None:
     rows = [record_row("1"), record_row("2"), record_row("3", state="skipped")]
     best = _best_row(rows, "t1", DIGEST, "sha256:c")
     assert best is not None and best.published_time == "1"
+
+
+def test_an_image_with_a_tag_label_and_no_content_hash_label_keeps_its_page() -> None:
+    """An image pushed by another tool (or an older factory) carries our tag label but no content hash: no
+    immutable tag can be derived from it, and its page is still made, without a warning."""
+    fake = FakeRegistry()
+    fake.push("rocm/pytorch", [ROCM_TAG], labels(ROCM_TAG, HASH_ROCM), [10, 20], ["RUN a", "RUN b"])
+    unhashed = {k: v for k, v in labels(CPU_TAG, HASH_CPU).items() if k != tags.HASH_LABEL}
+    fake.push("rocm/pytorch", [CPU_TAG], unhashed, [30], ["RUN c"])
+    catalog = site.collect(fake, REGISTRY, ["pytorch"], [], [])
+    assert sorted(i.tag for i in catalog.images) == sorted([ROCM_TAG, CPU_TAG]) and catalog.warnings == []
+    [cpu] = [i for i in catalog.images if i.tag == CPU_TAG]
+    assert cpu.immutable_tag is None and cpu.record is None

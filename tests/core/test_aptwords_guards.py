@@ -1,0 +1,41 @@
+"""An archive URL whose port or address the URL parser refuses (a port over 65535, a port that is no number, an
+unclosed IPv6 bracket) is a ValueError saying it is not a URL and why, and through `builder lock --apt-snapshot` a
+usage error (exit 2) naming the option, never a crash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli.app import app
+from builder.core import aptwords
+from testkit.matrices import write_matrix
+from tests.render.test_oslock import MATRIX
+
+REFUSED = [("http://127.0.0.1:65536/debian", "Port out of range 0-65535"),
+           ("http://127.0.0.1:99999/debian", "Port out of range 0-65535"),
+           ("http://127.0.0.1:abc/debian", "Port could not be cast to integer value as 'abc'"),
+           ("http://[::1/debian", "Invalid IPv6 URL")]
+
+
+@pytest.mark.parametrize(("url", "why"), REFUSED)
+def test_a_url_the_parser_refuses_is_not_a_url_and_says_why(url: str, why: str) -> None:
+    with pytest.raises(ValueError, match="is not a URL: ") as caught:
+        aptwords.archive_url(url)
+    assert why in str(caught.value)
+
+
+def test_the_highest_port_is_a_url() -> None:
+    assert aptwords.archive_url("http://127.0.0.1:65535/debian/") == "http://127.0.0.1:65535/debian"
+
+
+@pytest.mark.parametrize(("url", "why"), REFUSED)
+def test_lock_exits_2_naming_the_option_on_a_url_the_parser_refuses(tmp_path: Path, url: str, why: str) -> None:
+    run = CliRunner().invoke(app, ["lock", "--matrix", str(write_matrix(tmp_path, MATRIX)), "--out",
+                                   str(tmp_path / "tree"), "--apt-snapshot", url], env={"COLUMNS": "300"})
+    output = " ".join(run.output.split())
+    assert run.exit_code == 2, output
+    assert "--apt-snapshot" in output and "is not a URL" in output and why in output
+    assert not (tmp_path / "tree").exists()
