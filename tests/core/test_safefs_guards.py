@@ -187,3 +187,14 @@ def test_a_copy_keeps_its_source_s_times(tmp_path: Path) -> None:
     copy = safefs.copy_file(source, tmp_path / "copy" / "torch.whl")
     assert copy.read_bytes() == b"w" * 100
     assert copy.stat().st_mtime_ns == 1_600_000_000_123_456_789
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_missing_file_is_the_os_s_own_not_found_error(tmp_path: Path, follow: bool) -> None:
+    """Saying what a path is (a socket, a FIFO) looks again at a path that cannot be opened; a path that is not
+    there at all is FileNotFoundError, which every reader's caller handles as an OSError."""
+    with pytest.raises(FileNotFoundError):
+        safefs.read_regular(tmp_path / "missing.json", 100, follow=follow)
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing.json")
+    with pytest.raises(FileNotFoundError if follow else safefs.UnsafePath):
+        safefs.read_regular(tmp_path / "dangling", 100, follow=follow)

@@ -77,3 +77,21 @@ def test_a_link_inside_the_wheelhouse_opens_the_file_it_names_and_one_out_is_ref
     with pytest.raises(wheels.WheelhouseError) as info:
         wheels.wheels(house)
     assert info.value.problems == [f"{house / NAME}: not a wheel: a symbolic link out of {house}: not followed"]
+
+
+@pytest.mark.parametrize("swap", ["folder", "fifo"])
+def test_a_wheel_swapped_after_its_check_is_refused_when_opened(tmp_path: Path, swap: str) -> None:
+    """Between the wheelhouse's check and the open, the file can be replaced: the open checks again (O_NONBLOCK,
+    so a FIFO answers at once) and refuses what is no longer a regular file, closing it."""
+    sparse(tmp_path / NAME, 10)
+    [wheel] = wheels.wheels(tmp_path)
+    os.unlink(tmp_path / NAME)
+    if swap == "folder":
+        (tmp_path / NAME).mkdir()
+    else:
+        os.mkfifo(tmp_path / NAME)
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(safefs.UnsafePath, match="no longer a regular file") as info:
+        wheels.open_wheel(wheel)
+    assert info.value.errno == errno.EINVAL and str(wheel.path) in str(info.value)
+    assert len(os.listdir("/proc/self/fd")) == before, "the descriptor is closed"
