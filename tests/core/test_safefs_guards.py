@@ -198,3 +198,24 @@ def test_a_missing_file_is_the_os_s_own_not_found_error(tmp_path: Path, follow: 
     (tmp_path / "dangling").symlink_to(tmp_path / "missing.json")
     with pytest.raises(FileNotFoundError if follow else safefs.UnsafePath):
         safefs.read_regular(tmp_path / "dangling", 100, follow=follow)
+
+
+def test_a_file_written_inside_a_folder_that_is_not_there_yet_makes_every_folder(tmp_path: Path) -> None:
+    root = tmp_path / "site" / "v1" / "out"  # none of these exists yet
+    path = safefs.write_inside(root, "images/a/index.html", b"page")
+    assert path == root / "images" / "a" / "index.html" and path.read_bytes() == b"page"
+
+
+def test_a_file_behind_a_link_out_of_the_folder_is_never_removed(tmp_path: Path) -> None:
+    """remove_inside deletes only what lies inside its folder: a name through a planted link to another folder is
+    refused (EXDEV, 'leads out of'), and the file there stays."""
+    root, elsewhere = tmp_path / "site", tmp_path / "home"
+    root.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_bytes(b"not ours")
+    (root / "images").symlink_to(elsewhere)
+    assert safefs.remove_inside(root, "images/notes.txt") is False
+    assert (elsewhere / "notes.txt").read_bytes() == b"not ours"
+    with pytest.raises(safefs.UnsafePath) as info:  # writing refuses the link itself, before this check
+        safefs.write_inside(root, "images/notes.txt", b"ours")
+    assert info.value.errno == errno.EXDEV and (elsewhere / "notes.txt").read_bytes() == b"not ours"

@@ -95,3 +95,19 @@ def test_a_wheel_swapped_after_its_check_is_refused_when_opened(tmp_path: Path, 
         wheels.open_wheel(wheel)
     assert info.value.errno == errno.EINVAL and str(wheel.path) in str(info.value)
     assert len(os.listdir("/proc/self/fd")) == before, "the descriptor is closed"
+
+
+def test_a_wheelhouse_error_reads_one_line_per_bad_entry(tmp_path: Path) -> None:
+    """What a command prints is the error's text: one line per entry, each naming it and why."""
+    (tmp_path / "a.whl").write_bytes(b"x")
+    (tmp_path / "b.whl").mkdir()
+    with pytest.raises(wheels.WheelhouseError) as info:
+        wheels.wheels(tmp_path)
+    assert str(info.value) == (f"{tmp_path / 'a.whl'}: not a wheel: Invalid wheel filename (wrong number of parts): "
+                               f"'a'\n{tmp_path / 'b.whl'}: not a wheel: Invalid wheel filename (wrong number of "
+                               "parts): 'b'")
+    assert str(info.value).splitlines() == info.value.problems
+    problems = (tmp_path / "missing", f"{tmp_path / 'missing'}: cannot list the wheelhouse: No such file or directory")
+    with pytest.raises(wheels.WheelhouseError) as info:
+        wheels.wheels(problems[0])
+    assert str(info.value) == problems[1]
