@@ -45,3 +45,26 @@ def test_the_matrix_command_exits_2_on_a_pool_of_33_runners(tmp_path: Path) -> N
                                 env={"COLUMNS": "300", "NO_COLOR": "1"})
     assert result.exit_code == 0, result.output
     assert '"runner":"r' in result.stdout
+
+
+@pytest.mark.parametrize("label", ["ubuntu 24.04", "-x", ".x", "_x", "a;b", "x" * 101])
+def test_a_runner_label_a_workflow_cannot_run_on_is_refused_even_with_its_disk(tmp_path: Path, label: str) -> None:
+    """--runner LABEL --runner-disk SIZE makes a one-runner pool of its own: the label is checked there too, before
+    it reaches a workflow's runs-on."""
+    with pytest.raises(InputError) as caught:
+        runners.resolve(pool_file(tmp_path, 2), label, "60G")
+    assert str(caught.value) == (f"(command line): --runner: {label[:80]!r} is not a runner label: "
+                                 "[A-Za-z0-9_.-], at most 100")
+
+
+def test_a_label_of_100_characters_is_a_runner_label(tmp_path: Path) -> None:
+    pool = runners.resolve(pool_file(tmp_path, 2), "x" * 100, "60G")
+    assert pool.runners == (runners.Runner("x" * 100, 60 << 30),)
+
+
+def test_plan_exits_2_on_a_runner_label_a_workflow_cannot_run_on(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["plan", "-m", str(pool_file(tmp_path, 2)), "--registry", "127.0.0.1:1/ns",
+                                      "--runner", "a;b", "--runner-disk", "60G", "--format", "github"],
+                                env={"COLUMNS": "300", "NO_COLOR": "1"})
+    assert result.exit_code == 2, result.output
+    assert "--runner: 'a;b' is not a runner label" in " ".join(result.output.split())
