@@ -1,0 +1,50 @@
+"""An OS lock is resolved again only where something changed (issue 53, "Trust and pins"; cost grows with what
+changed): a lock current for its inputs is kept without reading the archive at all, while `lock --update`
+resolves every lock against the archive again, even at the snapshot time the lock already has.
+
+The archive is tests/render/test_oslock.py's loopback snapshot archive (two dated snapshots, two suites)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.core import ospins
+from builder.render import aptindex, oslock
+from testkit.matrices import load_cells
+from tests.render.test_oslock import MATRIX, T1, lock_all, served
+
+__all__ = ["served"]  # the archive fixture, used by name
+
+
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every archive index loaded from now on."""
+    loads: list[object] = []
+    real = aptindex.load
+
+    def load(sources: tuple[ospins.Source, ...]) -> aptindex.Index:
+        loads.append(sources)
+        return real(sources)
+
+    monkeypatch.setattr(aptindex, "load", load)
+    return loads
+
+
+def test_a_current_lock_is_kept_without_reading_the_archive(tmp_path: Path, served: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    cells, tree = load_cells(tmp_path, MATRIX), tmp_path / "tree"
+    lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False)
+    loads = counted(monkeypatch)
+    assert lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False) == set()
+    assert lock_all(tree, cells, oslock.Snapshot(served, None, trusted=True), update=False) == set()
+    assert loads == []
+
+
+def test_update_reads_the_archive_again_even_at_the_lock_s_own_snapshot_time(tmp_path: Path, served: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    cells, tree = load_cells(tmp_path, MATRIX), tmp_path / "tree"
+    lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False)
+    loads = counted(monkeypatch)
+    assert lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=True) == set(), "same closure"
+    assert len(loads) == 2, "one index per suite (bookworm, trixie), each read again"
