@@ -143,3 +143,16 @@ def test_an_image_with_a_tag_label_and_no_content_hash_label_keeps_its_page() ->
     assert sorted(i.tag for i in catalog.images) == sorted([ROCM_TAG, CPU_TAG]) and catalog.warnings == []
     [cpu] = [i for i in catalog.images if i.tag == CPU_TAG]
     assert cpu.immutable_tag is None and cpu.record is None
+
+
+def test_a_layer_s_step_is_its_history_command_else_its_comment_else_empty() -> None:
+    """Images exported by some tools record a layer's origin as a history comment, with no command: the page shows
+    the comment; a history entry with neither shows an empty step, never the word None."""
+    fake = FakeRegistry()
+    fake.push("rocm/pytorch", [CPU_TAG], labels(CPU_TAG, HASH_CPU), [30, 40, 50], ["RUN c", "RUN d", "RUN e"])
+    [config] = fake.blobs.values()
+    config["history"][1] = {"comment": "buildkit.exporter.image.v0"}
+    config["history"][3] = {"created_by": "", "comment": ""}
+    [image] = site.collect(fake, REGISTRY, ["pytorch"], [], []).images
+    assert [(layer.step, layer.size) for layer in image.published.layers] == [
+        ("buildkit.exporter.image.v0", 30), ("RUN d", 40), ("", 50)]
