@@ -4,6 +4,7 @@ usage error (exit 2) naming the option, never a crash."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,15 @@ def test_lock_exits_2_naming_the_option_on_a_url_the_parser_refuses(tmp_path: Pa
     assert run.exit_code == 2, output
     assert "--apt-snapshot" in output and "is not a URL" in output and why in output
     assert not (tmp_path / "tree").exists()
+
+
+def test_a_snapshot_time_is_read_as_that_utc_time() -> None:
+    assert aptwords.utc_time("20261101T000000Z") == datetime(2026, 11, 1, tzinfo=UTC)
+    assert aptwords.utc_time("20240229T235959Z") == datetime(2024, 2, 29, 23, 59, 59, tzinfo=UTC)
+
+
+def test_a_snapshot_time_after_now_is_refused_unless_a_lock_says_it() -> None:
+    future = "29991231T000000Z"
+    with pytest.raises(ValueError, match="'29991231T000000Z' is in the future: a snapshot is an archive's state"):
+        aptwords.utc_time(future)
+    assert aptwords.utc_time(future, not_after_now=False) == datetime(2999, 12, 31, tzinfo=UTC)
