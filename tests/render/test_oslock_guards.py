@@ -48,3 +48,17 @@ def test_update_reads_the_archive_again_even_at_the_lock_s_own_snapshot_time(tmp
     loads = counted(monkeypatch)
     assert lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=True) == set(), "same closure"
     assert len(loads) == 2, "one index per suite (bookworm, trixie), each read again"
+
+
+@pytest.mark.parametrize("url", [None, "https://snapshot.debian.org/archive/debian", "http://10.0.0.1:8127",
+                                 "http://127.0.0.1.example:8127"])
+def test_a_snapshot_trusts_no_unsigned_archive_off_the_loopback_however_it_is_made(url: str | None) -> None:
+    """The command line refuses RIF_APT_SNAPSHOT_TRUSTED=yes off the loopback (tests/hostile/test_apt_trust.py);
+    the Snapshot itself refuses it too, so no other caller can make apt install unsigned packages from afar."""
+    with pytest.raises(ValueError, match="an unsigned archive is trusted only on this machine's loopback"):
+        oslock.Snapshot(url, T1, trusted=True)
+    assert oslock.Snapshot(url, T1, trusted=False).trusted is False
+
+
+def test_a_loopback_snapshot_may_be_trusted() -> None:
+    assert oslock.Snapshot("http://127.0.0.1:8127", T1, trusted=True).trusted is True
