@@ -20,6 +20,7 @@ from builder.core.errors import InputError
 from builder.pipeline import baking, jobs, lifecycle
 from builder.pipeline.options import BakeOptions
 from builder.render.sources import WheelSource
+from tests.buildkit.test_preflight import need as needing
 from tests.fakes.checkout import ROOT
 
 MATRIX = ROOT / "examples" / "local.yaml"
@@ -104,3 +105,25 @@ def test_a_missing_input_stops_the_shared_stages_before_any_is_built(tmp_path: P
     with pytest.raises(InputError, match="base image"):
         baking.shared_stages(todo, options, lambda tag, line: None)
     assert built == [] and nothing_there
+
+
+@pytest.mark.parametrize(("wheel", "python", "installs"), [
+    ("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "3.13", False),  # another CPython's own ABI
+    ("torch-2.13.0-cp313-cp313-manylinux_2_28_x86_64.whl", "3.11", False),
+    ("torch-2.13.0-cp313-abi3-manylinux_2_28_x86_64.whl", "3.13", True),  # the stable ABI of its own minor
+    ("torch-2.13.0-cp312-abi3-manylinux_2_28_x86_64.whl", "3.13", True),  # one minor below
+    ("torch-2.13.0-cp314-abi3-manylinux_2_28_x86_64.whl", "3.13", False),  # one minor above
+    ("torch-2.13.0-py3-none-any.whl", "3.13", True),
+    ("torch-2.13.0-py2.py3-none-any.whl", "3.13", True),
+    ("torch-2.13.0-py313-none-any.whl", "3.13", True),
+    ("torch-2.13.0-py312-none-any.whl", "3.13", False),
+    ("torch-2.13.0-py3-cp313-any.whl", "3.11", False),
+])
+def test_a_wheel_installs_only_where_its_interpreter_and_abi_say(tmp_path: Path, wheel: str, python: str,
+                                                                  installs: bool) -> None:
+    """Both sides of the stable-ABI boundary (cpXY-abi3 installs on CPython X.Y and later), and a CPython ABI that
+    is another minor's, as pip's own tag rules decide them (packaging.tags.sys_tags of CPython 3.13 on
+    manylinux x86-64 lists cp313-abi3 and cp312-abi3, not cp314-abi3, cp311-cp311 or py312-none)."""
+    (tmp_path / wheel).touch()
+    problems = preflight.wheel_problems(needing(python, requirements=("torch==2.13.0",)), tmp_path)
+    assert (problems == []) == installs, problems
