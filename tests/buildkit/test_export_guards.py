@@ -14,7 +14,7 @@ import pytest
 from docker.errors import ImageNotFound
 
 from builder.buildkit import export
-from builder.buildkit.export import Export, ExportError
+from builder.buildkit.export import Cache, Export, ExportError
 
 BUILT = "sha256:" + "b" * 64
 OTHER = "sha256:" + "0" * 64
@@ -49,3 +49,12 @@ def test_an_image_the_engine_lacks_is_refused(tmp_path: Path, monkeypatch: pytes
     engine_holding(monkeypatch, {})
     with pytest.raises(ExportError, match=r"^the engine does not hold rif-local/x:b-2: "):
         Export(tmp_path, direct=True).take(["rif-local/x:b-2"], BUILT)
+
+
+def test_caches_that_differ_only_in_what_they_import_are_one_cache() -> None:
+    """A cache is its registry ref (and how it is reached and written): the shared stages and earlier waves it
+    imports do not make it another cache, as a key or in a set (hashing follows equality)."""
+    plain = Cache("127.0.0.1:5000/rocm/cache")
+    importing = Cache("127.0.0.1:5000/rocm/cache", stages={"t": ("base-abc",)}, earlier=("w1",))
+    assert plain == importing and hash(plain) == hash(importing) and len({plain, importing}) == 1
+    assert Cache("127.0.0.1:5000/rocm/cache", write=False) != plain
