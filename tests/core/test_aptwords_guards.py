@@ -52,3 +52,11 @@ def test_a_snapshot_time_after_now_is_refused_unless_a_lock_says_it() -> None:
     with pytest.raises(ValueError, match="'29991231T000000Z' is in the future: a snapshot is an archive's state"):
         aptwords.utc_time(future)
     assert aptwords.utc_time(future, not_after_now=False) == datetime(2999, 12, 31, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("value", ["maybe", "YES", "Yes", "1", "true", "yes "])
+def test_a_trust_setting_other_than_yes_no_or_unset_is_refused_naming_the_setting(value: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        aptwords.trust_setting(value)
+    assert str(caught.value) == (f"RIF_APT_SNAPSHOT_TRUSTED={aptwords.shown(value)}: yes (trust loopback archives "
+                                 "unsigned) or no")

@@ -219,3 +219,14 @@ def test_a_file_behind_a_link_out_of_the_folder_is_never_removed(tmp_path: Path)
     with pytest.raises(safefs.UnsafePath) as info:  # writing refuses the link itself, before this check
         safefs.write_inside(root, "images/notes.txt", b"ours")
     assert info.value.errno == errno.EXDEV and (elsewhere / "notes.txt").read_bytes() == b"not ours"
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o077])
+def test_a_new_file_is_0644_by_default_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    old = os.umask(umask)
+    try:
+        written = [safefs.replace_file(tmp_path / "a.json", b"a"), safefs.write_inside(tmp_path, "b/c.txt", b"c"),
+                   safefs.write_named(tmp_path / "d" / "e.json", b"e", "the record")]
+    finally:
+        os.umask(old)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in written] == [0o644, 0o644, 0o644]
