@@ -13,10 +13,12 @@ from collections.abc import Callable
 from typing import cast
 
 import docker
+import pytest
 
 from builder.pipeline.jobs import Job, matrix_jobs
 from builder.publish.promote import Target
-from builder.registry.client import RegistryClient
+from builder.registry.client import Manifest, RegistryClient
+from builder.registry.errors import RegistryError
 from builder.render.sources import WheelSource
 from testkit.scripted_registry import FAST, Reply, Scripted, Seen
 from testkit.stored_registry import Store
@@ -58,3 +60,45 @@ def test_moving_the_tags_records_the_compressed_size_the_manifest_lists(server: 
     config_size = json.loads(manifest.body)["config"]["size"]
     assert (promoted.digest, promoted.compressed_bytes, pushed.pushed_bytes) == (manifest.digest, config_size, 0)
     assert store.digest(f"rocm/{job.repository}", job.tag) == manifest.digest
+
+
+# -- the referrers tag's index (a registry without the referrers API): read through the model before it is extended
+
+class IndexOnly:
+    """A RegistryClient's shape as _index_referrer uses it: the referrers tag's manifest, and the manifest put."""
+
+    address = "127.0.0.1:5000"
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.put: list[bytes] = []
+
+    def manifest(self, repo: str, reference: str) -> Manifest | None:
+        return Manifest(self.body, "application/vnd.oci.image.index.v1+json", "sha256:" + "e" * 64)
+
+    def put_manifest(self, repo: str, reference: str, body: bytes, media_type: str) -> None:
+        self.put.append(body)
+
+
+SUBJECT = "sha256:" + "5" * 64
+ARTIFACT = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + "a" * 64, "size": 9}
+
+
+@pytest.mark.parametrize("body", [b'{"manifests": "x"}', b'{"manifests": [{"digest": 5}]}', b"[]",
+                                  b'{"manifests": [' + b'{"mediaType": "a", "digest": "sha256:' + b"b" * 64 +
+                                  b'", "size": 1},' * 2000 + b'{}]}'])
+def test_a_referrers_index_of_another_shape_is_a_registry_error_and_nothing_is_put(body: bytes) -> None:
+    api = IndexOnly(body)
+    target = Target("127.0.0.1:5000/rocm", api, None)  # type: ignore[arg-type]
+    with pytest.raises(RegistryError, match=r"127\.0\.0\.1:5000/rocm/pytorch:sha256-5{64} referrers index"):
+        target._index_referrer("rocm/pytorch", SUBJECT, ARTIFACT)
+    assert api.put == []
+
+
+def test_a_referrers_index_of_the_right_shape_keeps_its_entries_and_gains_the_artifact() -> None:
+    kept = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + "b" * 64, "size": 1}
+    api = IndexOnly(json.dumps({"schemaVersion": 2, "manifests": [kept]}).encode())
+    Target("127.0.0.1:5000/rocm", api, None)._index_referrer(  # type: ignore[arg-type]
+        "rocm/pytorch", SUBJECT, ARTIFACT)
+    [put] = api.put
+    assert json.loads(put)["manifests"] == [kept, ARTIFACT]
