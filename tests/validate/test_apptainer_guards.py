@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import docker
 import pytest
 
 from builder.validate import apptainer
@@ -91,3 +92,33 @@ def test_torch_smoke_runs_as_uid_1000_never_root(monkeypatch: pytest.MonkeyPatch
     [setup] = [" ".join(c) for c, _, _ in box.execs if "useradd" in " ".join(c)]
     assert "useradd --create-home --uid 1000 rif" in setup and "chmod 0444 /work/image.sif" in setup
     assert "torch-smoke runs as uid 1000 with --containall" in checks[0].detail
+
+
+class Refused(Box):
+    """The engine refuses a command in the runner (the container died under it): a DockerException, as docker-py
+    raises APIError for a 409 on exec."""
+
+    def exec_run(self, command: list[str], user: str = "", environment: dict[str, str] | None = None,
+                 demux: bool = False) -> Any:
+        if "torch-smoke" in command:
+            raise docker.errors.APIError("409 Client Error: Conflict (container is not running)")
+        return super().exec_run(command, user, environment, demux)
+
+
+def test_an_engine_that_refuses_the_runner_fails_this_image_with_its_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = apptainer.run_apptainer(engine(Refused(), monkeypatch), "rocm-image-factory/pytorch:x")
+    assert [(c.suite, c.name, c.status) for c in checks] == [("apptainer", "run", "fail")]
+    assert checks[0].detail == ("the Apptainer runner failed: 409 Client Error: Conflict (container is not "
+                                "running)")
+
+
+def test_no_runner_image_fails_this_image_naming_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = engine(Box(), monkeypatch)
+
+    def missing(client: Any) -> str:
+        raise RuntimeError("cannot build the Apptainer runner image: no base")
+
+    monkeypatch.setattr(apptainer.sifrunner, "ensure", missing)
+    checks = apptainer.run_apptainer(client, "rocm-image-factory/pytorch:x")
+    assert [(c.suite, c.name, c.status, c.detail) for c in checks] == [
+        ("apptainer", "runner", "fail", "no Apptainer runner: cannot build the Apptainer runner image: no base")]
