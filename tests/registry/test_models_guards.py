@@ -13,8 +13,12 @@ from typing import Any
 
 import pytest
 
+from builder.audit import diff
 from builder.registry import models
+from builder.registry.errors import RegistryError
 from builder.validate import sbom
+from testkit.scripted_registry import Reply, Seen
+from tests.registry.test_models import Start, blob, sha
 
 LAYER = {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": "sha256:" + "a" * 64, "size": 1}
 AMD64 = {**LAYER, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -96,3 +100,39 @@ def test_an_sbom_of_50000_components_is_read_and_50001_refused() -> None:
     doc["components"].append(component(50_000))  # type: ignore[attr-defined]
     with pytest.raises(sbom.SbomError, match=r"^the SBOM: components: .*at most 50000 items"):
         sbom.read(json.dumps(doc).encode())
+
+
+# -- the SBOM blob `builder diff` reads: at most 8 MiB (8,388,608 bytes), written out ---------------------------
+
+def sbom_registry(server: Start, size: int) -> str:
+    """A loopback registry serving one image whose referrers list one SBOM artifact, its SBOM `size` bytes of JSON
+    (a CycloneDX document padded with spaces, as a pretty-printer pads it)."""
+    head = json.dumps({"bomFormat": "CycloneDX", "specVersion": "1.6", "components": []}).encode()
+    body = head[:-1] + b" " * (size - len(head)) + b"}"
+    assert len(body) == size
+    image = json.dumps({"schemaVersion": 2, "config": blob(), "layers": []}).encode()
+    artifact = json.dumps({"schemaVersion": 2, "artifactType": sbom.MEDIA_TYPE, "config": blob(),
+                           "layers": [{"mediaType": sbom.MEDIA_TYPE, "digest": sha(body), "size": size}]}).encode()
+    index = json.dumps({"manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                       "digest": sha(artifact), "size": len(artifact),
+                                       "artifactType": sbom.MEDIA_TYPE}]}).encode()
+    kind = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+
+    def answer(seen: Seen) -> Reply:
+        path = seen.path.split("?")[0]
+        if "/referrers/" in path:
+            return 200, {"Content-Type": "application/vnd.oci.image.index.v1+json"}, index
+        if "/manifests/" in path:
+            return 200, kind, artifact if path.endswith(sha(artifact)) else image
+        return (200, {}, body) if path.endswith(sha(body)) else (404, {}, b"")
+    return f"{server(answer).address}/ns/r:tag"
+
+
+def test_an_sbom_of_exactly_8_mib_is_read_and_one_byte_more_is_refused(server: Start,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RIF_REGISTRY_USER", "RIF_REGISTRY_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    found = diff.fetch(diff.parse_ref(sbom_registry(server, 8_388_608), "A"))
+    assert len(found.packages) == 0, "the whole 8 MiB was read and parsed: a CycloneDX document of no component"
+    with pytest.raises(RegistryError, match="more than the 8388608"):
+        diff.fetch(diff.parse_ref(sbom_registry(server, 8_388_609), "A"))
