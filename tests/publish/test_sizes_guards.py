@@ -7,13 +7,18 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from builder.core import channels
-from builder.publish import sizes
+from builder.core.errors import InputError
+from builder.publish import rows, sizes
+from builder.publish.runners import Runner
 from builder.render import lockfile
+from builder.render.bakefile import group_of
 from builder.render.dockerfile import RenderedCell, render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
-from testkit.matrices import ONE_CPU, load_cells
+from testkit.matrices import FAMILIES, ONE_CPU, load_cells
 
 SHA = "a" * 64
 
@@ -53,3 +58,18 @@ def test_torch_is_summed_from_its_two_locks_only_when_both_record_their_sizes(tm
     assert sizes.estimate(partial).parts[("torch", partial.group)].compressed == figure
     assert sizes.estimate(plain).parts[("torch", plain.group)].compressed == figure
     assert sizes.estimate(partial).parts[("base", partial.group)].compressed == 111  # the base's own record stands
+
+
+def test_sizes_are_said_in_gib_with_one_decimal() -> None:
+    """How a plan error says a peak and a runner's disk (builder.publish.rows): binary GiB, one decimal."""
+    assert [sizes.gib(n) for n in (0, 1 << 30, 48 << 30, 26_275_584_000, (1 << 40) + (1 << 29))] == [
+        "0.0 GiB", "1.0 GiB", "48.0 GiB", "24.5 GiB", "1024.5 GiB"]
+
+
+def test_an_image_over_every_runner_is_named_with_its_peak_and_the_largest_disk_in_gib(tmp_path: Path) -> None:
+    members = render_all(load_cells(tmp_path, FAMILIES))
+    with pytest.raises(InputError) as caught:
+        rows.split(group_of(members[0]), members, Runner("small", 20 << 30))
+    text = str(caught.value)
+    assert "_gfx110X-all_therock_devel alone needs 24.5 GiB of disk at its peak (estimated)" in text
+    assert "(the largest: small, 20.0 GiB): it needs a larger runner, one with at least 25G free" in text
