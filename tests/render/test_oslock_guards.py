@@ -62,3 +62,14 @@ def test_a_snapshot_trusts_no_unsigned_archive_off_the_loopback_however_it_is_ma
 
 def test_a_loopback_snapshot_may_be_trusted() -> None:
     assert oslock.Snapshot("http://127.0.0.1:8127", T1, trusted=True).trusted is True
+
+
+def test_an_os_with_no_snapshot_archive_has_no_os_package_step_to_lock(tmp_path: Path) -> None:
+    """Rocky Linux 9 installs with dnf and the data names no snapshot archive for it: its images have no apt step
+    to pin (an apt lock for it would name packages no dnf installs), while Debian's have the base and devel steps."""
+    rocky = load_cells(tmp_path, "matrix:\n  os: [rocky-9]\n  platform: [cpu]\n  torch: ['2.8.0']\n"
+                                 "  flavor: [runtime, devel]\n")
+    assert len(rocky) == 2 and not rocky[0].os_release.snapshot
+    assert oslock.steps(rocky) == []
+    debian = [c for c in load_cells(tmp_path, MATRIX) if c.os == "debian-12"]
+    assert [s.file for s in oslock.steps(debian)] == ["os-base.txt", "os-devel.txt"]
