@@ -25,7 +25,8 @@ pytestmark = pytest.mark.docker
 TAG = "cpu_debian12_py3.11_torch2.13.0_devel"  # devel: its compiler lets the simulated torch.compile run
 GFX110X = ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]
 BASE_CHECKS = ["import", "torch_version", "torchvision_version", "torchaudio_version", "hip_version",
-               "cuda_version", "arch_list", "libs", "cpu_matmul", "cpu_svd", "numpy", "torchvision_nms"]
+               "cuda_version", "arch_list", "libs", "pip_constraint", "cpu_matmul", "cpu_svd", "numpy",
+               "torchvision_nms"]
 GPU_CHECKS = ["gpu", "gpu_env", "gpu_arch", "gpu_matmul_fp32", "gpu_matmul_fp16", "gpu_matmul_bf16", "gpu_conv",
               "gpu_sdpa", "gpu_training", "gpu_synchronize", "gpu_compile", "gpu_tflops", "gpu_hip_kernel"]
 # Writes $RIF_TEST_CELL to /tmp/cell.json, then runs torch-smoke with the remaining arguments.
@@ -184,7 +185,9 @@ def test_gpu_checks_run_on_real_torch_when_simulated(docker_client: docker.Docke
     code, out, err = smoke(docker_client, image, "--json", "--simulate-gpu", "gfx1100")
     report = json.loads(out)
     assert code == 0, out + err
-    assert [r["name"] for r in report["results"]] == [*BASE_CHECKS, "hip_compile", *GPU_CHECKS]
+    # the host's driver range is read where a GPU is seen, after gpu_env (no amdgpu module here: not a pass)
+    assert [r["name"] for r in report["results"]] == [*BASE_CHECKS, "hip_compile", *GPU_CHECKS[:2], "host_driver",
+                                                      *GPU_CHECKS[2:]]
     got = {n: s for n, s in statuses(report).items() if n in GPU_CHECKS}
     assert got == {**dict.fromkeys(GPU_CHECKS, "pass"), "gpu_arch": "info", "gpu_tflops": "info",
                    "gpu_hip_kernel": "skip"}, out
