@@ -128,6 +128,11 @@ def is_loopback_url(url: str) -> bool:
         host = urllib.parse.urlsplit(url).hostname or ""
     except ValueError:
         return False
+    return is_loopback_host(host)
+
+
+def is_loopback_host(host: str) -> bool:
+    """127.0.0.0/8, ::1 or exactly `localhost`: the one test of a host an archive or a registry may use unsigned."""
     if host == "localhost":
         return True
     try:

@@ -7,18 +7,13 @@ import ipaddress
 import re
 import urllib.parse
 
+from builder.core import aptwords
 from builder.core.errors import COMMAND_LINE, InputError, Problem, usage_error
 
 
 def is_loopback(address: str) -> bool:
     """127.0.0.0/8, ::1 or exactly `localhost` (with or without a port): nothing else is plain-HTTP safe."""
-    host = urllib.parse.urlsplit(f"//{address}").hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return aptwords.is_loopback_host(urllib.parse.urlsplit(f"//{address}").hostname or "")
 
 
 def host_port(address: str) -> str:
