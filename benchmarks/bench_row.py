@@ -72,8 +72,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--device-gb", type=float, default=0.6, help="one gfx target's device package (real size)")
     parser.add_argument("--disk-gb", type=float, default=0.0,
                         help="the loop filesystem's size, unscaled GB (default: the runner's disk)")
-    parser.add_argument("--no-release", action="store_true",
-                        help="publish the row in one bake, every image kept (without --release)")
+    parser.add_argument("--all-at-once", action="store_true",
+                        help="publish the row in one bake, every image kept (without --by-family)")
     parser.add_argument("--keep-wheels", action="store_true", help="keep the synthetic wheels for another run")
     parser.add_argument("--families", nargs="*", default=None, help="GPU families (default: the largest row's)")
     return parser.parse_args()
@@ -166,7 +166,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="rif-bench-row-"))
     try:
         with loopfs.loop_filesystem(work / "runner.img", work / "runner", disk) as mount:
-            figures = run(mount, work, wheels, families, budget, not args.no_release)
+            figures = run(mount, work, wheels, families, budget, not args.all_at_once)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if not args.keep_wheels:
@@ -177,7 +177,7 @@ def main() -> None:
 
 
 def run(mount: Path, work: Path, wheels: rocmwheels.WheelSet, families: list[str], budget: int,
-        release: bool) -> rowfigures.Figures:
+        by_family: bool) -> rowfigures.Figures:
     empty = loopfs.used_bytes(mount)
     registry = LocalRegistry(work / "registry")
     index = WheelIndex(wheels.wheels, "127.0.0.1", "rr" + uuid.uuid4().hex[:10])
@@ -201,7 +201,7 @@ def run(mount: Path, work: Path, wheels: rocmwheels.WheelSet, families: list[str
             with log.open("wb") as out:
                 done = subprocess.run([sys.executable, "-m", "builder", "publish", "--matrix", str(matrix),
                                        "--registry", namespace, "--cache-registry", namespace, "--record",
-                                       str(record), "--progress", "plain", *(["--release"] if release else [])],
+                                       str(record), "--progress", "plain", *(["--by-family"] if by_family else [])],
                                       cwd=ROOT, env=env, stdout=out,
                                       stderr=subprocess.STDOUT, check=False)
             wall = time.perf_counter() - t0

@@ -2,7 +2,7 @@
 plan's peak-disk estimate, each against its target (issue 37).
 
 "Final images" is the measure every run of this benchmark has used: what the engine holds at the end, plus, for
-the images --release removed on the way, twice the compressed bytes of the layers only they had (content and
+the images --by-family removed on the way, twice the compressed bytes of the layers only they had (content and
 unpacked: the payload is incompressible); each layer once. It undercounts what one containerd store would hold
 for the whole row: that store keys a snapshot by its chain ID, so a layer that is the same bytes in every family
 (the devel toolchain) is unpacked again on each family's chain. That footprint is printed beside it, computed
@@ -51,7 +51,7 @@ class Figures:
     streamed: int  # bytes of the archives loaded into the engine
     new: int  # the row's own blobs: configs and layers above the base, each once
     stored: int  # bytes the registry keeps (each blob once)
-    released: int  # compressed bytes of the layers only released images had (publish --release)
+    released: int  # compressed bytes of the layers only released images had (publish --by-family)
     estimate: int | None  # the plan's peak for the row's bytes, when builder.publish.sizes has PEAK_FACTOR
     footprint: int = 0  # the row's images in one store: each blob once, each layer unpacked once per chain
 

@@ -37,7 +37,7 @@ class Cache:
     write: bool = True  # False (publish --no-push): import only, the registry is never written to
     # target -> the shared stages (builder.render.sharedstages keys) it also imports: those a first wave exported
     stages: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False, compare=False)
-    # cache tags every target also imports: an earlier wave's targets (publish --release), whose cache holds the
+    # cache tags every target also imports: an earlier wave's targets (publish --by-family), whose cache holds the
     # shared stages once BuildKit's own records of them are pruned
     earlier: tuple[str, ...] = field(default=(), compare=False)
 

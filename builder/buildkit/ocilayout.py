@@ -33,7 +33,7 @@ REF_ANNOTATION = "org.opencontainers.image.ref.name"
 MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 _CHUNK = 1 << 20
 # manifest digest -> its config and layers, for every image this process loaded: a later bake's layout (publish
-# --release bakes one GPU family at a time) lacks the manifests of the earlier ones the engine still holds
+# --by-family bakes one GPU family at a time) lacks the manifests of the earlier ones the engine still holds
 LOADED: dict[str, frozenset[str]] = {}
 
 

@@ -39,7 +39,7 @@ def publish(selection: flags.Selection, registry: RegistryOpt = None, insecure: 
                 "`would-skip`)."))] = False,
             record_path: RecordOpt = Path("publish-record.json"), cache_registry: flags.CacheRegistryOpt = None,
             compression: flags.CompressionOpt = "gzip",
-            release: Annotated[bool, typer.Option("--release", help=(
+            by_family: Annotated[bool, typer.Option("--by-family", help=(
                 "One GPU family at a time: bake, validate and push a family's images, then remove the previous "
                 "family's from the engine and prune BuildKit's cache of them (for a runner whose disk cannot hold "
                 "the whole row)."))] = False,
@@ -52,7 +52,7 @@ def publish(selection: flags.Selection, registry: RegistryOpt = None, insecure: 
     checked = needs_registry(registry)
     bake = BakeOptions(source=selection.source(), compression=flags.compression(compression),
                        cache=flags.cache(cache_registry, insecure_hosts, write=not no_push), buildkit=kit,
-                       release=release)
+                       by_family=by_family)
     todo = selection.jobs()
     options = Options(bake=bake, validate=ValidateOptions(gpu=gpu, apptainer=apptainer),
                       push=PushOptions(target=runs.target(checked, insecure_hosts), skip_published=True,

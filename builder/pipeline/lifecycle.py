@@ -26,7 +26,7 @@ from builder.buildkit.bake import BuildResult
 from builder.buildkit.export import Cache
 from builder.core import tags
 from builder.core.safefs import OutputError
-from builder.pipeline import baking, release, steps
+from builder.pipeline import baking, byfamily, steps
 from builder.pipeline.baking import QUIET, Events
 from builder.pipeline.jobs import Job
 from builder.pipeline.options import BakeOptions, Options, PushOptions
@@ -77,8 +77,8 @@ def run(client: docker.DockerClient, jobs: list[Job], options: Options, events: 
     done = reports if reports is not None else []
     if options.push is not None and jobs:
         options.push.target.preflight(jobs[0].repository, write=not options.push.no_push)
-    between = release.Waves(client, options.bake.buildkit, options.bake.cache)
-    for wave in release.waves(jobs) if options.bake.release else [jobs]:
+    between = byfamily.Waves(client, options.bake.buildkit, options.bake.cache)
+    for wave in byfamily.waves(jobs) if options.bake.by_family else [jobs]:
         prepared = prepare(client, wave, replace(options.bake, cache=between.before(done)), events, options.push)
         between.after(wave, {tag for tag, result in prepared.built.items() if result.ok}, done)
         for job in wave:

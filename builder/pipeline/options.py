@@ -23,7 +23,7 @@ class BakeOptions:
     cache: Cache | None = None
     buildkit: BuildKit = CURRENT  # the builder that bakes (--builder) and its RUN steps' network
     row_of: dict[str, str] = field(default_factory=dict)  # builder stages: image tag -> its workflow row
-    release: bool = False  # publish --release: one GPU family at a time, each leaving the engine after the next
+    by_family: bool = False  # publish --by-family: one GPU family at a time, each leaving the engine after the next
 
 
 @dataclass(frozen=True, kw_only=True)

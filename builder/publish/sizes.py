@@ -8,8 +8,8 @@ where they record sizes (builder lock: each wheel's size, the base image's compr
 figures of builder/data/sizes.yaml (the base) and of the image's wheel channel (its module's SIZES: torch, device
 packages, devel); its installed bytes are the compressed bytes times the data's ratio.
 
-A row's peak is its largest wave's (`builder publish --release`, the mode publish-cells.yml runs every row in,
-bakes one GPU family at a time: builder.pipeline.release). A wave's peak is its footprint on the engine's store,
+A row's peak is its largest wave's (`builder publish --by-family`, the mode publish-cells.yml runs every row in,
+bakes one GPU family at a time: builder.pipeline.byfamily). A wave's peak is its footprint on the engine's store,
 each part once as compressed blobs beside unpacked snapshots (the shared parts, the family's parts, and the
 previous wave's runtime image per combination, which anchors the shared layers until this wave's are in), plus
 NEW_FACTOR times the compressed bytes the wave brings new (pip's downloads, BuildKit's snapshot and the blob
@@ -100,7 +100,7 @@ def layer(compressed: int) -> Layer:
 
 @dataclass(frozen=True)
 class ImageSize:
-    """One image's estimate: its parts, and what --release's waves go by (its combination, family, flavor)."""
+    """One image's estimate: its parts, and what --by-family's waves go by (its combination, family, flavor)."""
 
     tag: str
     parts: dict[Part, Layer]
@@ -122,7 +122,7 @@ class ImageSize:
 
 
 def waves(images: list[ImageSize]) -> list[list[ImageSize]]:
-    """The images by GPU family, in the order the families first come (builder.pipeline.release.waves)."""
+    """The images by GPU family, in the order the families first come (builder.pipeline.byfamily.waves)."""
     by_family: dict[str, list[ImageSize]] = {}
     for image in images:
         by_family.setdefault(image.family, []).append(image)
@@ -131,7 +131,7 @@ def waves(images: list[ImageSize]) -> list[list[ImageSize]]:
 
 def anchors(wave: list[ImageSize]) -> list[ImageSize]:
     """One image per combination that stays while the next wave bakes: its runtime image where it has one
-    (builder.pipeline.release.anchors)."""
+    (builder.pipeline.byfamily.anchors)."""
     kept: dict[str, ImageSize] = {}
     for image in wave:
         if image.group not in kept or (image.runtime and not kept[image.group].runtime):
@@ -157,7 +157,7 @@ def wave_peaks(images: list[ImageSize]) -> list[int]:
 
 
 def peak_of(images: list[ImageSize]) -> int:
-    """The peak disk of publishing these images in one row (--release): its largest wave's; 0 for none."""
+    """The peak disk of publishing these images in one row (--by-family): its largest wave's; 0 for none."""
     return max(wave_peaks(images), default=0)
 
 

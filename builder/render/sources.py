@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from builder.core.spec import CellSpec
 
-PIP_CACHE_ID = "rif-pip"  # BuildKit's cache mount of pip's downloads (builder.pipeline.release prunes it)
+PIP_CACHE_ID = "rif-pip"  # BuildKit's cache mount of pip's downloads (builder.pipeline.byfamily prunes it)
 PIP_CACHE = f"--mount=type=cache,id={PIP_CACHE_ID},target=/tmp"  # pip --cache-dir /tmp/pip
 WHEELS_DIR = "wheels"  # a local wheelhouse, linked into the build tree and bind-mounted, never copied
 WHEELS_MOUNT = "/mnt"  # where the build sees it: a folder every base image has, so no mount point is left

@@ -138,7 +138,7 @@ def test_held_blobs_are_those_of_the_layouts_images_the_engine_lists(tmp_path: P
 
 def test_held_blobs_include_those_of_images_loaded_from_an_earlier_layout(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """publish --release bakes each GPU family into a layout of its own: the engine still holds the previous
+    """publish --by-family bakes each GPU family into a layout of its own: the engine still holds the previous
     family's images (and the torch layer they share), whose manifests the new layout lacks."""
     earlier = tmp_path / "earlier"
     a = image(earlier, "x/a:1", b"torch")

@@ -60,7 +60,7 @@ def test_github_rows_are_printed_only_when_every_image_was_decided(server: Start
     assert {t for r in json.loads(stdout)["include"] for t in r["cells"].split()} >= {devel.tag}
 
 
-@pytest.mark.parametrize("args", [[], ["--no-push"], ["--release"]])
+@pytest.mark.parametrize("args", [[], ["--no-push"], ["--by-family"]])
 def test_runner_disk_is_no_option_of_publish(args: list[str]) -> None:
     code, _, output = publish("--registry", "127.0.0.1:1/ns", "--runner-disk", "60G", *args)
     assert code == 2, output

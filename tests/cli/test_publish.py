@@ -62,10 +62,10 @@ def test_push_reaches_the_engine_once_every_image_is_a_reference(monkeypatch: py
     assert called == [True] and result.exit_code == 5, result.output
 
 
-@pytest.mark.parametrize(("args", "release", "no_push"), [([], False, False), (["--release"], True, False),
-                                                          (["--no-push"], False, True)])
-def test_release_and_no_push_reach_the_run_s_options(args: list[str], release: bool, no_push: bool,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("args", "by_family", "no_push"), [([], False, False), (["--by-family"], True, False),
+                                                            (["--no-push"], False, True)])
+def test_by_family_and_no_push_reach_the_run_s_options(args: list[str], by_family: bool, no_push: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[lifecycle.Options] = []
 
     def run(todo: object, options: lifecycle.Options, *rest: object) -> int:
@@ -76,5 +76,5 @@ def test_release_and_no_push_reach_the_run_s_options(args: list[str], release: b
     result = CliRunner().invoke(app, ["publish", *MATRIX, "--registry", "127.0.0.1:1/ns", *args])
     assert result.exit_code == 0, result.output
     (options,) = seen
-    assert options.bake is not None and options.bake.release is release and options.bake.row_of == {}
+    assert options.bake is not None and options.bake.by_family is by_family and options.bake.row_of == {}
     assert options.push is not None and options.push.no_push is no_push and options.push.skip_published

@@ -50,8 +50,40 @@ def test_an_old_spelling_is_the_new_command_with_one_notice(args: list[str], com
     assert f"`builder {command}`" in lines[0]
 
 
+@pytest.mark.parametrize(("args", "command", "rest", "notices"), [
+    (["--release", "--cell", "a"], "publish", ["--by-family", "--cell", "a"], 1),
+    (["--cell", "a", "--release", "--release"], "publish", ["--cell", "a", "--by-family", "--by-family"], 1),
+    (["-q", "--release"], "publish", ["--by-family"], 2),  # two old spellings: a notice each
+    (["--plan", "--release"], "plan", [], 1),  # an option plan ignored, dropped with it as before
+])
+def test_an_old_option_name_is_the_new_name_with_one_notice(args: list[str], command: str, rest: list[str],
+                                                            notices: int, said: io.StringIO) -> None:
+    assert spellings.route(args, VALUED) == (command, rest)
+    lines = said.getvalue().splitlines()
+    assert len(lines) == notices and all(line.startswith("notice: ") and "next release" in line for line in lines)
+    renamed = "notice: `builder publish --release` is now `builder publish --by-family`"
+    assert sum(line.startswith(renamed) for line in lines) == (command == "publish")
+
+
+def test_publish_release_runs_publish_by_family_with_the_notice(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[object] = []
+
+    def run(todo: object, options: object, *rest: object) -> int:
+        seen.append(options)
+        return 0
+
+    monkeypatch.setattr("builder.cli.publish.runs.run", run)
+    result = CliRunner().invoke(app, ["publish", "-m", str(EXAMPLE), "--registry", "127.0.0.1:1/ns", "--release"])
+    assert result.exit_code == 0, result.output
+    (options,) = seen
+    assert options.bake.by_family is True  # type: ignore[attr-defined]
+    assert result.stderr.count("notice:") == 1
+    assert "`builder publish --release` is now `builder publish --by-family`" in result.stderr
+
+
 @pytest.mark.parametrize("args", [
     ["--match", "--plan"],  # a value, not the flag
+    ["--match", "--release"],  # a value, not the old option
     ["--cell", "a", "--", "--plan"],
     ["--no-push", "--registry", "r/ns"],
     ["--plan", "--shared-stages"],  # two modes at once: publish refuses both as unknown
@@ -98,12 +130,15 @@ def test_publish_shared_stages_runs_stages_with_its_options(monkeypatch: pytest.
 
 
 @pytest.mark.parametrize(("command", "own", "others"), [
-    ("publish", {"--no-push", "--gpu", "--apptainer", "--release", "--progress", "--compression", "--record"},
-     {"--plan", "--shared-stages", "--dry-run", "--quiet", "--format", "--move-tags", "--runner", "--runner-disk"}),
+    ("publish", {"--no-push", "--gpu", "--apptainer", "--by-family", "--progress", "--compression", "--record"},
+     {"--plan", "--shared-stages", "--dry-run", "--quiet", "--release", "--format", "--move-tags", "--runner",
+      "--runner-disk"}),
     ("plan", {"--format", "--move-tags", "--runner", "--runner-disk", "--record", "--registry"},
-     {"--plan", "--no-push", "--gpu", "--apptainer", "--release", "--compression", "--builder", "--progress"}),
+     {"--plan", "--no-push", "--gpu", "--apptainer", "--by-family", "--release", "--compression", "--builder",
+      "--progress"}),
     ("stages", {"--cache-registry", "--compression", "--runner", "--runner-disk", "--builder", "--build-network"},
-     {"--registry", "--record", "--no-push", "--gpu", "--release", "--format", "--move-tags", "--progress"}),
+     {"--registry", "--record", "--no-push", "--gpu", "--by-family", "--release", "--format", "--move-tags",
+      "--progress"}),
 ])
 def test_each_option_is_only_on_its_command_and_its_help(command: str, own: set[str], others: set[str]) -> None:
     params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]

@@ -1,5 +1,5 @@
 """Hostile BuildKit records: another build's steps that mention, echo or imitate the factory's step mark are never
-taken for the factory's, so `publish --release` never prunes their cache (builder.buildkit.records).
+taken for the factory's, so `publish --by-family` never prunes their cache (builder.buildkit.records).
 
 The records have the shape of a real `docker buildx du --format json` (tests/data/buildx/du-records.jsonl: the
 `Type` values and the `mount / from exec ARGS` / `cached mount DEST from exec ARGS with id "/ID"` descriptions)."""

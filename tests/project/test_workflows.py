@@ -439,7 +439,7 @@ def test_the_cell_job_passes_every_cell_of_its_group_to_one_publish(tmp_path: Pa
         selection = [a for t in row["cells"].split() for a in ("--cell", t)]
         assert args == ["publish", "--matrix", "matrix.yaml", "--registry", "ghcr.io/some-org", *selection,
                         "--cache-registry", "ghcr.io/some-org", "--record", f"record-{row['group']}.json",
-                        "--release", *(["--no-push"] if i % 2 else [])]  # the peak the row was packed by
+                        "--by-family", *(["--no-push"] if i % 2 else [])]  # the peak the row was packed by
 
 
 @pytest.mark.parametrize(("group", "cells", "images"), [

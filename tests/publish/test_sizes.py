@@ -108,7 +108,7 @@ def bench_row(families: list[str], scale: float) -> list[sizes.ImageSize]:
     return out
 
 
-# Each measured peak of docs/benchmarks.md (2026-11-28, this machine, `--release`, on a filesystem of the scaled
+# Each measured peak of docs/benchmarks.md (2026-11-28, this machine, `--by-family`, on a filesystem of the scaled
 # runner disk) and the run it came from. Left out: the one-family runs before the per-wave bake fix (a runtime's and
 # a devel's cache export uploaded one layer twice: a defect since fixed, not a peak of today's code).
 @pytest.mark.parametrize(("run", "families", "scale", "measured"), [

@@ -1,4 +1,4 @@
-"""One GPU family at a time, for a runner whose disk cannot hold a whole row (`builder publish --release`).
+"""One GPU family at a time, for a runner whose disk cannot hold a whole row (`builder publish --by-family`).
 
 A row's images share their base and torch layers; each family adds its own device layer. Baked all at once, a
 row's every device layer is on the disk together, three times (BuildKit's snapshots, the engine's content and its
@@ -29,7 +29,7 @@ from builder.pipeline.steps import content_ref
 from builder.publish.record import ImageReport
 from builder.render.sources import PIP_CACHE_ID
 
-RELEASED = frozenset({"published", "skipped"})  # done for good; a failed image stays for a rerun to find
+DONE = frozenset({"published", "skipped"})  # done for good; a failed image stays for a rerun to find
 
 
 def waves(jobs: list[Job]) -> list[list[Job]]:
@@ -41,10 +41,10 @@ def waves(jobs: list[Job]) -> list[list[Job]]:
     return list(by_family.values())
 
 
-def release(client: docker.DockerClient, jobs: list[Job], reports: list[ImageReport]) -> list[str]:
+def remove_done(client: docker.DockerClient, jobs: list[Job], reports: list[ImageReport]) -> list[str]:
     """Remove the local names of the jobs' images that are done (their layers go with the last image that
     holds them); the names removed."""
-    done = {r.tag for r in reports if r.state in RELEASED}
+    done = {r.tag for r in reports if r.state in DONE}
     removed = []
     for job in jobs:
         if job.tag not in done:
@@ -91,7 +91,7 @@ class Waves:
         """The cache this wave's bake uses, once the disk holds no more of the earlier waves than it needs."""
         self.started = time.monotonic()
         self.anchored = anchors(self.previous)
-        release(self.client, [j for j in self.previous if j not in self.anchored], reports)
+        remove_done(self.client, [j for j in self.previous if j not in self.anchored], reports)
         if self.cache is None or not self.cache.write or not self.baked:
             return self.cache
         prune_steps(self.kit)
@@ -100,7 +100,7 @@ class Waves:
     def after(self, wave: list[Job], built: set[str], reports: list[ImageReport]) -> None:
         """This wave's images are in the engine: the previous wave's anchors may go."""
         if self.previous:
-            release(self.client, self.anchored, reports)
+            remove_done(self.client, self.anchored, reports)
             prune_cache(self.kit, self.started)
         targets = tuple(j.rendered.target for j in wave if j.rendered is not None and j.tag in built)
         self.baked, self.previous = targets or self.baked, wave

@@ -1,4 +1,4 @@
-"""`publish --release`: one GPU family at a time; the previous family's images leave the engine (and BuildKit's cache
+"""`publish --by-family`: one GPU family at a time; the previous family's images leave the engine (and BuildKit's cache
 of them) only once this family's are baked and loaded."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from builder.buildkit import records
 from builder.buildkit.bake import BuildResult
 from builder.buildkit.builders import BuildKit
 from builder.buildkit.export import Cache
-from builder.pipeline import jobs, lifecycle, release
+from builder.pipeline import byfamily, jobs, lifecycle
 from builder.pipeline.options import BakeOptions
 from builder.publish.record import ImageReport
 from builder.render.sources import INDEX, PIP_CACHE_ID
@@ -38,10 +38,10 @@ class _Images:
 
 def test_waves_are_the_gpu_families_in_order_runtime_and_devel_together(tmp_path: Path) -> None:
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
-    found = [[j.tag.split("_")[4] + "/" + j.tag.rsplit("_", 1)[-1] for j in wave] for wave in release.waves(todo)]
+    found = [[j.tag.split("_")[4] + "/" + j.tag.rsplit("_", 1)[-1] for j in wave] for wave in byfamily.waves(todo)]
     families = [j.tag.split("_")[4] for j in todo]
     assert sorted(found) == sorted([[f"{f}/runtime", f"{f}/devel"] for f in dict.fromkeys(families)]), found
-    assert [wave[0].tag.split("_")[4] for wave in release.waves(todo)] == list(dict.fromkeys(families))
+    assert [wave[0].tag.split("_")[4] for wave in byfamily.waves(todo)] == list(dict.fromkeys(families))
 
 
 def test_a_family_s_devel_leaves_before_the_next_bake_and_its_runtime_once_the_next_family_is_in(
@@ -64,10 +64,10 @@ def test_a_family_s_devel_leaves_before_the_next_bake_and_its_runtime_once_the_n
 
     monkeypatch.setattr(lifecycle, "prepare", prepare)
     monkeypatch.setattr(lifecycle, "run_image", run_image)
-    monkeypatch.setattr(release, "prune_cache", prune_cache)
-    options = lifecycle.Options(validate=None, bake=BakeOptions(release=True))
+    monkeypatch.setattr(byfamily, "prune_cache", prune_cache)
+    options = lifecycle.Options(validate=None, bake=BakeOptions(by_family=True))
     reports = lifecycle.run(_Images(events), todo, options)  # type: ignore[arg-type]
-    first, second = [wave[0].tag.split("_")[4] for wave in release.waves(todo)]
+    first, second = [wave[0].tag.split("_")[4] for wave in byfamily.waves(todo)]
     assert [r.state for r in reports] == ["published"] * 4
     bakes = [i for i, e in enumerate(events) if e.startswith("bake")]
     assert [events[i] for i in bakes] == [f"bake {first} {first}", f"bake {second} {second}"]
@@ -82,8 +82,8 @@ def test_a_family_s_devel_leaves_before_the_next_bake_and_its_runtime_once_the_n
     assert len(no_engine) == 2
 
 
-def test_without_release_a_row_is_one_bake_and_nothing_leaves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              no_engine: list[list[str]]) -> None:  # noqa: F811
+def test_without_by_family_a_row_is_one_bake_and_nothing_leaves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                no_engine: list[list[str]]) -> None:  # noqa: F811
     events: list[str] = []
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
     monkeypatch.setattr(lifecycle, "run_image", lambda client, job, *a, **k: lifecycle.planned(job))
@@ -105,23 +105,23 @@ def test_between_waves_the_factory_s_aged_steps_and_pip_s_download_cache_are_pru
         {"ID": "bbb", "Parents": ["aaa"], "Description": "[runtime 5/5] WORKDIR /root", "Type": "regular"},
         {"ID": "ccc", "Parents": None, "Description": "a user's own step", "Type": "regular"}]))
     monkeypatch.setattr(records, "listed", lambda kit: listing)
-    monkeypatch.setattr(release.subprocess, "run", run)
-    assert release.prune_cache(BuildKit(name="b1"), time.monotonic() - 30)
+    monkeypatch.setattr(byfamily.subprocess, "run", run)
+    assert byfamily.prune_cache(BuildKit(name="b1"), time.monotonic() - 30)
     [aged, pip] = seen
     assert aged[:5] == ["docker", "buildx", "prune", "--builder", "b1"]
     assert aged[5:9] == ["--force", "--all", "--filter", 'id~="^(aaa|bbb)$"'] and aged[9] == "--filter"
     assert 30 <= int(aged[10].removeprefix("until=").removesuffix("s")) <= 31  # the factory's steps only
     assert pip[5:] == ["--force", "--filter", "type=exec.cachemount", "--filter",
                        f'description~="with id \\"/{PIP_CACHE_ID}\\"$"']
-    monkeypatch.setattr(release.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 1, "", ""))
-    assert not release.prune_cache(BuildKit(), time.monotonic())  # reported, never raised: pruning only frees disk
+    monkeypatch.setattr(byfamily.subprocess, "run", lambda cmd, **k: subprocess.CompletedProcess(cmd, 1, "", ""))
+    assert not byfamily.prune_cache(BuildKit(), time.monotonic())  # reported, never raised: pruning only frees disk
     monkeypatch.setattr(records, "listed", lambda kit: None)
-    assert not release.prune_steps(BuildKit())  # not listed: nothing is pruned blind
+    assert not byfamily.prune_steps(BuildKit())  # not listed: nothing is pruned blind
 
 
 def _waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: lifecycle.Options,
            first_ok: bool = True) -> list[str]:
-    """A --release run of two families whose bakes and publishes are faked: what happened, in order."""
+    """A --by-family run of two families whose bakes and publishes are faked: what happened, in order."""
     events: list[str] = []
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
 
@@ -136,8 +136,8 @@ def _waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: lifecycle.O
 
     monkeypatch.setattr(lifecycle, "prepare", prepare)
     monkeypatch.setattr(lifecycle, "run_image", published)
-    monkeypatch.setattr(release, "prune_cache", lambda kit, since: events.append("prune aged") or True)
-    monkeypatch.setattr(release, "prune_steps", lambda kit: events.append("prune steps") or True)
+    monkeypatch.setattr(byfamily, "prune_cache", lambda kit, since: events.append("prune aged") or True)
+    monkeypatch.setattr(byfamily, "prune_steps", lambda kit: events.append("prune steps") or True)
     lifecycle.run(_Images([]), todo, options)  # type: ignore[arg-type]
     return events
 
@@ -145,19 +145,19 @@ def _waves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: lifecycle.O
 def test_with_a_registry_cache_a_family_bakes_after_the_factory_s_steps_go_and_imports_the_last_wave_s_cache(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = Cache("127.0.0.1:5000/ns/buildcache", insecure=True)
-    options = lifecycle.Options(validate=None, bake=BakeOptions(release=True, cache=cache))
+    options = lifecycle.Options(validate=None, bake=BakeOptions(by_family=True, cache=cache))
     events = _waves(tmp_path, monkeypatch, options)
     first, second = (e.split()[1] for e in events if e.startswith("bake"))
     todo = jobs.matrix_jobs(write_matrix(tmp_path, TWO_FAMILIES), None, None, INDEX)
-    targets = " ".join(j.rendered.target for j in release.waves(todo)[0] if j.rendered is not None)
+    targets = " ".join(j.rendered.target for j in byfamily.waves(todo)[0] if j.rendered is not None)
     assert first in targets and "runtime" in targets and "devel" in targets
     assert events == [f"bake {first} importing -", "prune steps", f"bake {second} importing {targets}",
                       "prune aged"]
 
 
-@pytest.mark.parametrize("options", [lifecycle.Options(validate=None, bake=BakeOptions(release=True)),
+@pytest.mark.parametrize("options", [lifecycle.Options(validate=None, bake=BakeOptions(by_family=True)),
                                      # --no-push: the command resolves the cache as import only
-                                     lifecycle.Options(validate=None, bake=BakeOptions(release=True, cache=Cache(
+                                     lifecycle.Options(validate=None, bake=BakeOptions(by_family=True, cache=Cache(
                                          "127.0.0.1:5000/ns/buildcache", insecure=True, write=False)))],
                          ids=["no cache", "no push"])
 def test_without_a_cache_to_import_the_factory_s_steps_stay_for_the_next_family(
@@ -169,7 +169,7 @@ def test_without_a_cache_to_import_the_factory_s_steps_stay_for_the_next_family(
 def test_a_wave_whose_bake_failed_exported_no_cache_so_the_next_keeps_the_factory_s_steps(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = Cache("127.0.0.1:5000/ns/buildcache", insecure=True)
-    options = lifecycle.Options(validate=None, bake=BakeOptions(release=True, cache=cache))
+    options = lifecycle.Options(validate=None, bake=BakeOptions(by_family=True, cache=cache))
     events = _waves(tmp_path, monkeypatch, options, False)
     assert "prune steps" not in events and all(e.endswith("importing -") for e in events if e.startswith("bake"))
 
@@ -200,8 +200,8 @@ def test_the_pip_cache_filter_takes_that_cache_mount_on_a_real_buildkit_and_no_o
     built = subprocess.run(["docker", "buildx", "build", "--network", "host", "--allow", "network.host",
                             "--output", "type=cacheonly", str(tmp_path)], capture_output=True, text=True, check=False)
     assert built.returncode == 0, built.stderr[-2000:]
-    monkeypatch.setattr(release, "PIP_CACHE_ID", run_id)
-    assert release.prune_cache(BuildKit(), time.monotonic() - 10 * 3600)  # aged: only what no test used for 10 h
+    monkeypatch.setattr(byfamily, "PIP_CACHE_ID", run_id)
+    assert byfamily.prune_cache(BuildKit(), time.monotonic() - 10 * 3600)  # aged: only what no test used for 10 h
     left = subprocess.run(["docker", "buildx", "du", "--verbose", "--filter", "type=exec.cachemount"],
                           capture_output=True, text=True, check=True).stdout
     assert f'with id "/{keep}"' in left and f'with id "/{run_id}"' not in left  # kept though its step names run_id
@@ -240,7 +240,7 @@ def test_the_step_prune_takes_the_factory_s_steps_and_their_cache_mounts_on_a_re
     _build(tmp_path / "theirs", f"FROM {base_image}\nRUN echo theirs-{run_id} > /t\n")
     before = _left()
     assert f"ours-{run_id}" in before and f'with id "/rif-test-{run_id}"' in before
-    assert release.prune_steps(BuildKit())
+    assert byfamily.prune_steps(BuildKit())
     after = _left()
     assert f"ours-{run_id}" not in after and f'with id "/rif-test-{run_id}"' not in after
     assert f"WORKDIR /home/u{run_id}" in before and f"WORKDIR /home/u{run_id}" not in after  # a stage's last step
@@ -264,7 +264,7 @@ def test_the_step_prune_keeps_another_build_s_steps_that_echo_the_mark_or_stand_
     _build(tmp_path / "child", f"FROM {image}\nRUN echo theirs-child-{run_id} > /c\n")
     before = _left()
     assert all(f"theirs-{kind}-{run_id}" in before for kind in ("mark", "whole", "child"))
-    assert release.prune_steps(BuildKit())
+    assert byfamily.prune_steps(BuildKit())
     after = _left()
     assert all(f"theirs-{kind}-{run_id}" in after for kind in ("mark", "whole", "child"))
     assert f'with id "/theirs-{run_id}"' in after
@@ -275,8 +275,8 @@ def test_each_combination_keeps_its_runtime_image_as_the_anchor_of_its_shared_la
     two_os = TWO_FAMILIES.replace("os: [ubuntu-24.04]", "os: [ubuntu-24.04, ubuntu-22.04]").replace(
         "gfx: [gfx94X-dcgpu, gfx1151]", "gfx: [gfx1151]")
     todo = jobs.matrix_jobs(write_matrix(tmp_path, two_os), None, None, INDEX)
-    assert len(todo) == 4 and len(release.waves(todo)) == 1
-    kept = release.anchors(list(reversed(todo)))  # devel first: the runtime is still the one kept
+    assert len(todo) == 4 and len(byfamily.waves(todo)) == 1
+    kept = byfamily.anchors(list(reversed(todo)))  # devel first: the runtime is still the one kept
     assert sorted(j.tag for j in kept) == sorted(j.tag for j in todo if j.tag.endswith("_runtime"))
     devel_only = [j for j in todo if j.tag.endswith("_devel")]
-    assert release.anchors(devel_only) == devel_only  # no runtime in the wave: one image per combination stays
+    assert byfamily.anchors(devel_only) == devel_only  # no runtime in the wave: one image per combination stays
