@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable
 from typing import IO, Any, cast
 
+from builder.core.aptindex import ArchiveError, Unreachable
 from builder.core.text import printable
 from builder.registry import transport
 from builder.registry.errors import RegistryError
@@ -27,14 +28,6 @@ MAX_COMPRESSED_BYTES = 64 << 20
 MAX_INDEX_BYTES = 256 << 20
 DEADLINE_S = 300.0  # one index's whole download (connect, every byte), not one read
 NAMES = ("Packages.xz", "Packages.gz", "Packages.bz2", "Packages")
-
-
-class ArchiveError(RuntimeError):
-    """The archive cannot be read, or a package or dependency is not in it."""
-
-
-class Unreachable(ArchiveError):
-    """The archive's host does not answer (no name, no route, refused, no complete answer in time)."""
 
 
 def fetch(folder: str) -> str:

@@ -6,7 +6,9 @@ that devel image adds the ROCm SDK from AMD's apt repository, the SDK step (`os-
 SDK packages, over both, from the snapshot and AMD's repository of the ROCm release, checked with AMD's key). `builder
 lock` resolves each against the OS's archive at one snapshot timestamp (builder/data/os.yaml, or one mirror for
 every OS: --apt-snapshot / RIF_APT_SNAPSHOT) and writes its lock; a render reads them back. The snapshot is kept
-until `--update` moves it to now (or to --apt-snapshot-time / RIF_APT_SNAPSHOT_TIME).
+until `--update` moves it to now (or to --apt-snapshot-time / RIF_APT_SNAPSHOT_TIME). The index a step resolves
+against is the OS family's (`PACKAGE_INDEX`), read with the bounded fetch of builder.render.aptfetch; a family
+without one has no OS step to lock.
 
 Whom apt trusts unsigned is the command line's to say (RIF_APT_SNAPSHOT_TRUSTED=yes, for a loopback mirror only),
 never a lock's: a lock's `trusted: yes` is honoured only where the command allows it too (read_group narrows).
@@ -20,8 +22,9 @@ from pathlib import Path
 
 from builder.core import aptwords, ospins, safefs
 from builder.core.errors import InputError, usage_error
+from builder.core.osfamilies.base import PackageIndex
 from builder.core.spec import CellSpec
-from builder.render import aptindex
+from builder.render import aptfetch
 from builder.render.installs import devel_packages, os_sdk_source, runtime_packages, venv_packages
 
 BASE_STEP = "os-base.txt"
@@ -86,9 +89,10 @@ class Snapshot:
 
 
 def steps(members: list[CellSpec]) -> list[OsStep]:
-    """The OS package steps of a combination's Dockerfile, none where its OS has no snapshot archive in the data."""
+    """The OS package steps of a combination's Dockerfile, none where its OS has no snapshot archive in the data or
+    its family no package index to resolve them against."""
     first = members[0]
-    if not first.os_release.snapshot:
+    if not first.os_release.snapshot or first.os_family.PACKAGE_INDEX is None:
         return []
     runtime = tuple(runtime_packages(first))
     found = [OsStep(BASE_STEP, runtime + tuple(venv_packages(first)))]
@@ -103,13 +107,17 @@ def steps(members: list[CellSpec]) -> list[OsStep]:
 
 
 def lock_group(members: list[CellSpec], lock_dir: Path, snapshot: Snapshot, update: bool) -> dict[str, str]:
-    """file -> the text of each OS step's lock, resolved again where missing, stale or updated (else kept)."""
+    """file -> the text of each OS step's lock, resolved again where missing, stale or updated (else kept). Each
+    step resolves against the package index its OS family reads (PACKAGE_INDEX) with aptfetch's bounded fetch."""
     cell = members[0]
+    reader = cell.os_family.PACKAGE_INDEX
+    if reader is None:
+        return {}  # no index to resolve against: no OS step (steps() has none)
     old = {s.file: _old(lock_dir / s.file) for s in steps(members)}
     kept_time = next((o.snapshot for o in old.values() if o is not None), None)
     time = snapshot.time or (None if update else kept_time) or now()
     texts: dict[str, str] = {}
-    indexes: dict[tuple[ospins.Source, ...], aptindex.Index] = {}
+    indexes: dict[tuple[ospins.Source, ...], PackageIndex] = {}
     for step in steps(members):
         current = old[step.file]
         sources = snapshot.sources(cell, time) + step.extra
@@ -117,7 +125,7 @@ def lock_group(members: list[CellSpec], lock_dir: Path, snapshot: Snapshot, upda
                 and current.os == cell.os and current.sources == sources and current.trusted == snapshot.trusted):
             texts[step.file] = current.text()
             continue
-        index = indexes[sources] = indexes.get(sources) or aptindex.load(sources)
+        index = indexes[sources] = indexes.get(sources) or reader(sources, aptfetch.fetch)
         present = index.base_set()
         if step.over:
             present |= {p.name for p in index.closure(step.over, present)}

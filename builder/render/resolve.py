@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from builder.core import safefs
+from builder.core import aptindex, safefs
 from builder.core.errors import InputError
 from builder.core.logfiles import LOG_DIR
 from builder.core.scratch import scratch_dir
 from builder.core.spec import CellSpec
 from builder.registry.errors import RegistryError
-from builder.render import aptindex, basepin, indexpages, lockcache, lockfile, oslock, wheelsizes
+from builder.render import basepin, indexpages, lockcache, lockfile, oslock, wheelsizes
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps, stages_of

@@ -12,9 +12,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from builder.core import ospins
+from builder.core import aptindex, ospins
 from builder.core.osfamilies import apt
-from builder.render import aptindex
+from builder.render import aptfetch
 from tests.fakes.aptarchive import Deb, Served, write_snapshot
 
 pytestmark = pytest.mark.docker
@@ -49,7 +49,7 @@ def build(context: Path, lock: ospins.OsLock, base: str, tag: str) -> list[str]:
 
 def lock_of(url: str, wants: tuple[str, ...]) -> ospins.OsLock:
     sources = (ospins.Source(f"{url}/{T1}/", "bookworm", ("main",)),)
-    index = aptindex.load(sources)
+    index = aptindex.load(sources, aptfetch.fetch)
     return ospins.OsLock("debian-12", wants, T1, sources, tuple(index.closure(wants, index.base_set())), True)
 
 

@@ -56,5 +56,5 @@ def test_dnf_steps_and_inventory() -> None:
     assert dnf.remove_command(["a"]) == "dnf remove -y a"
     assert dnf.cleanup_command().startswith(f"rm -rf {dnf.LISTS_DIR} ")
     assert dnf.INVENTORY[:2] == ("rpm", "-qa") and dnf.PURL_TYPE == "rpm"
-    assert dnf.BASE_TOOL is None and dnf.SDK is None and dnf.PINNED_INSTALL is None
+    assert dnf.BASE_TOOL is None and dnf.SDK is None and dnf.PINNED_INSTALL is None and dnf.PACKAGE_INDEX is None
     assert dnf.install_fix(["numactl"]) == "dnf install -y numactl"

@@ -18,6 +18,6 @@ def test_every_os_release_names_a_known_family() -> None:
 def test_a_family_states_what_it_does_not_support_in_its_optional_parts() -> None:
     """The interface has only what every family answers; the rest is one optional part each, None where absent."""
     optional = {n for n, hint in protocol_members(OsFamily)[0].items() if type(None) in get_args(hint)}
-    assert optional == {"BASE_TOOL", "PINNED_INSTALL", "SDK"}
+    assert optional == {"BASE_TOOL", "PACKAGE_INDEX", "PINNED_INSTALL", "SDK"}
     assert all(getattr(osfamilies.of("apt"), n) is not None for n in optional)
     assert all(getattr(osfamilies.of("dnf"), n) is None for n in optional)

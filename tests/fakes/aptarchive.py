@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.render import aptindex
+from builder.core import aptindex
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def build_deb(deb: Deb, pool: Path) -> Path:
 
 def write_snapshot(root: Path, stamp: str, codename: str, debs: list[Deb], real: bool = False) -> None:
     """One dated snapshot of one suite: its index (and .debs when real) and a Release naming the index's hash. A
-    snapshot never changes, so builder.render.aptindex keeps what it read: a test that rewrites one (or serves another
+    snapshot never changes, so builder.core.aptindex keeps what it read: a test that rewrites one (or serves another
     archive on a port an earlier one had) makes this process read it again."""
     aptindex.forget()
     top = root / stamp

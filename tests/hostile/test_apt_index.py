@@ -3,7 +3,7 @@ grammar; corrupt data one ArchiveError naming the index, never a crash, never ra
 
 The shapes are a real Packages index's (Debian bookworm's main/binary-amd64 index: `Package:`, `Version:`,
 `Architecture:`, `Depends:`, `SHA256:` stanzas separated by blank lines, served as Packages.xz/.gz/.bz2 or plain);
-the limits are the documented ones (builder/render/aptfetch.py, aptindex.py, core/ospins.py), written as literals.
+the limits are the documented ones (builder/render/aptfetch.py, core/aptindex.py, core/ospins.py), written as literals.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from builder.core import aptindex
 from builder.core.ospins import Source
-from builder.render import aptfetch, aptindex
+from builder.render import aptfetch
 from tests.fakes.aptarchive import INDEX_PATH, RawIndex
 
 SHA = "a" * 64
@@ -39,7 +40,7 @@ def serve() -> Iterator[list[RawIndex]]:
 def load(servers: list[RawIndex], files: dict[str, bytes], **kw: object) -> aptindex.Index:
     server = RawIndex({INDEX_PATH + name: body for name, body in files.items()}, **kw)  # type: ignore[arg-type]
     servers.append(server)
-    return aptindex.load([Source(server.url, "bookworm", ("main",))])
+    return aptindex.load([Source(server.url, "bookworm", ("main",))], aptfetch.fetch)
 
 
 def test_an_xz_bomb_is_refused_past_256_mib_unpacked_without_one_call_unpack(serve: list[RawIndex]) -> None:

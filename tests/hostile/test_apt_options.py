@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from builder.cli.app import app
 from builder.core import ospins
 from builder.core.errors import InputError
-from builder.render import aptindex
+from builder.render import aptfetch
 from testkit.matrices import write_matrix
 from tests.render.test_oslock import MATRIX
 
@@ -34,7 +34,7 @@ def lock(tmp_path: Path, *options: str) -> tuple[int, str]:
                                  "http://127.0.0.1:1/" + "a" * 1_900_000], ids=lambda v: ascii(v)[:40])
 def test_a_bad_snapshot_url_is_a_usage_error_before_anything_is_read(tmp_path: Path, url: str,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(aptindex, "_fetch", lambda folder: pytest.fail(f"read {folder}"))
+    monkeypatch.setattr(aptfetch, "fetch", lambda folder: pytest.fail(f"read {folder}"))
     code, output = lock(tmp_path, "--apt-snapshot", url)
     assert code == 2, output
     assert "--apt-snapshot" in output and len(output) < 2_000 and "\x1b" not in output

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.core import ospins
-from builder.render import aptindex
+from builder.core import aptindex, ospins
+from builder.render import aptfetch
 from tests.fakes.aptarchive import Deb, Served, write_snapshot
 from tests.fakes.checkout import ROOT
 
@@ -36,7 +36,7 @@ class Archive:
     def index(self, stamp: str) -> aptindex.Index:
         """Read afresh: `bump` rewrites a timestamp in place (a test archive; aptindex keeps a snapshot it read)."""
         aptindex.forget()
-        return aptindex.load([ospins.Source(f"{self.url}/{stamp}/", "bookworm", ("main",))])
+        return aptindex.load([ospins.Source(f"{self.url}/{stamp}/", "bookworm", ("main",))], aptfetch.fetch)
 
     def bump(self, *args: str) -> str:
         run = subprocess.run([sys.executable, str(SCRIPT), "bump", "--root", str(self.root), "--mirror", self.mirror,

@@ -12,8 +12,10 @@ from typer.testing import CliRunner
 from builder.cli.app import app
 from builder.core import ospins
 from builder.core.errors import InputError
+from builder.core.osfamilies import apt
+from builder.core.osfamilies.base import Fetch, PackageIndex
 from builder.core.spec import CellSpec
-from builder.render import lockfile, oslock, resolve
+from builder.render import aptfetch, lockfile, oslock, resolve
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
@@ -75,6 +77,39 @@ def test_a_lock_pins_each_steps_closure_at_its_snapshot(tmp_path: Path, served: 
     assert all(len(p.sha256) == 64 for p in base.packages)
     devel = ospins.read(tree / "cpu_debian13_py3.13_torch2.14.1" / "lock" / "os-devel.txt")
     assert {p.name for p in devel.packages} == {"build-essential", "gcc", "python3-dev", "git", "ninja-build"}
+
+
+def test_the_lock_asks_the_os_family_for_its_index_and_hands_it_the_bounded_fetch(
+        tmp_path: Path, served: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """oslock reads no archive itself: each combination asks its OS family (PACKAGE_INDEX) once for the index of its
+    snapshot's sources, with aptfetch's bounded fetch, and its locks hold what that index resolved."""
+    asked: list[tuple[tuple[ospins.Source, ...], Fetch]] = []
+    real = apt.PACKAGE_INDEX
+    assert real is not None
+
+    def index(sources: tuple[ospins.Source, ...], fetch: Fetch) -> PackageIndex:
+        asked.append((sources, fetch))
+        return real(sources, fetch)
+
+    monkeypatch.setattr(apt, "PACKAGE_INDEX", index)
+    cells, tree = load_cells(tmp_path, MATRIX), tmp_path / "tree"
+    assert len(lock_all(tree, cells, oslock.Snapshot(served, T1, trusted=True), update=False)) == 4
+    assert len(asked) == 2 and {s for s, _ in asked} == {(ospins.Source(f"{served}/{T1}/", suite, ("main",)),)
+                                                         for suite in ("bookworm", "trixie")}
+    assert all(fetch is aptfetch.fetch for _, fetch in asked)
+    base = ospins.read(tree / "cpu_debian12_py3.11_torch2.14.1" / "lock" / "os-base.txt")
+    assert "openssl=3.0.11-1" in {f"{p.name}={p.version}" for p in base.packages}
+
+
+def test_a_family_without_a_package_index_has_no_os_step_and_reads_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cells, tree = load_cells(tmp_path, MATRIX), tmp_path / "tree"
+    assert all(oslock.steps(members) for members in groups(cells).values())  # the apt family has steps to lock
+    monkeypatch.setattr(apt, "PACKAGE_INDEX", None)
+    monkeypatch.setattr(aptfetch, "fetch", lambda folder: pytest.fail(f"read {folder}"))
+    assert all(oslock.steps(members) == [] for members in groups(cells).values())
+    assert lock_all(tree, cells, oslock.Snapshot("http://127.0.0.1:9", T1, trusted=True), update=False) == set()
+    assert not tree.exists()
 
 
 def test_update_changes_exactly_the_locks_whose_closure_moved(tmp_path: Path, served: str) -> None:

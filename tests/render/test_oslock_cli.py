@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli.app import app
-from builder.core import ospins
-from builder.render import aptindex, oslock
+from builder.core import aptindex, ospins
+from builder.render import aptfetch, oslock
 from testkit.matrices import load_cells, write_matrix
 from tests.fakes.aptarchive import Served
 from tests.render.test_oslock import MATRIX, T1, T2, archive, fake_wheel_locks, groups, lock_all
@@ -66,7 +66,7 @@ def test_an_unreachable_snapshot_service_says_the_three_ways_on_and_keeps_the_ot
     def offline(folder: str) -> str:
         raise aptindex.Unreachable(f"{folder}Packages.xz: [Errno -2] Name or service not known")
 
-    monkeypatch.setattr(aptindex, "_fetch", offline)
+    monkeypatch.setattr(aptfetch, "fetch", offline)
     monkeypatch.delenv("RIF_APT_SNAPSHOT", raising=False)
     tree, before = locked_tree(tmp_path)
     code, output = run_lock(tmp_path)
@@ -82,7 +82,7 @@ def test_an_unreachable_snapshot_service_says_the_three_ways_on_and_keeps_the_ot
 
 def test_apt_snapshot_off_reads_no_archive_and_renders_every_image(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(aptindex, "_fetch", lambda folder: pytest.fail(f"read {folder}"))
+    monkeypatch.setattr(aptfetch, "fetch", lambda folder: pytest.fail(f"read {folder}"))
     monkeypatch.delenv("RIF_APT_SNAPSHOT", raising=False)
     tree, _ = locked_tree(tmp_path)
     code, output = run_lock(tmp_path, "--apt-snapshot", "off")

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from builder.core import ospins
-from builder.render import aptindex, oslock
+from builder.core.osfamilies import apt
+from builder.core.osfamilies.base import Fetch, PackageIndex
+from builder.render import oslock
 from testkit.matrices import load_cells
 from tests.render.test_oslock import MATRIX, T1, lock_all, served
 
@@ -19,15 +21,16 @@ __all__ = ["served"]  # the archive fixture, used by name
 
 
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Every archive index loaded from now on."""
+    """Every archive index the lock asks the OS family for from now on."""
     loads: list[object] = []
-    real = aptindex.load
+    real = apt.PACKAGE_INDEX
+    assert real is not None
 
-    def load(sources: tuple[ospins.Source, ...]) -> aptindex.Index:
+    def load(sources: tuple[ospins.Source, ...], fetch: Fetch) -> PackageIndex:
         loads.append(sources)
-        return real(sources)
+        return real(sources, fetch)
 
-    monkeypatch.setattr(aptindex, "load", load)
+    monkeypatch.setattr(apt, "PACKAGE_INDEX", load)
     return loads
 
 

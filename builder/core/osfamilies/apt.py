@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from builder.core import aptwords, facts, ospins
-from builder.core.osfamilies.base import AmdSdk
+from builder.core import aptindex, aptwords, facts, ospins
+from builder.core.osfamilies.base import AmdSdk, Fetch, PackageIndex
 
 NAME = "apt"
 RUNTIME_PACKAGES: tuple[str, ...] = ("python3", "ca-certificates")
@@ -149,6 +149,7 @@ def install_fix(packages: list[str]) -> str:
     return f"apt-get install -y --no-install-recommends {' '.join(packages)}"
 
 
+PACKAGE_INDEX: Callable[[tuple[ospins.Source, ...], Fetch], PackageIndex] | None = aptindex.load  # Packages indexes
 PINNED_INSTALL: Callable[[ospins.OsLock], list[str]] | None = pinned_install_commands
 SDK: AmdSdk | None = AmdSdk(steps=sdk_steps, source=sdk_source, packages=sdk_packages,
                             fetch_packages=FETCH_PACKAGES, pinned_commands=pinned_sdk_commands)

@@ -1,16 +1,17 @@
 """The one interface every OS family module implements: what differs between package managers.
 
 An OS family (apt: Debian, Ubuntu; dnf: Rocky Linux, RHEL's UBI) owns its package names, its install and clean-up
-steps, how its base image is made, how an SBOM lists its packages, the check that an image kept no package
-lists, and the words of its fixes, so nothing else branches on a family's name.
+steps, how its base image is made, how an SBOM lists its packages, the index an OS lock resolves against, the check
+that an image kept no package lists, and the words of its fixes, so nothing else branches on a family's name.
 
 The interface holds only what every family answers. What a family may lack is one optional part each (BASE_TOOL,
-PINNED_INSTALL, SDK), None where it does not support it: a family states what it does not support in one place.
+PACKAGE_INDEX, PINNED_INSTALL, SDK), None where it does not support it: a family states what it does not support in
+one place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,6 +29,21 @@ class AmdSdk:
     pinned_commands: Callable[[ospins.OsLock], list[str]]  # the steps installing exactly a lock's packages
 
 
+Fetch = Callable[[str], str]  # an index folder's URL -> the text of its index, read bounded (the caller's reader)
+
+
+class PackageIndex(Protocol):
+    """A snapshot's package index, as an OS lock resolves a step's packages against it."""
+
+    def base_set(self) -> set[str]:
+        """The packages every base image of the OS already holds."""
+        ...
+
+    def closure(self, wants: Iterable[str], present: set[str]) -> list[ospins.Package]:
+        """What installing wants over present installs: each package once, at the version the index gives."""
+        ...
+
+
 class OsFamily(Protocol):
     """One OS family: a module (apt.py, dnf.py) with these names."""
 
@@ -40,6 +56,8 @@ class OsFamily(Protocol):
     LISTS_DIR: str  # where its package index lives: no file of it may stay in an image
     # What a family may not support, None where it does not:
     BASE_TOOL: str | None  # the host program that makes its base image (`builder base`)
+    # (snapshot sources, the fetch that reads an index folder) -> the package index an OS lock resolves against
+    PACKAGE_INDEX: Callable[[tuple[ospins.Source, ...], Fetch], PackageIndex] | None
     # The shell commands that install exactly a lock's packages from its snapshot, failing on anything else
     PINNED_INSTALL: Callable[[ospins.OsLock], list[str]] | None
     SDK: AmdSdk | None  # AMD's ROCm SDK from AMD's repository for this package manager

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from builder.core import ospins
-from builder.core.osfamilies.base import AmdSdk
+from builder.core.osfamilies.base import AmdSdk, Fetch, PackageIndex
 
 NAME = "dnf"
 RUNTIME_PACKAGES: tuple[str, ...] = ("python3", "ca-certificates")
@@ -21,7 +21,9 @@ LISTS_DIR = "/var/lib/dnf/repos"
 
 # What dnf does not support here:
 BASE_TOOL: str | None = None  # no host program makes its base: `builder base` refuses it (pull or import it)
-# No snapshot archive for rpm distributions in builder/data/os.yaml: its OS packages are not pinned by a lock.
+# No snapshot archive for rpm distributions in builder/data/os.yaml, and no reader of rpm repository metadata: its
+# OS packages are not pinned by a lock (`builder lock` has no OS step for it) nor installed from one.
+PACKAGE_INDEX: Callable[[tuple[ospins.Source, ...], Fetch], PackageIndex] | None = None
 PINNED_INSTALL: Callable[[ospins.OsLock], list[str]] | None = None
 SDK: AmdSdk | None = None  # AMD's rpm repository is not in the data: a pytorch.org devel image on dnf has no SDK step
 

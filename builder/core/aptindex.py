@@ -6,12 +6,14 @@ the newest version of every suite (apt's choice at equal priority), the first al
 (apt's), a virtual package through its first provider. What the base image already has is not installed again:
 the packages every debootstrap base holds (Essential or Priority: required) and what the steps below put there.
 
-An index is hostile input: it is downloaded through the registry transport's bounded reader (its compressed size
-capped, one deadline for the whole download), unpacked as a stream with its unpacked size capped (a bomb costs at
-most MAX_INDEX_BYTES), its stanzas counted (MAX_STANZAS), every field this module uses checked against Debian's
-grammar (builder.core.aptwords) before it is used, and a closure capped at the lock's pin count. Corrupt data (a bad
-xz or gzip stream, a Version that is no version) is one ArchiveError naming the index; python-debian's warnings
-(an unparseable relation) are caught, never printed raw, and make the relation an error.
+It is the apt OS family's package index (osfamilies.apt.PACKAGE_INDEX): `builder lock` asks the family for it and
+hands it the fetch, so this module reads no network itself. An index is hostile input: the fetch the lock passes
+(builder.render.aptfetch) downloads it through the registry transport's bounded reader (its compressed size capped,
+one deadline for the whole download) and unpacks it as a stream with its unpacked size capped (a bomb costs at most
+aptfetch.MAX_INDEX_BYTES); here its stanzas are counted (MAX_STANZAS), every field this module uses is checked
+against Debian's grammar (builder.core.aptwords) before it is used, and a closure is capped at the lock's pin count.
+Corrupt data (a bad xz or gzip stream, a Version that is no version) is one ArchiveError naming the index;
+python-debian's warnings (an unparseable relation) are caught, never printed raw, and make the relation an error.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ from debian.debian_support import version_compare
 from builder.core import aptwords
 from builder.core.ospins import MAX_PINS, Package, Source
 from builder.core.text import printable
-from builder.render import aptfetch
-from builder.render.aptfetch import ArchiveError, Unreachable
 
 __all__ = ["ArchiveError", "Index", "Unreachable", "forget", "load"]
 
@@ -40,6 +40,15 @@ ARCHES = ("amd64", "all")
 # in about 8 s here): room for a larger archive (Ubuntu's universe), not for a flood.
 MAX_STANZAS = 200_000
 _STANZA = re.compile(r"^Package:", re.MULTILINE)
+Fetch = Callable[[str], str]  # an index folder's URL -> the text of its Packages index, read bounded
+
+
+class ArchiveError(RuntimeError):
+    """The archive cannot be read, or a package or dependency is not in it."""
+
+
+class Unreachable(ArchiveError):
+    """The archive's host does not answer (no name, no route, refused, no complete answer in time)."""
 
 
 @dataclass(frozen=True)
@@ -203,15 +212,16 @@ _LOADED: OrderedDict[tuple[tuple[Source, ...], str], Index] = OrderedDict()
 _LOADING = threading.Lock()
 
 
-def load(sources: Iterable[Source], arch: str = "amd64") -> Index:
-    """Every suite and component of the sources, merged (the newest version of each package wins). Read once per
-    process for the same sources (a snapshot never changes): `builder lock` of every combination fetches and parses
-    each OS's indexes once, so its cost grows with the OSes, not with the fleet of combinations."""
+def load(sources: Iterable[Source], fetch: Fetch, arch: str = "amd64") -> Index:
+    """Every suite and component of the sources, merged (the newest version of each package wins), each index read
+    with fetch. Read once per process for the same sources (a snapshot never changes): `builder lock` of every
+    combination fetches and parses each OS's indexes once, so its cost grows with the OSes, not with the fleet of
+    combinations."""
     key = (tuple(sources), arch)
     with _LOADING:  # combinations are locked concurrently (lock --jobs): one of them reads, the others wait for it
         found = _LOADED.get(key)
         if found is None:
-            found = _LOADED[key] = _read(key[0], arch)
+            found = _LOADED[key] = _read(key[0], arch, fetch)
             while len(_LOADED) > KEPT_INDEXES:
                 _LOADED.popitem(last=False)
         _LOADED.move_to_end(key)
@@ -224,17 +234,12 @@ def forget() -> None:
         _LOADED.clear()
 
 
-def _fetch(folder: str) -> str:
-    """The folder's Packages index, read bounded (aptfetch)."""
-    return aptfetch.fetch(folder)
-
-
-def _read(sources: tuple[Source, ...], arch: str) -> Index:
+def _read(sources: tuple[Source, ...], arch: str, fetch: Fetch) -> Index:
     index = Index()
     for source in sources:
         for component in source.components:
             folder = f"{source.url}dists/{source.suite}/{component}/binary-{arch}/"
-            text = _fetch(folder)
+            text = fetch(folder)
             if len(_STANZA.findall(text)) + index.stanzas > MAX_STANZAS:  # counted before python-debian's parse
                 raise ArchiveError(f"{folder}: more than {MAX_STANZAS} stanzas: refused")
             with _watched() as warned:

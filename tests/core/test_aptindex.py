@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from debian import deb822
 
+from builder.core import aptindex
 from builder.core.ospins import Source
-from builder.render import aptindex
 
 PACKAGES = """\
 Package: libc6
@@ -94,28 +94,27 @@ def test_an_unmet_versioned_dependency_is_an_archive_error() -> None:
         idx.closure(["tool"], set())
 
 
-def test_the_same_sources_are_read_once_per_process_and_forget_reads_them_again(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A lock refresh of every combination reads each OS's indexes once: its cost grows with the OSes."""
+def test_the_same_sources_are_read_once_per_process_and_forget_reads_them_again() -> None:
+    """A lock refresh of every combination reads each OS's indexes once: its cost grows with the OSes. Each folder
+    is read with the fetch the caller hands in (the lock's bounded aptfetch.fetch), here a recording one."""
     fetched: list[str] = []
 
     def fetch(folder: str) -> str:
         fetched.append(folder)
         return "Package: rif-a\nVersion: 1.0\nArchitecture: all\nSHA256: " + "a" * 64 + "\n"
 
-    monkeypatch.setattr(aptindex, "_fetch", fetch)
     aptindex.forget()
     one = (Source("http://127.0.0.1:9/20261101T000000Z/", "bookworm", ("main",)),)
     other = (Source("http://127.0.0.1:9/20261102T000000Z/", "bookworm", ("main",)),)
-    first = aptindex.load(one)
-    assert aptindex.load(one) is first and aptindex.load(list(one)) is first
+    first = aptindex.load(one, fetch)
+    assert aptindex.load(one, fetch) is first and aptindex.load(list(one), fetch) is first
     assert len(fetched) == 1
-    aptindex.load(other)
+    aptindex.load(other, fetch)
     assert len(fetched) == 2, "another snapshot is read"
     for n in range(aptindex.KEPT_INDEXES):
-        aptindex.load((Source(f"http://127.0.0.1:9/2026110{n}T120000Z/", "bookworm", ("main",)),))
-    aptindex.load(one)
+        aptindex.load((Source(f"http://127.0.0.1:9/2026110{n}T120000Z/", "bookworm", ("main",)),), fetch)
+    aptindex.load(one, fetch)
     assert len(fetched) == 3 + aptindex.KEPT_INDEXES, "the oldest was let go: at most KEPT_INDEXES are kept"
     aptindex.forget()
-    aptindex.load(one)
+    aptindex.load(one, fetch)
     assert len(fetched) == 4 + aptindex.KEPT_INDEXES
