@@ -1,7 +1,8 @@
 """A loopback apt snapshot archive: dated folders `<root>/<TIMESTAMP>/dists/<codename>/main/binary-amd64/`, each with
 a Packages index (gzip) and a Release file listing its SHA256, served by `python3 -m http.server` on 127.0.0.1.
 
-Packages are tiny real .debs (dpkg-deb --build), or, for tests that only resolve, index entries alone.
+Packages are tiny real .debs (dpkg-deb --build), or, for tests that only resolve, index entries alone. `served` is
+the archive the OS lock tests lock a Debian 12 and a Debian 13 combination against: two dated snapshots of two suites.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from builder.core import aptindex
 
@@ -148,3 +152,33 @@ class RawIndex:
 
 
 INDEX_PATH = "/dists/bookworm/main/binary-amd64/"  # where a Source(url, "bookworm", ("main",)) reads its index
+
+
+T1, T2 = "20261101T000000Z", "20261201T000000Z"
+# What the OS lock tests' combinations install (runtime, venv and devel steps), by the names and dependency shapes of
+# Debian 12's own packages (libc6 Priority: required, build-essential's `gcc | c-compiler`), at their upstream
+# versions there (epochs and most Debian revisions left out).
+COMMON = [Deb("libc6", "2.36-9", priority="required"), Deb("python3", "3.11.2-1", "libpython3-stdlib, libc6"),
+          Deb("libpython3-stdlib", "3.11.2-1"), Deb("ca-certificates", "20230311", "openssl (>= 3)"),
+          Deb("python3-venv", "3.11.2-1", "python3"), Deb("python3-pip-whl", "23.0.1"),
+          Deb("python3-setuptools-whl", "66.1.1"), Deb("build-essential", "12.9", "gcc | c-compiler"),
+          Deb("gcc", "12.2.0", provides="c-compiler"), Deb("python3-dev", "3.11.2-1", "python3"),
+          Deb("git", "2.39.5"), Deb("ninja-build", "1.11.1")]
+
+
+def two_snapshots(root: Path) -> None:
+    """bookworm and trixie at T1; at T2 trixie's openssl moved (3.5.1-1 -> 3.5.4-1) and bookworm gained a package no
+    image installs (cowsay): one closure moved, the other's index changed under it."""
+    write_snapshot(root, T1, "bookworm", [*COMMON, Deb("openssl", "3.0.11-1")])
+    write_snapshot(root, T1, "trixie", [*COMMON, Deb("openssl", "3.5.1-1")])
+    write_snapshot(root, T2, "bookworm", [*COMMON, Deb("openssl", "3.0.11-1"), Deb("cowsay", "3.03")])
+    write_snapshot(root, T2, "trixie", [*COMMON, Deb("openssl", "3.5.4-1")])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    """two_snapshots, served on loopback for one test: the archive's URL."""
+    two_snapshots(tmp_path / "archive")
+    server = Served(tmp_path / "archive")
+    yield server.url
+    server.close()

@@ -12,7 +12,6 @@ import hashlib
 import json
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,19 +23,12 @@ from builder.core.errors import InputError
 from builder.core.osfamilies import apt
 from builder.render import lockrecord, oslock
 from testkit.matrices import load_cells, write_matrix
-from tests.fakes.aptarchive import Served
-from tests.render.test_oslock import MATRIX, T1, archive, fake_wheel_locks, lock_all
+from tests.fakes.aptarchive import T1, served
+from tests.render.test_oslock import MATRIX, fake_wheel_locks, lock_all
 
 PUBLIC = "http://203.0.113.7/debian"  # TEST-NET-3: an address off the loopback, never contacted
 GROUP = "cpu_debian12_py3.11_torch2.14.1"
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[str]:
-    archive(tmp_path / "archive", "3.5.4-1", [])
-    server = Served(tmp_path / "archive")
-    yield server.url
-    server.close()
+__all__ = ["served"]  # the archive fixture, used by name
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,32 +20,11 @@ from builder.render.sources import WheelSource
 from builder.render.stages import lock_steps
 from testkit.matrices import load_cells, write_matrix
 from tests.fakes import checkout
-from tests.fakes.aptarchive import Deb, Served, write_snapshot
+from tests.fakes.aptarchive import T1, T2, served
 
-T1, T2 = "20261101T000000Z", "20261201T000000Z"
+__all__ = ["served"]  # the archive fixture, used by name
+
 MATRIX = "matrix:\n  os: [debian-12, debian-13]\n  platform: [cpu]\n  torch: ['2.14.1']\n  flavor: [runtime, devel]\n"
-COMMON = [Deb("libc6", "2.36-9", priority="required"), Deb("python3", "3.11.2-1", "libpython3-stdlib, libc6"),
-          Deb("libpython3-stdlib", "3.11.2-1"), Deb("ca-certificates", "20230311", "openssl (>= 3)"),
-          Deb("python3-venv", "3.11.2-1", "python3"), Deb("python3-pip-whl", "23.0.1"),
-          Deb("python3-setuptools-whl", "66.1.1"), Deb("build-essential", "12.9", "gcc | c-compiler"),
-          Deb("gcc", "12.2.0", provides="c-compiler"), Deb("python3-dev", "3.11.2-1", "python3"),
-          Deb("git", "2.39.5"), Deb("ninja-build", "1.11.1")]
-
-
-def archive(root: Path, trixie_openssl: str, extra: list[Deb]) -> None:
-    """bookworm and trixie at T1; at T2 trixie has trixie_openssl and bookworm gains packages no image installs."""
-    write_snapshot(root, T1, "bookworm", [*COMMON, Deb("openssl", "3.0.11-1")])
-    write_snapshot(root, T1, "trixie", [*COMMON, Deb("openssl", "3.5.1-1")])
-    write_snapshot(root, T2, "bookworm", [*COMMON, Deb("openssl", "3.0.11-1"), *extra])
-    write_snapshot(root, T2, "trixie", [*COMMON, Deb("openssl", trixie_openssl)])
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[str]:
-    archive(tmp_path / "archive", "3.5.4-1", [Deb("cowsay", "3.03")])
-    server = Served(tmp_path / "archive")
-    yield server.url
-    server.close()
 
 
 def groups(cells: list[CellSpec]) -> dict[str, list[CellSpec]]:

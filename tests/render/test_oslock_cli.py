@@ -3,7 +3,6 @@ snapshot service (the three ways on), `--apt-snapshot off`, and a stale or dangl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,12 @@ from builder.cli.app import app
 from builder.core import aptindex, ospins
 from builder.render import aptfetch, oslock
 from testkit.matrices import load_cells, write_matrix
-from tests.fakes.aptarchive import Served
-from tests.render.test_oslock import MATRIX, T1, T2, archive, fake_wheel_locks, groups, lock_all
+from tests.fakes.aptarchive import T1, T2, served
+from tests.render.test_oslock import MATRIX, fake_wheel_locks, groups, lock_all
+
+__all__ = ["served"]  # the archive fixture, used by name
 
 GROUP = "cpu_debian12_py3.11_torch2.14.1"
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[str]:
-    archive(tmp_path / "archive", "3.5.4-1", [])
-    server = Served(tmp_path / "archive")
-    yield server.url
-    server.close()
 
 
 def test_update_without_a_time_moves_the_snapshot_to_now(tmp_path: Path, served: str,

@@ -15,7 +15,8 @@ from builder.core.osfamilies import apt
 from builder.core.osfamilies.base import Fetch, PackageIndex
 from builder.render import oslock
 from testkit.matrices import load_cells
-from tests.render.test_oslock import MATRIX, T1, lock_all, served
+from tests.fakes.aptarchive import T1, served
+from tests.render.test_oslock import MATRIX, lock_all
 
 __all__ = ["served"]  # the archive fixture, used by name
 

@@ -19,8 +19,8 @@ from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from testkit.matrices import load_cells
 from tests.fakes import checkout
-from tests.fakes.aptarchive import Deb, Served, write_snapshot
-from tests.render.test_oslock import COMMON, T1, fake_wheel_locks, lock_all
+from tests.fakes.aptarchive import COMMON, T1, Deb, Served, write_snapshot
+from tests.render.test_oslock import fake_wheel_locks, lock_all
 
 MATRIX = ("matrix:\n  os: [ubuntu-24.04]\n  platform: [rocm7.2]\n  torch: ['2.13.0']\n  gfx: [all]\n"
           "  flavor: [runtime, devel]\n")
