@@ -93,8 +93,11 @@ def serve(answer: Callable[[Seen], Reply]) -> tuple[Scripted, ThreadingHTTPServe
     return scripted, httpd
 
 
+Start = Callable[[Callable[[Seen], Reply]], Scripted]  # what the server fixture gives: start one, answering so
+
+
 @pytest.fixture
-def server() -> Iterator[Callable[[Callable[[Seen], Reply]], Scripted]]:
+def server() -> Iterator[Start]:
     """Start scripted registries (as many as a test asks for); all are shut down after the test."""
     servers: list[ThreadingHTTPServer] = []
 

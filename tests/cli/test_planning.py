@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,10 +17,14 @@ from builder.publish import rows
 from builder.publish.planner import Decision
 from builder.render.sources import WheelSource
 from testkit.matrices import cpu_matrix, write_matrix
-from testkit.scripted_registry import Reply, Scripted, Seen, oci_error
+from testkit.scripted_registry import Reply, Seen, Start, oci_error
 from testkit.stored_registry import MANIFEST_TYPE, Store, publish_all
 from tests.fakes.checkout import DATA, ROOT
+from tests.fakes.elsewhere import EXAMPLE, elsewhere
 from tests.publish.test_planner import example_jobs
+
+__all__ = ["elsewhere"]  # the fixture, used by name
+pytestmark = pytest.mark.usefixtures("elsewhere")  # every test: the default --record in its folder, no engine
 
 
 def test_usage_errors_name_the_option() -> None:
@@ -71,18 +74,6 @@ def test_github_rows_are_the_combinations_with_an_image_to_build_with_all_their_
 # registry could not decide exits 1 and is named; a tag move the registry refuses under --move-tags is that
 # image's error (exit 1), never dropped; whatever a registry answers (status, headers, body), it ends as that
 # image's error.
-
-Start = Callable[[Callable[[Seen], Reply]], Scripted]
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local.yaml"
-
-
-@pytest.fixture(autouse=True)
-def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default --record lands in the test's folder; retries back off in no time."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/rif-plan/docker.sock")
-    monkeypatch.delenv("RIF_REGISTRY", raising=False)
-    monkeypatch.setattr(time, "sleep", lambda seconds: None)
 
 
 def plan(address: str, *extra: str) -> tuple[int, str]:

@@ -9,30 +9,19 @@ the manifests of one image where a test says so."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from builder.cli.app import app
 from builder.core import tags
-from testkit.scripted_registry import Reply, Scripted, Seen, oci_error
+from testkit.scripted_registry import Reply, Seen, Start, oci_error
 from testkit.stored_registry import Store, publish_all
+from tests.fakes.elsewhere import EXAMPLE, elsewhere
 from tests.publish.test_planner import example_jobs
 
-Start = Callable[[Callable[[Seen], Reply]], Scripted]
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "local.yaml"
-
-
-@pytest.fixture(autouse=True)
-def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default --record lands in the test's folder; no engine; retries back off in no time."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/rif-plan/docker.sock")
-    monkeypatch.delenv("RIF_REGISTRY", raising=False)
-    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+__all__ = ["elsewhere"]  # the fixture, used by name
+pytestmark = pytest.mark.usefixtures("elsewhere")  # every test: the default --record in its folder, no engine
 
 
 def publish(*args: str, command: str = "publish") -> tuple[int, str, str]:

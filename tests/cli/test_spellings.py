@@ -6,9 +6,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import typer
@@ -17,13 +14,13 @@ from typer.testing import CliRunner
 
 from builder.cli import console, spellings, stages
 from builder.cli.app import app
-from testkit.scripted_registry import Reply, Scripted, Seen
+from testkit.scripted_registry import Start
 from testkit.stored_registry import Store
-from tests.fakes.checkout import ROOT, builder_cli
+from tests.fakes.checkout import builder_cli
+from tests.fakes.elsewhere import EXAMPLE, elsewhere
 
 VALUED = frozenset({"--matrix", "-m", "--registry", "--match", "--cell", "--builder", "--format", "--record"})
-EXAMPLE = ROOT / "examples" / "local.yaml"
-Start = Callable[[Callable[[Seen], Reply]], Scripted]
+__all__ = ["elsewhere"]  # the fixture, used by name
 
 
 @pytest.fixture
@@ -91,14 +88,6 @@ def test_publish_release_runs_publish_by_family_with_the_notice(monkeypatch: pyt
 def test_what_spells_nothing_old_is_publish_unchanged_and_silent(args: list[str], said: io.StringIO) -> None:
     assert spellings.route(args, VALUED) == ("publish", args)
     assert said.getvalue() == ""
-
-
-@pytest.fixture
-def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/rif-plan/docker.sock")
-    monkeypatch.delenv("RIF_REGISTRY", raising=False)
-    monkeypatch.setattr(time, "sleep", lambda seconds: None)
 
 
 @pytest.mark.usefixtures("elsewhere")
