@@ -5,23 +5,17 @@ from __future__ import annotations
 import io
 
 import pytest
-from rich.console import Console
 from typer.testing import CliRunner
 
 from builder.audit import diff
-from builder.cli import audit, console
+from builder.cli import audit
 from builder.cli.app import app
 from builder.validate.sbom import Package
+from tests.fakes.consoles import shown
+
+__all__ = ["shown"]  # the fixture, used by name
 
 A, B = "r.io/ns/pytorch:a", "r.io/ns/pytorch@sha256:" + "b" * 64
-
-
-@pytest.fixture
-def shown(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
-    text = io.StringIO()
-    monkeypatch.setattr(console, "out", Console(file=text, width=200, highlight=False))
-    monkeypatch.setattr(console, "err", Console(file=text, width=200, highlight=False))
-    return text
 
 
 def inventory(ref: str, packages: list[Package], skipped: int = 0) -> diff.Inventory:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 
 import pytest
-from rich.console import Console
 
 from builder.cli import console
 from builder.validate.runner import Check
+from tests.fakes import consoles
 
 
 @pytest.mark.parametrize(("size", "shown"), [
@@ -21,9 +21,7 @@ def test_gb_is_a_size_for_a_person(size: int | None, shown: str) -> None:
 
 @pytest.fixture
 def err(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
-    text = io.StringIO()
-    monkeypatch.setattr(console, "err", Console(file=text, width=200, highlight=False))
-    return text
+    return consoles.capture(monkeypatch, "err")
 
 
 def test_error_escapes_markup_and_control_characters(err: io.StringIO) -> None:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 import typer
-from rich.console import Console
 
 from builder.buildkit.builders import CURRENT, BuildKit
-from builder.cli import console, kit
+from builder.cli import kit
 from builder.cli.kit import buildkit
 from builder.core.errors import InputError, usage_error
 from builder.registry.errors import RegistryError
 from builder.render.sources import WheelSource
+from tests.fakes import consoles
 from tests.fakes.checkout import DATA, builder_cli
 
 
@@ -46,9 +46,7 @@ def test_version_and_flags_shown_as_flags() -> None:
 
 @pytest.fixture
 def err(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
-    text = io.StringIO()
-    monkeypatch.setattr(console, "err", Console(file=text, width=300, highlight=False))
-    return text
+    return consoles.capture(monkeypatch, "err")
 
 
 def raising(exc: BaseException) -> Callable[[], None]:

@@ -6,19 +6,13 @@ import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from builder.cli import console, runs
+from builder.cli import runs
 from builder.publish.record import ImageReport
 from builder.validate.runner import Check
+from tests.fakes.consoles import shown
 
-
-@pytest.fixture
-def shown(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
-    text = io.StringIO()
-    monkeypatch.setattr(console, "out", Console(file=text, width=250, highlight=False))
-    monkeypatch.setattr(console, "err", Console(file=text, width=250, highlight=False))
-    return text
+__all__ = ["shown"]  # the fixture, used by name
 
 
 def report(tag: str, state: str = "published", **fields: object) -> ImageReport:

@@ -9,13 +9,13 @@ import re
 
 import pytest
 import typer
-from rich.console import Console
 from typer.testing import CliRunner
 
-from builder.cli import console, spellings, stages
+from builder.cli import spellings, stages
 from builder.cli.app import app
 from testkit.scripted_registry import Start
 from testkit.stored_registry import Store
+from tests.fakes import consoles
 from tests.fakes.checkout import builder_cli
 from tests.fakes.elsewhere import EXAMPLE, elsewhere
 
@@ -25,9 +25,7 @@ __all__ = ["elsewhere"]  # the fixture, used by name
 
 @pytest.fixture
 def said(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
-    text = io.StringIO()
-    monkeypatch.setattr(console, "err", Console(file=text, width=300))
-    return text
+    return consoles.capture(monkeypatch, "err")
 
 
 @pytest.mark.parametrize(("args", "command", "rest"), [

@@ -6,25 +6,22 @@ import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from builder.buildkit.bake import BuildResult, OnLine
 from builder.buildkit.export import Cache
-from builder.cli import console, stages
+from builder.cli import stages
 from builder.core.errors import InputError
 from builder.pipeline import baking
 from builder.pipeline.options import BakeOptions
 from builder.pipeline.stagewave import StageOutcome
 from builder.render.sharedstages import SharedStage
+from tests.fakes import consoles
 
 
 @pytest.fixture
 def shown(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> io.StringIO:
-    text = io.StringIO()
-    monkeypatch.setattr(console, "out", Console(file=text, width=300, highlight=False))
-    monkeypatch.setattr(console, "err", Console(file=text, width=300, highlight=False))
     monkeypatch.setattr(stages, "LOG_DIR", tmp_path / "logs")
-    return text
+    return consoles.capture(monkeypatch, "out", "err")
 
 
 def outcome(key: str, ok: bool) -> StageOutcome:
