@@ -169,7 +169,10 @@ wait_for() {  # wait_for WHAT SECONDS COMMAND...
 # The engine's own socket and data: it never touches a Docker the machine already runs. No bridge and no
 # iptables rules: containers get loopback only and builds run on the host network (RIF_BUILD_NETWORK above), so
 # nothing a test serves is ever on docker0 or any other address. The containerd image store keeps manifests as
-# built, so the digest validated is the digest pushed.
+# built, so the digest validated is the digest pushed. BuildKit's cache is trimmed only when the disk needs it:
+# its default GC keeps 20% of the disk free and trims the cache to 10% of the disk to get there, so on a machine
+# with less free disk than that (CI's) it evicted the torch steps between tests and each next build installed and
+# compressed torch again. Here GC frees disk only below 8 GB free, least recently used first, and never below 2 GB.
 ENGINE_RUN=${RIF_ENGINE_RUN:-/run/rif-engine}
 ENGINE_DATA=${RIF_ENGINE_DATA:-/var/lib/rif-engine}
 if [ "$existing" = no ]; then export DOCKER_HOST=${RIF_DOCKER_HOST:-unix://$ENGINE_RUN/docker.sock}; fi
@@ -180,7 +183,8 @@ if ! docker info >/dev/null 2>&1; then
   as_root mkdir -p "$ENGINE_RUN" "$ENGINE_DATA"
   cat >"$STATE/daemon.json" <<JSON
 {"features": {"containerd-snapshotter": true}, "bridge": "none", "iptables": false, "ip6tables": false,
- "ip-forward": false, "ip-masq": false, "userland-proxy": false}
+ "ip-forward": false, "ip-masq": false, "userland-proxy": false,
+ "builder": {"gc": {"enabled": true, "defaultMinFreeSpace": "8GB", "defaultReservedSpace": "2GB"}}}
 JSON
   as_root env PATH="$ENGINE/usr/bin:$ENGINE/usr/sbin:$PATH" sh -c "nohup dockerd --config-file '$STATE/daemon.json' \
     --data-root '$ENGINE_DATA' --exec-root '$ENGINE_RUN/exec' --pidfile '$ENGINE_RUN/dockerd.pid' \

@@ -172,6 +172,13 @@ def test_setup_replaces_an_engine_and_a_registry_whose_checkout_is_gone(second: 
     engine_pid, registry_pid = _pid(second.run / "dockerd.pid"), _pid(first / ".rif" / "registry.pid")
     assert engine_pid is not None and registry_pid is not None
     assert _exe(engine_pid) == str(first / ".rif" / "engine" / "usr" / "sbin" / "dockerd")
+    # Its BuildKit frees disk only when the disk needs it (below 8 GB free, never under 2 GB of cache), not by
+    # BuildKit's default (20% of the disk kept free, the cache cut to 10% of it), which evicted the torch steps.
+    policy = second.docker("buildx", "inspect").stdout.decode()
+    rules = [rule for rule in policy.split("GC Policy rule#")[1:] if "All:" in rule]
+    assert len(rules) == 4, policy
+    for rule in rules[1:]:
+        assert "Min Free Space: 8GiB" in " ".join(rule.split()) and "Reserved Space: 2GiB" in " ".join(rule.split())
 
     ref = f"{second.registry}/rif-stale/tini:1"
     assert second.docker("import", "-", ref, stdin=_tini_image()).returncode == 0
