@@ -103,7 +103,9 @@ def run_tree(source: WheelSource) -> Iterator[Path]:
     BuildKit syncs a build context incrementally per context path: at a fixed path a rerun sends only what
     changed, where a fresh temporary folder would send a multi-GB wheelhouse again on every run. The wheel
     links go when the run ends (the next run links the same files again, which BuildKit sees as unchanged),
-    so a wheelhouse a user deletes frees its disk.
+    so a wheelhouse a user deletes frees its disk, and so do the locked steps' folders of them: a run without locks
+    bind-mounts all of `wheels/`, whose checksum is BuildKit's cache key of every pip step, so an empty folder an
+    earlier locked run left there made each later build install torch again.
     """
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory" / "trees"
     key = hashlib.sha256(str(source.wheelhouse or "index").encode()).hexdigest()[:16]
@@ -112,13 +114,24 @@ def run_tree(source: WheelSource) -> Iterator[Path]:
     fd = _lock_file(folder / "lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # two runs at once: the second waits, then finds its files in place
+        _let_go(folder / "images" / WHEELS_DIR)  # what a run that was killed left
         try:
             yield folder / "images"
         finally:
-            for link in (folder / "images" / WHEELS_DIR).rglob("*.whl"):
-                link.unlink(missing_ok=True)
+            _let_go(folder / "images" / WHEELS_DIR)
     finally:
         os.close(fd)
+
+
+def _let_go(wheels_dir: Path) -> None:
+    """The wheel links, then the folders under wheels/ left empty (deepest first; a link is never followed and a
+    folder that still holds anything stays)."""
+    for link in wheels_dir.rglob("*.whl"):
+        link.unlink(missing_ok=True)
+    for parent, _, _ in sorted(os.walk(wheels_dir), key=lambda entry: -len(Path(entry[0]).parts)):
+        if Path(parent) != wheels_dir:
+            with contextlib.suppress(OSError):
+                os.rmdir(parent)
 
 
 def _lock_file(path: Path) -> int:

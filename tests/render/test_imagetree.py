@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from builder.render import imagetree
 from builder.render.dockerfile import render_all
-from builder.render.sources import WheelSource
+from builder.render.sources import WheelSource, step_wheels
 from testkit.matrices import ONE_CPU, load_cells
 from tests.fakes.checkout import ROOT, builder_cli
 
@@ -110,3 +111,28 @@ def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
     assert list((tree / "wheels").iterdir()) == [] and (house / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 1
     with imagetree.run_tree(WheelSource()) as index_tree:
         assert index_tree != tree
+
+
+def test_a_locked_run_leaves_no_folder_that_changes_the_next_unlocked_run_s_wheels(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run without locks bind-mounts all of wheels/ (its checksum is the cache key of every pip step): the
+    folders a locked run linked its steps' wheels into (sources.step_wheels) go with their links, so the next
+    unlocked run sees exactly the wheels it linked. A folder holding anything else stays, and so does its file."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    house = tmp_path / "wh"
+    house.mkdir()
+    (house / "torch-2.13.0-py3-none-any.whl").write_bytes(b"torch")
+    source = WheelSource(house)
+    with imagetree.run_tree(source) as tree:
+        step = tree / step_wheels("torch==2.13.0 --hash=sha256:00\n")  # a locked step's folder, as _link_wheels makes
+        (step / "deep").mkdir(parents=True)
+        os.link(house / "torch-2.13.0-py3-none-any.whl", step / "torch-2.13.0-py3-none-any.whl")
+        (tree / "wheels" / "kept").mkdir()
+        (tree / "wheels" / "kept" / "notes.txt").write_text("not a wheel")
+    assert sorted(p.name for p in (tree / "wheels").iterdir()) == ["kept"]
+    assert (tree / "wheels" / "kept" / "notes.txt").read_text() == "not a wheel"
+    (tree / "wheels" / "kept" / "notes.txt").unlink()  # emptied since: the next run starts without it
+    with imagetree.run_tree(source) as again:
+        imagetree.write(again, render_all(load_cells(tmp_path, ONE), source), prune=True, source=source)
+        assert sorted(p.name for p in (again / "wheels").iterdir()) == ["torch-2.13.0-py3-none-any.whl"]
+    assert list((tree / "wheels").iterdir()) == []
