@@ -128,7 +128,7 @@ def _let_go(wheels_dir: Path) -> None:
     folder that still holds anything stays)."""
     for link in wheels_dir.rglob("*.whl"):
         link.unlink(missing_ok=True)
-    for parent, _, _ in sorted(os.walk(wheels_dir), key=lambda entry: -len(Path(entry[0]).parts)):
+    for parent, _, _ in os.walk(wheels_dir, topdown=False):  # bottom-up: a folder after the folders inside it
         if Path(parent) != wheels_dir:
             with contextlib.suppress(OSError):
                 os.rmdir(parent)

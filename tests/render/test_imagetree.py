@@ -95,14 +95,19 @@ def test_out_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
     assert target.read_text() == "x"
 
 
-def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """One folder per wheel source (BuildKit re-sends only what changed), and no wheel kept alive after the run."""
+def one_wheel_house(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, WheelSource]:
+    """A wheelhouse of one torch wheel, its run trees under tmp_path's own cache folder."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     house = tmp_path / "wh"
     house.mkdir()
     (house / "torch-2.13.0-py3-none-any.whl").write_bytes(b"torch")
-    source = WheelSource(house)
+    return house, WheelSource(house)
+
+
+def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """One folder per wheel source (BuildKit re-sends only what changed), and no wheel kept alive after the run."""
+    house, source = one_wheel_house(tmp_path, monkeypatch)
     with imagetree.run_tree(source) as tree:
         imagetree.write(tree, render_all(load_cells(tmp_path, ONE), source), prune=True, source=source)
         assert (tree / "wheels" / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 2
@@ -118,11 +123,7 @@ def test_a_locked_run_leaves_no_folder_that_changes_the_next_unlocked_run_s_whee
     """A run without locks bind-mounts all of wheels/ (its checksum is the cache key of every pip step): the
     folders a locked run linked its steps' wheels into (sources.step_wheels) go with their links, so the next
     unlocked run sees exactly the wheels it linked. A folder holding anything else stays, and so does its file."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    house = tmp_path / "wh"
-    house.mkdir()
-    (house / "torch-2.13.0-py3-none-any.whl").write_bytes(b"torch")
-    source = WheelSource(house)
+    house, source = one_wheel_house(tmp_path, monkeypatch)
     with imagetree.run_tree(source) as tree:
         step = tree / step_wheels("torch==2.13.0 --hash=sha256:00\n")  # a locked step's folder, as _link_wheels makes
         (step / "deep").mkdir(parents=True)
