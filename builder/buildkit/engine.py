@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 from docker.errors import DockerException, NotFound
@@ -57,6 +59,41 @@ def installed_bytes(client: docker.DockerClient, image_id: str) -> int | None:
     return max(unpacked) if unpacked else None
 
 
+A = TypeVar("A")
+B = TypeVar("B")
+# The container names of every side_by_side call the current thread works for (innermost last).
+_GROUPS: contextvars.ContextVar[tuple[set[str], ...]] = contextvars.ContextVar("rif_container_groups", default=())
+STOP_POLL_S = 0.2
+
+
+def side_by_side(client: docker.DockerClient, first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """The two calls' results, the calls run at once on threads (each waits on its own container: a smoke test's
+    torch import beside the testinfra suite's execs). Ctrl-C or SIGTERM reaches the calling thread only: the
+    containers the calls started (see started()) are then removed until every call has returned, so the
+    interrupt goes on with nothing left running, as it would after one call at a time."""
+    names: set[str] = set()
+    chain = (*_GROUPS.get(), names)
+
+    def within(call: Callable[[], Any]) -> Any:
+        _GROUPS.set(chain)
+        return call()
+
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rif-side")
+    one: Future[A] = pool.submit(contextvars.copy_context().run, within, first)
+    two: Future[B] = pool.submit(contextvars.copy_context().run, within, second)
+    both: list[Future[Any]] = [one, two]
+    try:
+        return one.result(), two.result()
+    except BaseException:
+        while wait(both, timeout=STOP_POLL_S).not_done:
+            for name in list(names):
+                with contextlib.suppress(DockerException):
+                    client.api.remove_container(name, force=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
 @contextmanager
 def started(client: docker.DockerClient, image: str, command: list[str], **options: Any) -> Iterator[Container]:
     """A running container, removed afterwards whatever happens.
@@ -65,6 +102,8 @@ def started(client: docker.DockerClient, image: str, command: list[str], **optio
     SDK returning (SIGTERM during containers.run) still finds and removes it.
     """
     name = f"rif-{uuid.uuid4().hex[:16]}"
+    for group in _GROUPS.get():  # before it exists: side_by_side removes it, once made, if the run is interrupted
+        group.add(name)
     try:
         yield client.containers.run(image, command, detach=True, name=name, **options)
     finally:

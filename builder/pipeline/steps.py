@@ -15,7 +15,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder.buildkit.bake import BuildResult
-from builder.buildkit.engine import installed_bytes, run_captured
+from builder.buildkit.engine import installed_bytes, run_captured, side_by_side
 from builder.core import tags
 from builder.pipeline.jobs import Job
 from builder.pipeline.options import ValidateOptions
@@ -60,9 +60,12 @@ def _existing(client: docker.DockerClient, ref: str | None) -> Built:
 
 def validate(client: docker.DockerClient, job: Job, image_id: str, options: ValidateOptions,
              stage: Callable[[str], None]) -> Validated:
-    """The image's checks under Docker and, opted in, under Apptainer (only once it passed under Docker)."""
+    """The image's checks under Docker and, opted in, under Apptainer (only once it passed under Docker); its
+    package list for the record is read beside them (a container of its own), kept only when they pass."""
     stage("validate")
-    result = validate_image(client, image_id, job.expect, job.labels, gpu=options.gpu)
+    result, packages = side_by_side(client, lambda: validate_image(client, image_id, job.expect, job.labels,
+                                                                   gpu=options.gpu),
+                                    lambda: _packages(client, image_id))
     seconds = result.seconds
     if options.apptainer and result.ok:
         stage("apptainer")
@@ -71,8 +74,7 @@ def validate(client: docker.DockerClient, job: Job, image_id: str, options: Vali
         seconds += time.monotonic() - start
     if not result.ok:
         return Validated(checks=tuple(result.checks), seconds=round(seconds, 3), failure="validation")
-    return Validated(checks=tuple(result.checks), seconds=round(seconds, 3),
-                     packages=tuple(_packages(client, image_id)))
+    return Validated(checks=tuple(result.checks), seconds=round(seconds, 3), packages=tuple(packages))
 
 
 def make_sbom(client: docker.DockerClient, job: Job, image_id: str,

@@ -1,7 +1,8 @@
 """Stage 4: built image -> validated image. Nothing reaches a registry without passing both parts:
 
-(a) the pytest-testinfra suite (builder/validation) against a running container of the image, then
-(b) the in-image smoke test, run the way a user runs it: `docker run IMAGE torch-smoke --json`.
+(a) the pytest-testinfra suite (builder/validation) against a running container of the image, and
+(b) the in-image smoke test, run the way a user runs it: `docker run IMAGE torch-smoke --json`,
+side by side, each in a container of its own (neither reads what the other does), and reported in that order.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import docker
 
-from builder.buildkit.engine import run_captured, started
+from builder.buildkit.engine import run_captured, side_by_side, started
 from builder.core.scratch import scratch_dir
 from builder.validate.suite import SUITE_DIR
 
@@ -56,8 +57,9 @@ def validate_image(client: docker.DockerClient, ref: str, expect: dict[str, Any]
     """Run both suites; labels=None holds the labels to the expectations baked into the image."""
     start = time.monotonic()
     result = ValidationResult(ref)
-    result.checks += run_testinfra(client, ref, expect, labels)
-    result.checks += run_smoke(client, ref, gpu, str(expect.get("platform", "")))
+    infra, smoke = side_by_side(client, lambda: run_testinfra(client, ref, expect, labels),
+                                lambda: run_smoke(client, ref, gpu, str(expect.get("platform", ""))))
+    result.checks += infra + smoke
     result.seconds = time.monotonic() - start
     return result
 

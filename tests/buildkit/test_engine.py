@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import docker
 import pytest
 
-from builder.buildkit.engine import MANIFESTS_API, installed_bytes, run_captured
+from builder.buildkit.engine import MANIFESTS_API, installed_bytes, run_captured, side_by_side, started
 
 ID = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64
@@ -105,3 +109,54 @@ def test_a_real_images_installed_size_is_above_its_compressed_size(docker_client
     code, out, _ = run_captured(docker_client, base_image, ["du", "-sxb", "/"], entrypoint=[])
     files = int(out.split()[0]) if code == 0 else 0
     assert files and 0.5 * installed < files < 1.5 * installed, (files, installed)
+
+
+# -- two containers side by side (validation: the testinfra suite beside the smoke test) ---------------------------
+
+def test_side_by_side_returns_both_results_in_order_and_raises_the_failing_calls_error() -> None:
+    """The calls need no engine here (they start no container); the client is only asked to remove what they
+    started, which is nothing."""
+    client: Any = type("Client", (), {})()
+    assert side_by_side(client, lambda: "testinfra", lambda: ["smoke"]) == ("testinfra", ["smoke"])
+    both_ran = threading.Barrier(2, timeout=30)  # each call waits for the other: they run at the same time
+
+    def meet(result: str) -> str:
+        both_ran.wait()
+        return result
+
+    assert side_by_side(client, lambda: meet("a"), lambda: meet("b")) == ("a", "b")
+
+    def fails() -> str:
+        raise RuntimeError("the engine went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        side_by_side(client, fails, lambda: "b")
+
+
+@pytest.mark.docker
+def test_an_interrupt_removes_the_containers_of_both_calls_and_goes_on(docker_client: docker.DockerClient,
+                                                                     base_image: str) -> None:
+    """Ctrl-C reaches the main thread only: the two containers the calls are waiting on go, so both calls return
+    and the interrupt goes on, with nothing of theirs left on the engine (tests/faults/test_signals.py: the same
+    through `builder build` with SIGINT and SIGTERM)."""
+    mark = f"rif-side-{uuid.uuid4().hex[:8]}"
+    running = threading.Barrier(3, timeout=120)
+
+    def sleeper() -> int:
+        with started(docker_client, base_image, ["sleep", "600"], entrypoint=[], labels={mark: "1"}) as container:
+            running.wait()  # both containers run before the interrupt
+            return int(container.wait(timeout=600)["StatusCode"])
+
+    def interrupt() -> None:  # a real SIGINT (as from a terminal): it wakes the main thread's wait
+        running.wait()
+        signal.pthread_kill(main, signal.SIGINT)
+
+    main = threading.main_thread().ident
+    assert main is not None and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        side_by_side(docker_client, sleeper, sleeper)
+    assert time.monotonic() - start < 300  # the sleeps (600 s) did not run out: they were stopped
+    assert docker_client.containers.list(all=True, filters={"label": mark}) == []
