@@ -173,11 +173,13 @@ def _steps(client: docker.DockerClient, job: Job, options: Options, prepared: Pr
     yield built
     if built.image_id is None:
         return
-    if options.validate is not None:
-        yield steps.validate(client, job, built.image_id, options.validate, stage)
+    validated = steps.validate(client, job, built.image_id, options.validate, stage) if options.validate else None
+    if validated is not None:
+        yield validated
     if push is None:
         return
-    inventory = steps.make_sbom(client, job, built.image_id, stage) if push.sbom else None
+    facts = validated.facts if validated is not None else None
+    inventory = steps.make_sbom(client, job, built.image_id, stage, facts) if push.sbom else None
     if inventory is not None:
         yield inventory
     if push.no_push:

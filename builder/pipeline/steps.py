@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import docker
 from docker.errors import DockerException, ImageNotFound
 
 from builder.buildkit.bake import BuildResult
-from builder.buildkit.engine import installed_bytes, run_captured, side_by_side
+from builder.buildkit.engine import installed_bytes, side_by_side
 from builder.core import tags
 from builder.pipeline.jobs import Job
 from builder.pipeline.options import ValidateOptions
@@ -60,12 +61,12 @@ def _existing(client: docker.DockerClient, ref: str | None) -> Built:
 
 def validate(client: docker.DockerClient, job: Job, image_id: str, options: ValidateOptions,
              stage: Callable[[str], None]) -> Validated:
-    """The image's checks under Docker and, opted in, under Apptainer (only once it passed under Docker); its
-    package list for the record is read beside them (a container of its own), kept only when they pass."""
+    """The image's checks under Docker and, opted in, under Apptainer (only once it passed under Docker). What is in
+    the image (the SBOM's facts, the record's package list) is read beside them, from a container of its own."""
     stage("validate")
-    result, packages = side_by_side(client, lambda: validate_image(client, image_id, job.expect, job.labels,
-                                                                   gpu=options.gpu),
-                                    lambda: _packages(client, image_id))
+    result, facts = side_by_side(client, lambda: validate_image(client, image_id, job.expect, job.labels,
+                                                                gpu=options.gpu),
+                                 lambda: _facts(client, image_id))
     seconds = result.seconds
     if options.apptainer and result.ok:
         stage("apptainer")
@@ -74,15 +75,20 @@ def validate(client: docker.DockerClient, job: Job, image_id: str, options: Vali
         seconds += time.monotonic() - start
     if not result.ok:
         return Validated(checks=tuple(result.checks), seconds=round(seconds, 3), failure="validation")
-    return Validated(checks=tuple(result.checks), seconds=round(seconds, 3), packages=tuple(packages))
+    packages = sbom.python_packages(facts) if isinstance(facts, dict) else []
+    return Validated(checks=tuple(result.checks), seconds=round(seconds, 3), packages=tuple(packages), facts=facts)
 
 
-def make_sbom(client: docker.DockerClient, job: Job, image_id: str,
-              stage: Callable[[str], None]) -> Inventoried | Failed:
-    """The SBOM of the validated image, from a container of it; Failed when it cannot say."""
+def make_sbom(client: docker.DockerClient, job: Job, image_id: str, stage: Callable[[str], None],
+              facts: dict[str, Any] | str | None = None) -> Inventoried | Failed:
+    """The SBOM of the validated image, from the facts validation read (a container of it) or, without them, from a
+    container of its own; Failed when it cannot say."""
     stage("sbom")
+    name = f"{job.repository}:{job.immutable_tag}"
     try:
-        document = sbom.generate(client, image_id, f"{job.repository}:{job.immutable_tag}")
+        if isinstance(facts, str):
+            raise sbom.SbomError(facts)
+        document = sbom.generate(client, image_id, name) if facts is None else sbom.from_facts(facts, image_id, name)
     except sbom.SbomError as exc:
         return Failed(stage="sbom", why=f"sbom: {exc}")
     return Inventoried(image_id=image_id, sbom=document)
@@ -147,14 +153,13 @@ def repair_lock(job: Job, target: Target, published: Manifest, stage: Callable[[
     yield from attach_lock(job, target, published, stage)
 
 
-def _packages(client: docker.DockerClient, image_id: str) -> list[str]:
-    """What is in the image's environment, for the record and the catalog (empty when pip cannot say)."""
+def _facts(client: docker.DockerClient, image_id: str) -> dict[str, Any] | str:
+    """The SBOM's facts of the image, or why they cannot be read (the SBOM step fails with it; the record's package
+    list is then empty)."""
     try:
-        pip = [f"{tags.VENV_DIR}/bin/python", "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"]
-        code, out, _ = run_captured(client, image_id, pip, timeout=120, entrypoint=[])
-    except (TimeoutError, DockerException):
-        return []
-    return sorted(line for line in out.splitlines() if "==" in line) if code == 0 else []
+        return sbom.inspect(client, image_id)
+    except sbom.SbomError as exc:
+        return str(exc)
 
 
 def _size(client: docker.DockerClient, image_id: str | None) -> int | None:

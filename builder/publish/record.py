@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,6 +47,9 @@ class Validated:
     seconds: float
     packages: tuple[str, ...] = ()  # `name==version` of the image's Python environment
     failure: str | None = None
+    # What builder.validate.sbom.inspect read beside the checks (the SBOM step makes its document from them), or
+    # why it could not; not in the run record.
+    facts: dict[str, Any] | str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -128,6 +128,11 @@ def _inventories() -> str:
     return json.dumps([[variant.PURL_TYPE, list(variant.INVENTORY)] for variant in osfamilies.FAMILIES.values()])
 
 
+def python_packages(facts: dict[str, Any]) -> list[str]:
+    """`name==version` of each Python distribution the facts name, sorted (what `pip list --format=freeze` says)."""
+    return sorted({f"{p.name}=={p.version}" for p in packages_of(facts) if p.ecosystem == "pypi"})
+
+
 def packages_of(facts: dict[str, Any]) -> list[Package]:
     """The OS and Python packages the facts name, sorted (OS first)."""
     found = set()
@@ -146,7 +151,11 @@ def packages_of(facts: dict[str, Any]) -> list[Package]:
 
 def generate(client: docker.DockerClient, image_id: str, name: str) -> Sbom:
     """The SBOM of a local image; name: what the document calls the image (its repository and tag)."""
-    facts = inspect(client, image_id)
+    return from_facts(inspect(client, image_id), image_id, name)
+
+
+def from_facts(facts: dict[str, Any], image_id: str, name: str) -> Sbom:
+    """The SBOM from facts inspect() read from a container of the image (validation reads them beside its checks)."""
     packages = packages_of(facts)
     if not any(p.ecosystem == "pypi" for p in packages):
         raise SbomError(f"{image_id}: pip inspect listed no Python package in {tags.VENV_DIR}")

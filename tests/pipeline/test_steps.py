@@ -14,7 +14,7 @@ from builder.buildkit.bake import BuildResult
 from builder.core import tags
 from builder.pipeline import lifecycle, steps
 from builder.pipeline.options import ValidateOptions
-from builder.publish.record import Attached, Failed, ImageReport, Result
+from builder.publish.record import Attached, Failed, ImageReport, Inventoried, Result
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 from builder.render import lockrecord
@@ -132,13 +132,33 @@ def test_repair_makes_an_sbom_only_from_the_very_image_published(monkeypatch: py
 def test_validation_fails_the_image_or_records_its_packages(monkeypatch: pytest.MonkeyPatch) -> None:
     checks = [Check("smoke", "torch", "fail", "no torch")]
     monkeypatch.setattr(steps, "validate_image", lambda *args, **kwargs: ValidationResult("x", checks, 1.23456))
-    monkeypatch.setattr(steps, "_packages", lambda client, image_id: ["torch==2.13.0"])
+    monkeypatch.setattr(steps, "_facts", lambda client, image_id: FACTS)
     r = recorded(steps.validate(Engine({}), JOB, "sha256:1", QUIET, lambda s: None))
     assert r.failed and (r.failed_stage, r.validation, r.validate_seconds, r.packages) == ("validate", tuple(checks),
                                                                                            1.235, ())
     checks[0] = Check("smoke", "torch", "pass")
-    r = recorded(steps.validate(Engine({}), JOB, "sha256:1", QUIET, lambda s: None))
-    assert (r.state, r.packages) == ("validated", ("torch==2.13.0",))
+    validated = steps.validate(Engine({}), JOB, "sha256:1", QUIET, lambda s: None)
+    r = recorded(validated)
+    assert (r.state, r.packages) == ("validated", ("numpy==2.4.6", "torch==2.13.0+cpu"))  # the facts' Python side
+    assert validated.facts == FACTS
+
+
+# The shape of builder.validate.sbom.inspect's answer (its _SCRIPT, run in a container of the example's runtime
+# image): the OS family's inventory lines and each distribution of the venv.
+FACTS = {"os": {"ID": "debian", "VERSION_ID": "12"},
+         "os_packages": {"type": "deb", "lines": "libc6 2.36-9+deb12u13 amd64\nzlib1g 1:1.2.13.dfsg-1 amd64"},
+         "python": [{"name": "torch", "version": "2.13.0+cpu", "record_sha256": "a" * 64},
+                    {"name": "numpy", "version": "2.4.6", "record_sha256": "b" * 64}]}
+
+
+def test_the_sbom_is_made_from_the_facts_validation_read_without_a_container(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sbom, "generate", lambda *args: pytest.fail("no second container is asked for"))
+    made = steps.make_sbom(Engine({}), JOB, "sha256:1", lambda s: None, FACTS)
+    assert isinstance(made, Inventoried)
+    assert [(p.ecosystem, p.name) for p in made.sbom.packages] == [("deb", "libc6"), ("deb", "zlib1g"),
+                                                                  ("pypi", "numpy"), ("pypi", "torch")]
+    unread = steps.make_sbom(Engine({}), JOB, "sha256:1", lambda s: None, "python3 in x exited 1: no venv")
+    assert isinstance(unread, Failed) and unread.why == "sbom: python3 in x exited 1: no venv"
 
 
 class LockTarget(Target):
