@@ -1,8 +1,8 @@
 """Content hashes: what an image is built from, as one sha256, so equal hashes mean equal inputs.
 
 An image's hash covers the stages it is built through (their instructions, not their names or comments), the
-files those stages copy or mount, its labels, and for unlocked local builds every wheel of the wheelhouse
-(a lock pins the wheels by their own sha256 instead).
+files those stages copy or mount, its labels, and for unlocked local builds every wheel of the wheelhouse its
+combination can install (a lock pins the wheels by their own sha256 instead).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from builder.core import wheels
 from builder.core.safefs import read_regular, replace_file
+from builder.render.sources import Pins, usable
 
 MAX_CACHE_BYTES = 64 << 20  # a line per wheel ever hashed
 _SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
@@ -76,21 +77,23 @@ def runs_on_context(text: str) -> bool:
     return False
 
 
-def content_hash(text: str, files: dict[str, bytes], labels: dict[str, str], wheelhouse: Path | None = None) -> str:
+def content_hash(text: str, files: dict[str, bytes], labels: dict[str, str], wheelhouse: Path | None = None,
+                 pins: Pins = ()) -> str:
     """sha256 over an image's stage chain, the files it copies or mounts, its labels and (unlocked local builds)
-    the wheels of its wheelhouse."""
+    the wheels of its wheelhouse that its combination can install (pins: sources.usable)."""
     digest = hashlib.sha256(text.encode())
     for name in sorted(files):
         digest.update(b"\0" + name.encode() + b"\0" + files[name])
     digest.update(b"\0" + json.dumps(labels, sort_keys=True).encode())
     if wheelhouse is not None:
-        digest.update(wheelhouse_digest(wheelhouse).encode())
+        digest.update(wheelhouse_digest(wheelhouse, pins).encode())
     return "sha256:" + digest.hexdigest()
 
 
 @cache
-def wheelhouse_digest(wheelhouse: Path) -> str:
-    """sha256 over every wheel's name and sha256: a changed wheel changes the content hash."""
+def wheelhouse_digest(wheelhouse: Path, pins: Pins = ()) -> str:
+    """sha256 over the name and sha256 of every wheel the pins let pip install: a changed wheel changes the
+    content hash, one only another combination can install does not."""
     cache_file = _digest_cache_file()
     try:
         cached = json.loads(read_regular(cache_file, MAX_CACHE_BYTES))  # a FIFO: not waited on
@@ -100,6 +103,8 @@ def wheelhouse_digest(wheelhouse: Path) -> str:
         if isinstance(cached, dict) else {}  # a cache is input too: only digests are taken from it
     digest = hashlib.sha256()
     for wheel in wheels.wheels(wheelhouse):  # checked first: a FIFO or a link out is refused, never hashed
+        if not usable(wheel, pins):
+            continue
         st = wheel.file.stat()
         key = f"{wheel.file}|{st.st_size}|{st.st_mtime_ns}"
         if key not in known:

@@ -28,7 +28,7 @@ from builder.core import ospins
 from builder.core.spec import CellSpec
 from builder.core.tags import CELL_FILE, RIF_DIR, VENV_DIR
 from builder.matrix.selection import plan_images
-from builder.render import contenthash, labels, lockfile, oslock
+from builder.render import contenthash, labels, lockfile, oslock, sources
 from builder.render.contenthash import stage_chains
 from builder.render.installs import devel_packages, runtime_packages, venv_packages
 from builder.render.sources import INDEX, LOCK_MOUNT, PIP_CACHE, WHEELS_MOUNT, WheelSource, step_wheels
@@ -51,6 +51,7 @@ class RenderedCell:
     source: WheelSource
     os_pinned: bool = False  # every OS package step installs exactly its lock (lock/os-*.txt)
     lock_files: dict[str, str] = field(default_factory=dict, repr=False)  # its own locks by name (none: unlocked)
+    pins: sources.Pins = ()  # what its combination pins exactly: unlocked, its wheels are sources.pinned_wheels(pins)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -153,12 +154,14 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
     lock_dir = f"{group}/{lockfile.LOCK_DIR}"
     os_locks = oslock.read_group(source.locks / lock_dir, members) if source.locks else {}
     os_pinned = bool(os_locks) and set(os_locks) == {s.file for s in oslock.steps(members)}
+    pins = sources.combination_pins(members)  # unlocked: the wheels it can install, in a folder of their own
     text = _template().render(
         combo=first, group=group, images=[stages[stage_name(c)] for c in members],
         runtimes=list(runtimes.values()), develops=list(develops.values()),
         runtime_packages=runtime_packages(first), venv_packages=venv_packages(first),
         devel_packages=devel_packages(first), os_family=first.os_family,
-        mounts=source.mounts(), pip_source=source.pip_args(first), wheel_source_comment=source.describe(first),
+        mounts=source.mounts(sources.pinned_wheels(pins)), pip_source=source.pip_args(first),
+        wheel_source_comment=source.describe(first),
         lock_mounts={name: [PIP_CACHE, f"--mount=type=bind,source={step_wheels(text)},target={WHEELS_MOUNT}"]
                      for name, text in locks.items()} if source.wheelhouse else {},
         torch_requirement=[f"torch=={first.torch_wheel}"],
@@ -183,9 +186,9 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
         hashed = {**copied, **{k.removeprefix(group + "/"): v for k, v in mounted.items()}}
         content_hash = contenthash.content_hash(chains[stage].text.replace(f"source={group}/", "source="), hashed,
                                                 labels.image_labels(cell, ""),
-                                                source.wheelhouse if source.locks is None else None)
+                                                source.wheelhouse if source.locks is None else None, pins)
         out.append(RenderedCell(cell, group, stage, text, {**copied, **mounted, **_base_lock(locks, lock_dir)},
-                                content_hash, source, os_pinned, _own_locks(cell, locks, os_locks)))
+                                content_hash, source, os_pinned, _own_locks(cell, locks, os_locks), pins))
     return out
 
 

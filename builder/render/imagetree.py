@@ -26,7 +26,7 @@ from builder.core import safefs, wheels
 from builder.render import bakefile
 from builder.render.dockerfile import RenderedCell, tree_files
 from builder.render.lockfile import BASE_FILE, LOCK_DIR, pins_of
-from builder.render.sources import WHEELS_DIR, WheelSource, step_wheels
+from builder.render.sources import WHEELS_DIR, WheelSource, pinned_wheels, step_wheels, usable
 
 MANIFEST = ".rif-rendered.json"
 BAKE_FILE = "docker-bake.json"
@@ -103,9 +103,8 @@ def run_tree(source: WheelSource) -> Iterator[Path]:
     BuildKit syncs a build context incrementally per context path: at a fixed path a rerun sends only what
     changed, where a fresh temporary folder would send a multi-GB wheelhouse again on every run. The wheel
     links go when the run ends (the next run links the same files again, which BuildKit sees as unchanged),
-    so a wheelhouse a user deletes frees its disk, and so do the locked steps' folders of them: a run without locks
-    bind-mounts all of `wheels/`, whose checksum is BuildKit's cache key of every pip step, so an empty folder an
-    earlier locked run left there made each later build install torch again.
+    so a wheelhouse a user deletes frees its disk, and so do the folders of them (a combination's, a locked
+    step's), so that none outlives the run that made it.
     """
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory" / "trees"
     key = hashlib.sha256(str(source.wheelhouse or "index").encode()).hexdigest()[:16]
@@ -149,14 +148,16 @@ def _lock_file(path: Path) -> int:
 
 
 def _link_wheels(tree: Path, source: WheelSource, rendered: list[RenderedCell]) -> set[str]:
-    """A wheelhouse goes into the tree as hard links (free for a 4 GB wheel), bind-mounted by the build: all of
-    it in `wheels/`, or, locked, each step's own wheels in `wheels/<its lock>/` (by name and version: pip's
-    --require-hashes, not this, judges the bytes)."""
+    """A wheelhouse goes into the tree as hard links (free for a 4 GB wheel), bind-mounted by the build: each
+    combination's in `wheels/<its pins>/` (all but other versions of what it pins: sources.usable), or, locked,
+    each step's own wheels in `wheels/<its lock>/` (by name and version: pip's --require-hashes, not this,
+    judges the bytes)."""
     if source.wheelhouse is None:
         return set()
     found = wheels.wheels(source.wheelhouse)  # each a regular file inside the wheelhouse, named as a wheel
     if source.locks is None:
-        return {_link(wheel, tree, WHEELS_DIR) for wheel in found}
+        return {_link(wheel, tree, pinned_wheels(pins)) for pins in {image.pins for image in rendered}
+                for wheel in found if usable(wheel, pins)}
     names = set()
     for path, data in tree_files(rendered).items():
         if f"/{LOCK_DIR}/" not in path or path.endswith("/" + BASE_FILE):

@@ -7,11 +7,18 @@ cache is a cache mount either way, and a step's lock file is read from inside it
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from builder.core import wheels
 from builder.core.spec import CellSpec
+from builder.render import installs
 
 PIP_CACHE_ID = "rif-pip"  # BuildKit's cache mount of pip's downloads (builder.pipeline.byfamily prunes it)
 PIP_CACHE = f"--mount=type=cache,id={PIP_CACHE_ID},target=/tmp"  # pip --cache-dir /tmp/pip
@@ -40,9 +47,10 @@ class WheelSource:
         trust = ["--trusted-host", url.hostname] if url.scheme == "http" and url.hostname else []
         return ["--index-url", cell.index_url, *trust]
 
-    def mounts(self) -> list[str]:
-        """The pip cache is a cache mount either way; a wheelhouse comes in read-only by a bind mount."""
-        bind = [f"--mount=type=bind,source={WHEELS_DIR},target={WHEELS_MOUNT}"] if self.wheelhouse else []
+    def mounts(self, folder: str = WHEELS_DIR) -> list[str]:
+        """The pip cache is a cache mount either way; a wheelhouse comes in read-only by a bind mount of the
+        folder of the build tree that holds the combination's wheels (pinned_wheels)."""
+        bind = [f"--mount=type=bind,source={folder},target={WHEELS_MOUNT}"] if self.wheelhouse else []
         return [PIP_CACHE, *bind]
 
     def describe(self, cell: CellSpec) -> str:
@@ -57,3 +65,42 @@ def step_wheels(lock_text: str) -> str:
     """A locked step's own wheels in the build tree (a wheelhouse build): the folder its bind mount reads, named
     by its lock, so a new wheel elsewhere in the wheelhouse leaves BuildKit's cache of this step untouched."""
     return f"{WHEELS_DIR}/{hashlib.sha256(lock_text.encode()).hexdigest()[:12]}"
+
+
+Pins = tuple[tuple[str, tuple[str, ...]], ...]  # (normalized name, the versions pinned with ==), sorted
+
+
+def combination_pins(cells: Iterable[CellSpec]) -> Pins:
+    """The versions the combination's requirements pin exactly (torch and its companions), per distribution."""
+    pinned: dict[str, set[str]] = {}
+    for cell in cells:
+        for text in installs.requirements(cell):
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            exact = [spec.version for spec in requirement.specifier if spec.operator == "=="]
+            if len(exact) == 1 and "*" not in exact[0]:
+                pinned.setdefault(canonicalize_name(requirement.name), set()).add(exact[0])
+    return tuple((name, tuple(sorted(versions))) for name, versions in sorted(pinned.items()))
+
+
+def pinned_wheels(pins: Pins) -> str:
+    """An unlocked combination's wheels in the build tree (a wheelhouse build): the folder its bind mount reads,
+    named by its pins. It holds every wheel but other versions of what the combination pins exactly (pip would
+    never pick those), so a new torch for another combination leaves this one's pip steps cached in BuildKit and
+    its content hash unchanged."""
+    text = "".join(f"\n{name}=={version}" for name, versions in pins for version in versions)
+    return f"{WHEELS_DIR}/{hashlib.sha256(('unlocked' + text).encode()).hexdigest()[:12]}"
+
+
+def usable(wheel: wheels.Wheel, pins: Pins) -> bool:
+    """Whether pip could install the wheel for a combination with these pins: any wheel of a distribution it does
+    not pin, and of one it pins, a version an `==` pin matches (PEP 440: `==2.13.0` matches 2.13.0+cpu)."""
+    versions = dict(pins).get(wheel.name)
+    if versions is None:
+        return True
+    try:
+        return any(SpecifierSet(f"=={v}").contains(wheel.version, prereleases=True) for v in versions)
+    except InvalidSpecifier:
+        return True

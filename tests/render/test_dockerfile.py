@@ -19,7 +19,7 @@ from builder.render import bakefile, imagetree
 from builder.render.contenthash import stage_chains
 from builder.render.dockerfile import RenderedCell, render_all, render_cell, render_images
 from builder.render.installs import os_sdk_steps
-from builder.render.sources import WheelSource
+from builder.render.sources import WheelSource, combination_pins, pinned_wheels
 from testkit.matrices import FAMILIES, ONE_CPU, load_cells
 from tests.fakes import checkout
 from tests.fakes.checkout import DATA, ROOT, builder_cli
@@ -56,7 +56,8 @@ def test_local_wheelhouse_is_the_same_template_with_another_source(tmp_path: Pat
     index = render_cell(cell).dockerfile
     local = render_cell(cell, WheelSource(tmp_path)).dockerfile
     assert "--index-url https://mirror.example.org/whl/cpu" in index and "source=wheels" not in index
-    assert "--no-index --find-links /mnt" in local and "--mount=type=bind,source=wheels,target=/mnt" in local
+    folder = pinned_wheels(combination_pins([cell]))  # wheels/<its pins>: all but other versions of what it pins
+    assert "--no-index --find-links /mnt" in local and f"--mount=type=bind,source={folder},target=/mnt" in local
     assert "COPY wheels" not in local and "COPY --from" not in local  # wheels never enter a layer
     differ = set(index.splitlines()) ^ set(local.splitlines())
     marks = ("Wheels:", "--mount=", "--index-url", "--find-links")
@@ -147,12 +148,15 @@ def test_tree_holds_exactly_what_the_dockerfiles_copy_and_bind(tmp_path: Path) -
     # each bind mount is a folder holding exactly the one file its step installs (no mount stub in any layer)
     copied = {"rif/torch-smoke.pyz" if b == "rif" else f"{b}/cell.json" for b in bound}
     assert "rif" in bound and {f"cells/{r.cell.tag}" for r in rendered} <= bound
-    expected = {imagetree.MANIFEST, imagetree.BAKE_FILE, "wheels/x-1.0-py3-none-any.whl", *copied,
+    wheel = "x-1.0-py3-none-any.whl"  # pinned by no combination: in the folder of each
+    folders = {pinned_wheels(r.pins) for r in rendered}
+    assert len(folders) == len({r.group for r in rendered}) > 1  # the golden combinations pin other torches
+    expected = {imagetree.MANIFEST, imagetree.BAKE_FILE, *(f"{f}/{wheel}" for f in folders), *copied,
                 *(f"{r.group}/Dockerfile" for r in rendered)}
     assert files == sorted(expected)
     assert os.access(tree / "rif" / "torch-smoke.pyz", os.X_OK)
-    wheel = "x-1.0-py3-none-any.whl"
-    assert (tree / "wheels" / wheel).stat().st_ino == (wheels / wheel).stat().st_ino  # a link, not a copy
+    for folder in folders:
+        assert (tree / folder / wheel).stat().st_ino == (wheels / wheel).stat().st_ino  # a link, not a copy
 
 
 def test_committed_images_match_the_production_matrix() -> None:

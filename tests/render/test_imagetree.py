@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.render import imagetree
+from builder.render import contenthash, imagetree
 from builder.render.dockerfile import render_all
-from builder.render.sources import WheelSource, step_wheels
+from builder.render.sources import WheelSource, pinned_wheels, step_wheels
 from testkit.matrices import ONE_CPU, load_cells
 from tests.fakes.checkout import ROOT, builder_cli
 
@@ -109,8 +109,9 @@ def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
     """One folder per wheel source (BuildKit re-sends only what changed), and no wheel kept alive after the run."""
     house, source = one_wheel_house(tmp_path, monkeypatch)
     with imagetree.run_tree(source) as tree:
-        imagetree.write(tree, render_all(load_cells(tmp_path, ONE), source), prune=True, source=source)
-        assert (tree / "wheels" / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 2
+        [rendered] = render_all(load_cells(tmp_path, ONE), source)
+        imagetree.write(tree, [rendered], prune=True, source=source)
+        assert (tree / pinned_wheels(rendered.pins) / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 2
     with imagetree.run_tree(source) as again:
         assert again == tree and (tree / imagetree.BAKE_FILE).is_file()
     assert list((tree / "wheels").iterdir()) == [] and (house / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 1
@@ -120,9 +121,9 @@ def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
 
 def test_a_locked_run_leaves_no_folder_that_changes_the_next_unlocked_run_s_wheels(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run without locks bind-mounts all of wheels/ (its checksum is the cache key of every pip step): the
-    folders a locked run linked its steps' wheels into (sources.step_wheels) go with their links, so the next
-    unlocked run sees exactly the wheels it linked. A folder holding anything else stays, and so does its file."""
+    """The folders a locked run linked its steps' wheels into (sources.step_wheels) go with their links, so the
+    next unlocked run's folder of wheels/ is the only one, holding exactly the wheels it linked. A folder holding
+    anything else stays, and so does its file."""
     house, source = one_wheel_house(tmp_path, monkeypatch)
     with imagetree.run_tree(source) as tree:
         step = tree / step_wheels("torch==2.13.0 --hash=sha256:00\n")  # a locked step's folder, as _link_wheels makes
@@ -134,6 +135,34 @@ def test_a_locked_run_leaves_no_folder_that_changes_the_next_unlocked_run_s_whee
     assert (tree / "wheels" / "kept" / "notes.txt").read_text() == "not a wheel"
     (tree / "wheels" / "kept" / "notes.txt").unlink()  # emptied since: the next run starts without it
     with imagetree.run_tree(source) as again:
-        imagetree.write(again, render_all(load_cells(tmp_path, ONE), source), prune=True, source=source)
-        assert sorted(p.name for p in (again / "wheels").iterdir()) == ["torch-2.13.0-py3-none-any.whl"]
+        [rendered] = render_all(load_cells(tmp_path, ONE), source)
+        imagetree.write(again, [rendered], prune=True, source=source)
+        assert sorted(str(p.relative_to(again)) for p in (again / "wheels").rglob("*") if not p.is_dir()) == [
+            f"{pinned_wheels(rendered.pins)}/torch-2.13.0-py3-none-any.whl"]
     assert list((tree / "wheels").iterdir()) == []
+
+
+def test_each_combination_mounts_every_wheel_but_other_versions_of_what_it_pins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wheel for another combination's torch (here 2.12.0) is linked into that combination's folder only: the
+    2.13.0 image's Dockerfile, its folder's wheels (the bind mount BuildKit checksums) and its content hash stay
+    as they were, so its pip steps stay cached. A wheel it can install (a new numpy) changes all three."""
+    house, source = one_wheel_house(tmp_path, monkeypatch)
+    (house / "numpy-2.4.6-py3-none-any.whl").write_bytes(b"numpy")
+
+    def render_and_link() -> tuple[str, str, list[str]]:
+        contenthash.wheelhouse_digest.cache_clear()  # a run reads its wheelhouse once; here each render is a run
+        with imagetree.run_tree(source) as tree:
+            [rendered] = render_all(load_cells(tmp_path, ONE), source)
+            imagetree.write(tree, [rendered], prune=True, source=source)
+            linked = sorted(p.name for p in (tree / pinned_wheels(rendered.pins)).iterdir())
+            return rendered.dockerfile, rendered.content_hash, linked
+
+    before = render_and_link()
+    assert before[2] == ["numpy-2.4.6-py3-none-any.whl", "torch-2.13.0-py3-none-any.whl"]
+    (house / "torch-2.12.0-py3-none-any.whl").write_bytes(b"older torch")
+    assert render_and_link() == before
+    (house / "numpy-2.4.7-py3-none-any.whl").write_bytes(b"newer numpy")
+    after = render_and_link()
+    assert after[0] == before[0] and after[1] != before[1]
+    assert after[2] == [*before[2][:1], "numpy-2.4.7-py3-none-any.whl", *before[2][1:]]
