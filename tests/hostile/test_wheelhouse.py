@@ -58,6 +58,12 @@ def secret(tmp_path: Path) -> Path:
     return path
 
 
+def linked(out: Path) -> Path:
+    """The one combination's folder of wheels in the tree (sources.pinned_wheels): what its build mounts."""
+    [folder] = (out / WHEELS_DIR).iterdir()
+    return folder
+
+
 def render_into(tmp_path: Path, house: Path) -> Path:
     out = tmp_path / "tree"
     source = WheelSource(house)
@@ -81,8 +87,7 @@ def test_a_wheelhouse_of_wheels_is_linked_and_the_rest_is_left_out(tmp_path: Pat
     (house / "README.txt").write_bytes(SECRET)
     (house / "twin-1.0-py3-none-any.whl").symlink_to(WHEEL)  # a link inside the wheelhouse is followed
     out = render_into(tmp_path, house)
-    linked = sorted(p.name for p in (out / WHEELS_DIR).iterdir())
-    assert linked == [WHEEL, "twin-1.0-py3-none-any.whl"]
+    assert sorted(p.name for p in linked(out).iterdir()) == [WHEEL, "twin-1.0-py3-none-any.whl"]
     assert no_secret_in(out)
 
 
@@ -166,7 +171,7 @@ def test_a_locked_build_links_no_entry_out_of_the_wheelhouse(tmp_path: Path, hou
 def test_a_wheel_with_more_permission_than_it_needs_is_copied_with_0644(tmp_path: Path, house: Path) -> None:
     (house / WHEEL).chmod(0o4777)
     out = render_into(tmp_path, house)
-    copied = out / WHEELS_DIR / WHEEL
+    copied = linked(out) / WHEEL
     assert copied.stat().st_mode & 0o7777 == 0o644
     assert not os.path.samefile(copied, house / WHEEL)
     assert (house / WHEEL).stat().st_mode & 0o7777 == 0o4777  # the wheelhouse is not touched
@@ -175,7 +180,7 @@ def test_a_wheel_with_more_permission_than_it_needs_is_copied_with_0644(tmp_path
 def test_a_wheel_of_0644_or_less_is_a_hard_link(tmp_path: Path, house: Path) -> None:
     (house / WHEEL).chmod(0o600)
     out = render_into(tmp_path, house)
-    assert os.path.samefile(out / WHEELS_DIR / WHEEL, house / WHEEL)
+    assert os.path.samefile(linked(out) / WHEEL, house / WHEEL)
 
 
 def test_a_digest_cache_of_other_shapes_is_ignored(tmp_path: Path, house: Path) -> None:
