@@ -69,3 +69,13 @@ def test_a_combination_can_use_every_wheel_but_other_versions_of_what_it_pins(tm
 def test_a_combinations_folder_is_named_by_its_pins() -> None:
     assert pinned_wheels(PINS) == pinned_wheels(tuple(PINS)) != pinned_wheels(PINS[:1])
     assert pinned_wheels(PINS).startswith("wheels/") and pinned_wheels(PINS) != step_wheels("torch==2.13.0+cpu")
+
+
+def test_a_nightly_combination_keeps_its_own_pre_release_torch(tmp_path: Path) -> None:
+    """Nightly cells pin a pre-release exactly (download.pytorch.org/whl/nightly/cpu's names): `==` with a
+    pre-release matches it, and pip installs it, so its wheel stays in the combination's folder."""
+    name = "torch-2.14.0.dev20261128+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    (tmp_path / name).write_bytes(b"wheel")
+    [wheel] = wheels.wheels(tmp_path)
+    assert usable(wheel, (("torch", ("2.14.0.dev20261128+cpu",)),))
+    assert not usable(wheel, (("torch", ("2.14.0.dev20261127+cpu",)),))
