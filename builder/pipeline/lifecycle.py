@@ -173,8 +173,9 @@ def _steps(client: docker.DockerClient, job: Job, options: Options, prepared: Pr
     yield built
     if built.image_id is None:
         return
-    validated = steps.validate(client, job, built.image_id, options.validate, stage) if options.validate else None
-    if validated is not None:
+    validated = None
+    if options.validate is not None:
+        validated = steps.validate(client, job, built.image_id, options.validate, stage)
         yield validated
     if push is None:
         return
