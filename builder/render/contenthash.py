@@ -90,10 +90,20 @@ def content_hash(text: str, files: dict[str, bytes], labels: dict[str, str], whe
     return "sha256:" + digest.hexdigest()
 
 
-@cache
 def wheelhouse_digest(wheelhouse: Path, pins: Pins = ()) -> str:
     """sha256 over the name and sha256 of every wheel the pins let pip install: a changed wheel changes the
     content hash, one only another combination can install does not."""
+    digest = hashlib.sha256()
+    for wheel, sha256 in wheel_sha256s(wheelhouse):
+        if usable(wheel, pins):
+            digest.update(wheel.path.name.encode() + b"\0" + sha256.encode())
+    return digest.hexdigest()
+
+
+@cache
+def wheel_sha256s(wheelhouse: Path) -> tuple[tuple[wheels.Wheel, str], ...]:
+    """Every wheel of the wheelhouse with its sha256, read once per run: each combination's digest filters this list
+    by its pins, so N combinations list the folder and read the cache file once, not N times."""
     cache_file = _digest_cache_file()
     try:
         cached = json.loads(read_regular(cache_file, MAX_CACHE_BYTES))  # a FIFO: not waited on
@@ -101,19 +111,17 @@ def wheelhouse_digest(wheelhouse: Path, pins: Pins = ()) -> str:
         cached = {}
     known: dict[str, str] = {k: v for k, v in cached.items() if isinstance(v, str) and _SHA256.fullmatch(v)} \
         if isinstance(cached, dict) else {}  # a cache is input too: only digests are taken from it
-    digest = hashlib.sha256()
+    found = []
     for wheel in wheels.wheels(wheelhouse):  # checked first: a FIFO or a link out is refused, never hashed
-        if not usable(wheel, pins):
-            continue
         st = wheel.file.stat()
         key = f"{wheel.file}|{st.st_size}|{st.st_mtime_ns}"
         if key not in known:
             known[key] = _file_sha256(wheel)
-        digest.update(wheel.path.name.encode() + b"\0" + known[key].encode())
+        found.append((wheel, known[key]))
     with contextlib.suppress(OSError):
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         replace_file(cache_file, json.dumps(known).encode())
-    return digest.hexdigest()
+    return tuple(found)
 
 
 def _digest_cache_file() -> Path:

@@ -169,7 +169,7 @@ def _host_network(path: Path) -> None:
 
 
 def _cache(path: Path) -> None:
-    contenthash.wheelhouse_digest.__wrapped__(path.parent)
+    contenthash.wheel_sha256s.__wrapped__(path.parent)
 
 
 LOGS: dict[str, tuple[Callable[[Path], None], str]] = {

@@ -19,7 +19,7 @@ import pytest
 
 from builder.core import wheels
 from builder.render import imagetree
-from builder.render.contenthash import wheelhouse_digest
+from builder.render.contenthash import wheel_sha256s, wheelhouse_digest
 from builder.render.dockerfile import render_all
 from builder.render.sources import WHEELS_DIR, WheelSource
 from testkit.matrices import ONE_CPU, load_cells
@@ -38,7 +38,7 @@ def _bounded() -> None:
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    wheelhouse_digest.cache_clear()
+    wheel_sha256s.cache_clear()
 
 
 @pytest.fixture
@@ -190,8 +190,8 @@ def test_a_digest_cache_of_other_shapes_is_ignored(tmp_path: Path, house: Path) 
     key = f"{(house / WHEEL).resolve()}|{st.st_size}|{st.st_mtime_ns}"
     for value in (1, [1], {"a": 1}, "not a digest", "$(touch /tmp/x)"):
         cache.write_text(json.dumps({key: value}))
-        wheelhouse_digest.cache_clear()
+        wheel_sha256s.cache_clear()
         assert len(wheelhouse_digest(house)) == 64
     cache.write_text("[1, 2]")
-    wheelhouse_digest.cache_clear()
+    wheel_sha256s.cache_clear()
     assert len(wheelhouse_digest(house)) == 64

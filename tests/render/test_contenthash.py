@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from builder.core import wheels
 from builder.core.spec import CellSpec
 from builder.render import contenthash, dockerfile, labels
 from builder.render.dockerfile import render_cell
@@ -30,7 +31,7 @@ def cell(tmp_path: Path) -> CellSpec:
 @pytest.fixture
 def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a private digest cache
-    contenthash.wheelhouse_digest.cache_clear()
+    contenthash.wheel_sha256s.cache_clear()
     house = tmp_path / "wheels"
     house.mkdir()
     (house / "torch-2.13.0-py3-none-any.whl").write_bytes(b"torch bytes")
@@ -38,7 +39,7 @@ def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def digest(cell: CellSpec, source: WheelSource | None = None) -> str:
-    contenthash.wheelhouse_digest.cache_clear()
+    contenthash.wheel_sha256s.cache_clear()
     return render_cell(cell, source or WheelSource()).content_hash
 
 
@@ -88,3 +89,21 @@ def test_each_wheelhouse_change_changes_the_hash(cell: CellSpec, wheelhouse: Pat
     seen.add(digest(cell, WheelSource(wheelhouse)))
     assert len(seen) == 4
     assert digest(cell) not in seen  # the index source and the wheelhouse source differ too
+
+
+def test_a_run_lists_and_hashes_its_wheelhouse_once_for_every_combination(wheelhouse: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The production matrix renders 37 combinations from one wheelhouse: each filters one listing by its pins."""
+    (wheelhouse / "torch-2.12.0-py3-none-any.whl").write_bytes(b"older torch")
+    listed: list[Path] = []
+    real = wheels.wheels
+
+    def listing(folder: Path) -> list[wheels.Wheel]:
+        listed.append(folder)
+        return real(folder)
+
+    monkeypatch.setattr(wheels, "wheels", listing)
+    new, old = (("torch", ("2.13.0",)),), (("torch", ("2.12.0",)),)
+    digests = {contenthash.wheelhouse_digest(wheelhouse, pins) for pins in (new, old, new, ())}
+    assert len(listed) == 1 and len(digests) == 3  # one listing; each pin set its own wheels
+    assert contenthash.wheelhouse_digest(wheelhouse, new) != contenthash.wheelhouse_digest(wheelhouse, ())

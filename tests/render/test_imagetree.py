@@ -151,7 +151,7 @@ def test_each_combination_mounts_every_wheel_but_other_versions_of_what_it_pins(
     (house / "numpy-2.4.6-py3-none-any.whl").write_bytes(b"numpy")
 
     def render_and_link() -> tuple[str, str, list[str]]:
-        contenthash.wheelhouse_digest.cache_clear()  # a run reads its wheelhouse once; here each render is a run
+        contenthash.wheel_sha256s.cache_clear()  # a run reads its wheelhouse once; here each render is a run
         with imagetree.run_tree(source) as tree:
             [rendered] = render_all(load_cells(tmp_path, ONE), source)
             imagetree.write(tree, [rendered], prune=True, source=source)
