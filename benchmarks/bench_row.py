@@ -15,15 +15,22 @@ loop-mounted ext4 of the scaled runner disk (loopfs.py), whose used bytes are sa
 The registry is a fresh `docker-registry serve` behind a proxy that counts the bytes sent to it (cache export and
 push); both go away at the end, the loop filesystem is unmounted and its file deleted, Ctrl-C included.
 
-Usage: python benchmarks/bench_row.py [--scale S] [--disk-gb G]   (needs root for the loop mount, debian:12 in
-the machine's engine at DOCKER_HOST, docker-registry, apt reachable from builds for devel's toolchain)
+--installed-ratio R makes the payload compress about R times under gzip (2.7: real ROCm wheels, builder/data/
+sizes.yaml; 1, the default: incompressible); sizes stay installed bytes, and the per-wave model is fed the ratio
+gzip achieves on a sample. --stages times `builder stages` (the shared stages into the cache registry) before the
+publish, on the same engine; --rebuild locks the row, publishes it, bumps numpy and publishes again on a new empty
+engine importing the cache (rowrun.py). Every run whose steps all finished is appended to
+benchmarks/results/bench_row.json (benchmarks.support.results), which bench_night reads.
+
+Usage: python benchmarks/bench_row.py [--scale S] [--disk-gb G] [--installed-ratio R] [--stages] [--rebuild]
+(needs root for the loop mount, debian:12 in the machine's engine at DOCKER_HOST, docker-registry, apt reachable
+from builds for devel's toolchain)
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import os
 import shutil
@@ -32,22 +39,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from benchmarks.bench_scale import seed
-from benchmarks.support import loopfs, rocmwheels, rowfigures, torchstandin
-from benchmarks.support.countingproxy import CountingProxy
-from benchmarks.support.freshengine import empty_engine
-from benchmarks.support.localregistry import LocalRegistry
+from benchmarks.support import loopfs, results, rocmwheels, rowfigures, rowrun, torchstandin
 from benchmarks.support.scaleplumbing import FLAVORS, GB, ROOT, WHEEL_CACHE, size, terminate
-from benchmarks.support.scalesupply import write_matrix
-from benchmarks.support.wheelindex import WheelIndex
 from builder.core import facts
+from builder.publish import sizes as plan_sizes
 
 GIB = 1 << 30
 HIP = "7.2.0"  # the matrix's platform: rocm7.2
-RUNNER_DISK = 48 * GIB  # builder.publish.sizes.DEFAULT_RUNNER_DISK where it exists (issue 37's other part)
 SCALES = (1, 2, 4, 8, 16, 32)  # the factors --scale tries by default, real size first
 # Bytes a run takes that no scale shrinks: the devel toolchain (572 MB unpacked, 190 MB compressed, on the loop
 # filesystem about three times while its wave bakes and once per devel image in the registry), debian:12 and
@@ -62,7 +62,14 @@ def positive(text: str) -> float:
     return value
 
 
-def parse_args() -> argparse.Namespace:
+def ratio(text: str) -> float:
+    try:
+        return rocmwheels.check_ratio(float(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scale", type=positive, default=None,
                         help="every size and the runner's disk divided by this (default: the smallest of "
@@ -76,20 +83,28 @@ def parse_args() -> argparse.Namespace:
                         help="publish the row in one bake, every image kept (without --by-family)")
     parser.add_argument("--keep-wheels", action="store_true", help="keep the synthetic wheels for another run")
     parser.add_argument("--families", nargs="*", default=None, help="GPU families (default: the largest row's)")
-    return parser.parse_args()
+    parser.add_argument("--installed-ratio", type=ratio, default=1.0, metavar="R",
+                        help="installed / gzip-compressed bytes of the synthetic payload (1: incompressible; 2.7: "
+                             "real ROCm wheels, builder/data/sizes.yaml)")
+    parser.add_argument("--stages", action="store_true",
+                        help="time `builder stages` (the shared stages into the cache registry) before the publish")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="lock the row, and after the publish bump numpy and publish again on a new empty engine")
+    return parser.parse_args(argv)
 
 
-def disk_needed(scale: float, budget: int, wheels: int) -> int:
+def disk_needed(scale: float, budget: int, wheels: int, ratio: float = 1.0, copies: int = 2) -> int:
     """This disk's bytes for a run at 1/scale: the loop filesystem (sparse, but it fills up to the peak: counted
-    whole), the synthetic wheels and the registry's copy of them (incompressible, each payload once), and what no
-    scale shrinks (the devel toolchain, the base, their copies in the registry: UNSCALED)."""
-    return int(budget / scale + 2 * wheels / scale + UNSCALED)
+    whole), `copies` of the synthetic wheels' files (their cache and the registry's layers; a locked run adds
+    pip's HTTP cache), compressed `ratio` times, and what no scale shrinks (the devel toolchain, the base, their
+    copies in the registry: UNSCALED)."""
+    return int(budget / scale + copies * wheels / scale / ratio + UNSCALED)
 
 
-def choose_scale(free: int, budget: int, wheels: int) -> float | None:
+def choose_scale(free: int, budget: int, wheels: int, ratio: float = 1.0, copies: int = 2) -> float | None:
     """The smallest scale factor (real size first) whose run fits in `free` bytes with a tenth to spare: the issue
     asks for real sizes unless this disk forces a factor. None when even the largest does not fit."""
-    return next((float(s) for s in SCALES if disk_needed(s, budget, wheels) <= free * 0.9), None)
+    return next((float(s) for s in SCALES if disk_needed(s, budget, wheels, ratio, copies) <= free * 0.9), None)
 
 
 def free_disk() -> int:
@@ -126,28 +141,22 @@ def real_numpy() -> rocmwheels.Wheel:
                             len(data))
 
 
-def runner_disk() -> int:
-    try:  # the other half of issue 37 (the plan's sizes): not on every branch
-        sizes = importlib.import_module("builder.publish.sizes")
-    except ImportError:
-        return RUNNER_DISK
-    return int(getattr(sizes, "DEFAULT_RUNNER_DISK", RUNNER_DISK))
-
-
 def main() -> None:
     args = parse_args()
+    load = os.getloadavg()[0]
     families = args.families or largest_row()
     known = facts.gfx_families()
     targets = sorted({t for f in families for t in known[f].targets})
-    runner, free = runner_disk(), free_disk()
+    runner, free = plan_sizes.DEFAULT_RUNNER_DISK, free_disk()
     wheels_bytes = int((args.common_gb + args.torch_gb + args.device_gb * len(targets)) * GB)  # real size
-    scale = args.scale if args.scale is not None else choose_scale(free, runner, wheels_bytes)
+    fit = (wheels_bytes, args.installed_ratio, 3 if args.rebuild else 2)
+    scale = args.scale if args.scale is not None else choose_scale(free, runner, *fit)
     if scale is None:
         raise SystemExit(f"this disk has {size(free)} free; even at 1/{SCALES[-1]} the row needs "
-                         f"{size(disk_needed(SCALES[-1], runner, wheels_bytes))}")
+                         f"{size(disk_needed(SCALES[-1], runner, *fit))}")
     print(f"scale 1/{scale:g}: " + ("as asked" if args.scale else
-          f"the smallest this disk holds ({size(disk_needed(scale, runner, wheels_bytes))} of {size(free)} "
-          "free)"), flush=True)
+          f"the smallest this disk holds ({size(disk_needed(scale, runner, *fit))} of {size(free)} free)"),
+          flush=True)
     sizes = rocmwheels.Sizes(common=int(args.common_gb * GB / scale), device=int(args.device_gb * GB / scale),
                              torch=int(args.torch_gb * GB / scale), numpy=int(8e6 / scale))
     budget = int(runner / scale)
@@ -160,64 +169,61 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.perf_counter()
     stand_in = torchstandin.files(f"{rocmwheels.TORCH_VERSION}+{rocmwheels.LOCAL_VERSION}", HIP, targets)
-    wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets, mixed=False, torch_files=stand_in)
-    wheels.wheels.append(real_numpy())
-    print(f"synthetic wheels ready after {time.perf_counter() - started:.0f} s under {wheels.folder}", flush=True)
+    wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets, ratio=args.installed_ratio, torch_files=stand_in)
+    achieved = rocmwheels.achieved_ratio(args.installed_ratio)
+    print(f"synthetic wheels ready after {time.perf_counter() - started:.0f} s under {wheels.folder}; payload "
+          f"installed/gzip {achieved:.3f} on a 16 MiB sample (asked {args.installed_ratio:g})", flush=True)
+    row = rowfigures.Row(tuple((f, len(known[f].targets)) for f in families), sizes.common + sizes.torch,
+                         sizes.device, achieved)
+    options = rowrun.Options(families, budget, not args.all_at_once, args.stages, args.rebuild, row)
     work = Path(tempfile.mkdtemp(prefix="rif-bench-row-"))
     try:
         with loopfs.loop_filesystem(work / "runner.img", work / "runner", disk) as mount:
-            figures = run(mount, work, wheels, families, budget, not args.all_at_once)
+            outcome = rowrun.run(mount, work, wheels, real_numpy(), options)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if not args.keep_wheels:
             shutil.rmtree(wheels.folder, ignore_errors=True)  # gigabytes of this disk; cheap to write again
     print()
-    rowfigures.print_figures(figures)
+    rowfigures.print_figures(outcome.figures)
+    print_steps(outcome)
     print(f"total {time.perf_counter() - started:.0f} s")
+    figures = recorded(outcome, row, scale, args.installed_ratio)
+    if outcome.ok():
+        run = results.record("bench_row", figures, load)
+        print(f"recorded in {results.path_of('bench_row')}: {run.cite()}")
+    else:
+        print("not recorded: a step failed (its figures are not a run a model may cite)")
 
 
-def run(mount: Path, work: Path, wheels: rocmwheels.WheelSet, families: list[str], budget: int,
-        by_family: bool) -> rowfigures.Figures:
-    empty = loopfs.used_bytes(mount)
-    registry = LocalRegistry(work / "registry")
-    index = WheelIndex(wheels.wheels, "127.0.0.1", "rr" + uuid.uuid4().hex[:10])
-    with empty_engine(mount / "engine") as engine:
-        registry.start()
-        proxy = CountingProxy(registry.address)
-        index.start()
-        try:
-            for wheel in wheels.wheels:  # NumPy: the real one (the stand-in computes with it), not a synthetic one
-                index.show(wheel, wheel.project != "numpy" or wheel.version not in rocmwheels.NUMPY_VERSIONS)
-            seed(engine)
-            matrix = work / "matrix.yaml"
-            write_matrix(matrix, families, list(FLAVORS), index.url)
-            (mount / "tmp").mkdir()
-            env = {**os.environ, "DOCKER_HOST": engine.host, "RIF_BUILD_NETWORK": "host", "TMPDIR": str(mount / "tmp")}
-            before = loopfs.used_bytes(mount)
-            sampler = loopfs.Sampler(mount).start()
-            record, log = work / "record.json", work / "publish.log"
-            namespace = f"{proxy.address}/bench"
-            t0 = time.perf_counter()
-            with log.open("wb") as out:
-                done = subprocess.run([sys.executable, "-m", "builder", "publish", "--matrix", str(matrix),
-                                       "--registry", namespace, "--cache-registry", namespace, "--record",
-                                       str(record), "--progress", "plain", *(["--by-family"] if by_family else [])],
-                                      cwd=ROOT, env=env, stdout=out,
-                                      stderr=subprocess.STDOUT, check=False)
-            wall = time.perf_counter() - t0
-            peak = sampler.stop()
-            print(log.read_text(errors="replace")[-3000:] if done.returncode else "publish: done", flush=True)
-            subprocess.run(["docker", "-H", engine.host, "buildx", "prune", "-af"], capture_output=True, check=False)
-            final = loopfs.used_bytes(mount)
-            held = subprocess.run(["docker", "-H", engine.host, "images", "-q", "--no-trunc"], capture_output=True,
-                                  text=True, check=False).stdout.split()
-            return rowfigures.collect(rowfigures.Measured(
-                returncode=done.returncode, record=record, registry=registry, uploaded=proxy.sent, wall=wall,
-                budget=budget, empty=empty, before=before, peak=peak, final=final, held=frozenset(held)))
-        finally:
-            proxy.close()
-            index.stop()
-            registry.stop()
+def print_steps(outcome: rowrun.Outcome) -> None:
+    """The stages' and the rebuild's figures, beside the publish's."""
+    if (st := outcome.stages) is not None:
+        per = f"{st.per_stage:.1f} s a shared stage" if st.per_stage else "no stage built"
+        print(f"builder stages:                   exit {st.returncode}, {st.built} built, {st.failed} failed, "
+              f"{st.wall:.0f} s ({per}), {size(st.uploaded)} uploaded")
+    if (rb := outcome.rebuild) is not None:
+        cold = outcome.figures.measured.wall
+        print(f"numpy bump, new empty engine:     exit {rb.returncode}, {outcome.rebuild_published}/"
+              f"{outcome.rebuild_images} images, {rb.wall:.0f} s, {size(rb.uploaded)} uploaded")
+        print(f"rebuild wall / cold wall:         {rb.wall / cold:.3f} ({rb.wall:.0f} s / {cold:.0f} s)")
+
+
+def recorded(outcome: rowrun.Outcome, row: rowfigures.Row, scale: float, asked: float) -> dict[str, float]:
+    """The run's figures for benchmarks/results/bench_row.json: the publish's (rowfigures.recorded), the scale,
+    the payload's ratios (asked, and achieved: what the model was fed), and the stages' and the rebuild's."""
+    out = rowfigures.recorded(outcome.figures, row)
+    out.update(scale=scale, installed_ratio=asked, achieved_ratio=round(row.ratio, 4))
+    if (st := outcome.stages) is not None:
+        out.update(stages_s=round(st.wall, 1), stages_count=float(st.built), stages_failed=float(st.failed),
+                   stages_uploaded_bytes=float(st.uploaded))
+        if st.per_stage is not None:
+            out["stage_s"] = round(st.per_stage, 1)
+    if (rb := outcome.rebuild) is not None:
+        out.update(rebuild_wall_s=round(rb.wall, 1), rebuild_images=float(outcome.rebuild_published),
+                   rebuild_uploaded_bytes=float(rb.uploaded),
+                   rebuild_per_cold=round(rb.wall / outcome.figures.measured.wall, 4))
+    return out
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 TheRock splits a ROCm torch environment into a part every GPU shares (torch and `rocm[libraries]`) and a
 per-target device package that `torch[device-gfxNNN]` pulls. These wheels copy that shape with made-up
-bytes: pip installs them like real ones (METADATA, WHEEL, RECORD with hashes), and their payload is half
-random, half repetitive, so it compresses about 2x with gzip, as real shared libraries do. A layer of them
-costs the engine, the registry and the network what a real one would; nothing in them runs.
+bytes: pip installs them like real ones (METADATA, WHEEL, RECORD with hashes), and their payload compresses
+about `ratio` times under gzip: a fraction 1/ratio of each chunk random, the rest one random block repeated (by
+default 2x; 2.7 is the cited installed/compressed ratio of real ROCm wheels, builder/data/sizes.yaml; 1 is all
+random, incompressible). A layer of them costs the engine, the registry and the network what a real one would;
+nothing in them runs.
 
 Generating gigabytes is slow on a small machine, so a set is written once per size under a cache folder
 and reused; the payload comes from os.urandom in 1 MiB chunks (never a Python loop per byte). The wheel files
@@ -13,8 +15,10 @@ themselves are written by testkit/synthwheels.py, the one writer of synthetic wh
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -57,7 +61,7 @@ class Spec:
     requires: tuple[str, ...] = ()
     extras: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (extra, the requirements it adds)
     top: str = ""  # the import package its files go under
-    mixed: bool = True  # half random, half repetitive (compresses ~2x); False: all random (incompressible)
+    ratio: float = 2.0  # installed / gzip-compressed bytes of the payload (1.0: all random, incompressible)
     init: bytes = b""  # its package's __init__.py (a stand-in's code), else a line with its version
     extra: tuple[tuple[str, bytes], ...] = ()  # more files (path in the wheel, bytes)
 
@@ -105,7 +109,7 @@ def device_project(target: str) -> str:
     return f"rif-synth-device-{target}"
 
 
-def specs(sizes: Sizes, targets: list[str], mixed: bool = True,
+def specs(sizes: Sizes, targets: list[str], ratio: float = 2.0,
           torch_files: tuple[tuple[str, bytes], ...] = ()) -> list[Spec]:
     """torch depends on the common package and offers one `device-<target>` extra per target, as TheRock's does."""
     extras = tuple((f"device-{t}", (f"{device_project(t)}=={COMMON_VERSION}",)) for t in targets)
@@ -116,18 +120,31 @@ def specs(sizes: Sizes, targets: list[str], mixed: bool = True,
              Spec(COMMON, COMMON_VERSION, sizes.common, top="rif_synth_rocm_libraries")]
     found += [Spec(device_project(t), COMMON_VERSION, sizes.device, top=f"rif_synth_device_{t}") for t in targets]
     found += [Spec("numpy", v, sizes.numpy, top="numpy") for v in NUMPY_VERSIONS]
-    return [replace(s, mixed=mixed) for s in found]
+    return [replace(s, ratio=ratio) for s in found]
 
 
-def ensure(cache_root: Path, sizes: Sizes, targets: list[str], mixed: bool = True,
+def check_ratio(ratio: float) -> float:
+    """A payload's installed/compressed ratio: 1 (all random) or more, finite."""
+    if not (math.isfinite(ratio) and 1.0 <= ratio <= 1000.0):
+        raise ValueError(f"{ratio!r}: an installed/compressed ratio is a number from 1 (incompressible) to 1000")
+    return ratio
+
+
+def ratio_key(ratio: float) -> str:
+    """The cache folder's suffix for a ratio: another ratio never reuses these wheels (2, the default, and 1 keep
+    the names earlier runs gave them)."""
+    return {2.0: "", 1.0: "-random"}.get(ratio, f"-ratio{ratio:g}")
+
+
+def ensure(cache_root: Path, sizes: Sizes, targets: list[str], ratio: float = 2.0,
            torch_files: tuple[tuple[str, bytes], ...] = ()) -> WheelSet:
     """The wheel set for these sizes, written now only if an earlier run has not left it complete; torch_files
     (path in the wheel, bytes) replace or join torch's own (a stand-in)."""
     code = hashlib.sha256(b"".join(name.encode() + data for name, data in torch_files)).hexdigest()[:8]
     stand_in = f"-torch{code}" if torch_files else ""
-    folder = cache_root / (sizes.key() + ("" if mixed else "-random") + stand_in)
+    folder = cache_root / (sizes.key() + ratio_key(check_ratio(ratio)) + stand_in)
     manifest = folder / "wheels.json"
-    wanted = specs(sizes, targets, mixed, torch_files)
+    wanted = specs(sizes, targets, ratio, torch_files)
     if manifest.is_file():
         known = _read_manifest(manifest)
         if {w.filename for w in known} == {s.filename for s in wanted} and all(w.path.is_file() for w in known):
@@ -166,20 +183,27 @@ def payload_files(spec: Spec) -> Iterator[tuple[str, Iterator[bytes]]]:
     left, index = spec.payload, 0
     while left > 0:
         size = min(left, FILE_LIMIT)
-        yield f"{spec.top}/lib/libsynth{index:03d}.so", payload_chunks(size, spec.mixed)
+        yield f"{spec.top}/lib/libsynth{index:03d}.so", payload_chunks(size, spec.ratio)
         left, index = left - size, index + 1
 
 
-def payload_chunks(size: int, mixed: bool = True) -> Iterator[bytes]:
-    """1 MiB chunks: half os.urandom (incompressible), half one random 4 KiB block repeated (compresses away);
-    not mixed: all os.urandom."""
-    pattern = os.urandom(4096) * (CHUNK // 2 // 4096)
+def payload_chunks(size: int, ratio: float = 2.0) -> Iterator[bytes]:
+    """1 MiB chunks: 1/ratio of each os.urandom (incompressible), the rest one random 4 KiB block repeated
+    (deflate's 32 KiB window finds it: it compresses away); ratio 1: all os.urandom."""
+    pattern = os.urandom(4096) * (CHUNK // 4096)
     left = size
     while left > 0:
         n = min(CHUNK, left)
-        random_part = n // 2 if mixed else n
+        random_part = min(n, round(n / ratio))
         yield os.urandom(random_part) + pattern[: n - random_part]
         left -= n
+
+
+def achieved_ratio(ratio: float, sample: int = 16 * CHUNK) -> float:
+    """What gzip (level 6, BuildKit's default for layers) makes of `sample` bytes of this ratio's payload:
+    installed / compressed, the figure a run prints beside the one it asked for."""
+    data = b"".join(payload_chunks(sample, ratio))
+    return len(data) / len(gzip.compress(data, compresslevel=6, mtime=0))
 
 
 def _sha256(path: Path) -> str:

@@ -1,9 +1,9 @@
-"""What the row benchmark (bench_row.py) prints: disk, bytes into the engine, bytes uploaded, time, and the
-plan's peak-disk estimate, each against its target (issue 37).
+"""What the row benchmark (bench_row.py) prints and records: disk, bytes into the engine, bytes uploaded, time, and
+the plan's per-wave peak model (builder.publish.sizes.peak_of) fed this row's parts, each against its target.
 
 "Final images" is the measure every run of this benchmark has used: what the engine holds at the end, plus, for
-the images --by-family removed on the way, twice the compressed bytes of the layers only they had (content and
-unpacked: the payload is incompressible); each layer once. It undercounts what one containerd store would hold
+the images --by-family removed on the way, the layers only they had, blob and unpacked (read from the registry:
+with compressible wheels the two differ); each layer once. It undercounts what one containerd store would hold
 for the whole row: that store keys a snapshot by its chain ID, so a layer that is the same bytes in every family
 (the devel toolchain) is unpacked again on each family's chain. That footprint is printed beside it, computed
 from the registry (the published images' manifests and configs, each blob once, each layer's decompressed tar
@@ -14,18 +14,55 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib
 import json
 import subprocess
 import urllib.request
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from benchmarks.support.localregistry import MANIFEST_TYPES, LocalRegistry
 from benchmarks.support.scaleplumbing import size
+from builder.publish import sizes
 
 BASE_LAYERS = 1  # debian:12 is one layer: every image's first
+# What no scale shrinks, as the model counts it: debian:12 (51 MB compressed, 133 MB unpacked) and the devel
+# toolchain from the Debian mirror (190 MB compressed, 572 MB unpacked), measured on this machine
+# (docs/benchmarks.md "The largest row on a runner-sized disk"); tests/publish/test_sizes.py uses the same figures.
+BASE = sizes.Layer(51_000_000, 133_000_000)
+DEVEL = sizes.Layer(190_000_000, 572_000_000)
+
+
+@dataclass(frozen=True)
+class Row:
+    """What the per-wave model needs of a bench_row run: its families in the waves' order with their gfx target
+    counts, the installed bytes every family shares (torch and the ROCm libraries) and of one target's device
+    package, and the payload's installed/compressed ratio."""
+
+    families: tuple[tuple[str, int], ...]
+    shared: int
+    device: int
+    ratio: float
+
+    def images(self) -> list[sizes.ImageSize]:
+        """The row as builder.publish.sizes sees it: every runtime image, then every devel one (the matrix's
+        order), each wheel part's compressed bytes its installed bytes over the ratio."""
+        def part(installed: int) -> sizes.Layer:
+            return sizes.Layer(int(installed / self.ratio), installed)
+
+        out = []
+        for runtime in (True, False):
+            for family, targets in self.families:
+                parts = {("base", "g"): BASE, ("torch", "g"): part(self.shared),
+                         ("device", "g", family): part(self.device * targets)}
+                if not runtime:
+                    parts[("devel", "g", family)] = DEVEL
+                out.append(sizes.ImageSize(f"{family}-{'runtime' if runtime else 'devel'}", parts, "g", family,
+                                           runtime))
+        return out
+
+    def peak(self) -> int:
+        return sizes.peak_of(self.images())
 
 
 @dataclass(frozen=True)
@@ -51,15 +88,20 @@ class Figures:
     streamed: int  # bytes of the archives loaded into the engine
     new: int  # the row's own blobs: configs and layers above the base, each once
     stored: int  # bytes the registry keeps (each blob once)
-    released: int  # compressed bytes of the layers only released images had (publish --by-family)
-    estimate: int | None  # the plan's peak for the row's bytes, when builder.publish.sizes has PEAK_FACTOR
+    released: int  # blob and unpacked bytes of the layers only released images had (publish --by-family)
+    estimate: int | None  # the per-wave model's peak for this row (Row.peak), when the run gave its Row
     footprint: int = 0  # the row's images in one store: each blob once, each layer unpacked once per chain
+
+    @property
+    def peak(self) -> int:
+        """The publish's peak on the loop filesystem, above what it held before the engine started."""
+        return self.measured.peak - self.measured.empty
 
     @property
     def row_images(self) -> int:
         """The row's images in one engine, each layer once: what the engine holds at the end, and the layers of
-        the images released on the way, twice (content and unpacked: their payload is incompressible)."""
-        return self.measured.final - self.measured.empty + 2 * self.released
+        the images released on the way (blob and unpacked)."""
+        return self.measured.final - self.measured.empty + self.released
 
 
 def _get(registry: LocalRegistry, path: str, accept: str) -> dict[str, Any]:
@@ -120,28 +162,42 @@ def footprint(registry: LocalRegistry, manifests: list[dict[str, Any]]) -> int:
     return sum(blobs.values()) + sum(unpacked[d] for d, _ in chains.values())
 
 
-def peak_factor() -> float | None:
-    try:  # the other half of issue 37 (the plan's sizes): not on every branch
-        sizes = importlib.import_module("builder.publish.sizes")
-    except ImportError:
-        return None
-    found = getattr(sizes, "PEAK_FACTOR", None)
-    return float(found) if found is not None else None
+def released(registry: LocalRegistry, manifests: dict[str, dict[str, Any]], held: frozenset[str]) -> int:
+    """Blob and unpacked bytes of the configs and layers (above the base) that only images no longer held had."""
+    kept = {d for digest, found in manifests.items() if digest in held for d in image_blobs(found)}
+    gone: dict[str, int] = {}
+    for manifest in manifests.values():
+        gone[manifest["config"]["digest"]] = 2 * int(manifest["config"]["size"])
+        for layer in manifest["layers"][BASE_LAYERS:]:
+            if layer["digest"] not in kept and layer["digest"] not in gone:
+                gone[layer["digest"]] = int(layer["size"]) + _unpacked(registry.blob_path(layer["digest"]),
+                                                                       layer["mediaType"])
+    return sum(n for d, n in gone.items() if d not in kept)
 
 
-def collect(m: Measured) -> Figures:
+def collect(m: Measured, row: Row | None = None) -> Figures:
     rows = json.loads(m.record.read_text())["images"] if m.record.is_file() else []
     published = [r for r in rows if r.get("digest")]
     manifests = {r["digest"]: manifest_of(m.registry, r) for r in published}
-    blobs = {digest: image_blobs(manifest) for digest, manifest in manifests.items()}
-    own = {d: n for found in blobs.values() for d, n in found.items()}
-    kept = {d for digest, found in blobs.items() if digest in m.held for d in found}
-    factor = peak_factor()
-    figures = Figures(m, len(rows), len(published), sum(int(r.get("loaded_bytes") or 0) for r in rows),
-                      sum(own.values()), m.registry.stored_bytes(),
-                      sum(n for d, n in own.items() if d not in kept), None,
-                      footprint(m.registry, list(manifests.values())))
-    return replace(figures, estimate=int(factor * figures.row_images) if factor else None)
+    own = {d: n for manifest in manifests.values() for d, n in image_blobs(manifest).items()}
+    return Figures(m, len(rows), len(published), sum(int(r.get("loaded_bytes") or 0) for r in rows),
+                   sum(own.values()), m.registry.stored_bytes(), released(m.registry, manifests, m.held),
+                   row.peak() if row is not None else None, footprint(m.registry, list(manifests.values())))
+
+
+def recorded(f: Figures, row: Row | None) -> dict[str, float]:
+    """The figures results.record keeps for a run (seconds, bytes, counts, ratios; names say the unit)."""
+    m = f.measured
+    out = {"publish_exit": float(m.returncode), "images": float(f.images), "published": float(f.published),
+           "wall_s": round(m.wall, 1), "peak_bytes": float(f.peak), "budget_bytes": float(m.budget),
+           "uploaded_bytes": float(m.uploaded), "new_bytes": float(f.new), "stored_bytes": float(f.stored),
+           "streamed_bytes": float(f.streamed), "row_images_bytes": float(f.row_images),
+           "footprint_bytes": float(f.footprint)}
+    if f.estimate is not None:
+        out["model_peak_bytes"] = float(f.estimate)
+    if row is not None:
+        out.update(families=float(len(row.families)), device_packages=float(sum(n for _, n in row.families)))
+    return out
 
 
 def _ratio(a: float, b: float) -> str:
@@ -150,7 +206,7 @@ def _ratio(a: float, b: float) -> str:
 
 def print_figures(f: Figures) -> None:
     m = f.measured
-    peak, final = m.peak - m.empty, f.row_images
+    peak, final = f.peak, f.row_images
     lines = [
         f"publish exit {m.returncode}: {f.published}/{f.images} images published",
         f"peak disk / budget:               {_ratio(peak, m.budget)} ({size(peak)} / {size(m.budget)})",
@@ -163,11 +219,7 @@ def print_figures(f: Figures) -> None:
         "   target <= 1.05",
         f"wall time:                        {m.wall:.0f} s",
     ]
-    if f.estimate is None:
-        lines.append("plan's estimate vs measured peak: the per-wave model (builder.publish.sizes.peak_of) against "
-                     "this run's peak is tests/publish/test_sizes.py's: add the run's figure there")
-    else:
-        lines.append(f"plan's estimate / measured peak:  {_ratio(f.estimate, peak)} ({size(f.estimate)} / "
-                     f"{size(peak)}: PEAK_FACTOR x the row's images on the store)"
-                     "   target within 20%")
+    if f.estimate is not None:
+        lines.append(f"model / measured peak:            {_ratio(f.estimate, peak)} ({size(f.estimate)} / "
+                     f"{size(peak)}: builder.publish.sizes.peak_of fed this row's parts)   target within 20%")
     print("\n".join(lines))

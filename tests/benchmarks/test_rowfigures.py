@@ -1,5 +1,6 @@
-"""The row benchmark's "final images": the row's images as one containerd store holds them, each blob once and each
-layer unpacked once per chain it sits on (a devel toolchain layer, the same bytes in every family, on each)."""
+"""The row benchmark's figures: the row's images as one containerd store holds them, each blob once and each layer
+unpacked once per chain it sits on (a devel toolchain layer, the same bytes in every family, on each); the layers
+of released images; and the per-wave model fed the row's parts at the payload's ratio."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from benchmarks.support import rowfigures
 from benchmarks.support.localregistry import LocalRegistry
+from builder.publish import sizes
 
 
 def _store(registry: LocalRegistry, data: bytes) -> dict[str, Any]:
@@ -54,3 +56,29 @@ def test_a_layer_on_two_chains_is_unpacked_twice_and_stored_once(tmp_path: Path,
                                                                                                   tools))
     unpacked = base[2] + fam_a[2] + fam_b[2] + 2 * tools[2]  # the toolchain on a's chain and on b's
     assert rowfigures.footprint(registry, read) == blobs + unpacked
+
+
+def test_the_model_is_fed_the_rows_parts_at_the_payloads_ratio() -> None:
+    """One family is one wave: its peak is the devel image's parts on the disk (blob and snapshot) and 1.1x their
+    compressed bytes; at ratio 2.7 the wheels' blobs are their installed bytes / 2.7."""
+    row = rowfigures.Row((("gfx1150", 1),), 4 * 10**9, 600 * 10**6, 2.7)
+    torch, device = int(4e9 / 2.7), int(600e6 / 2.7)
+    fixed = rowfigures.BASE.on_disk + rowfigures.DEVEL.on_disk
+    compressed = rowfigures.BASE.compressed + rowfigures.DEVEL.compressed + torch + device
+    assert row.peak() == int(fixed + torch + 4e9 + device + 600e6 + sizes.NEW_FACTOR * compressed)
+    incompressible = rowfigures.Row(row.families, row.shared, row.device, 1.0)
+    assert [i.tag for i in incompressible.images()] == ["gfx1150-runtime", "gfx1150-devel"]
+    assert incompressible.peak() > row.peak()
+    two = rowfigures.Row((("gfx1150", 1), ("gfx103X-all", 7)), row.shared, row.device, 2.7)
+    assert two.peak() == sizes.peak_of(two.images()) > row.peak()
+
+
+def test_a_released_images_layers_count_blob_and_unpacked_once_and_a_held_images_not_at_all(tmp_path: Path) -> None:
+    registry = LocalRegistry(tmp_path)
+    base, own, shared = (_layer(registry, n, s) for n, s in (("base", 3000), ("own", 5000), ("shared", 7000)))
+    config = _store(registry, b"{}")
+    released = {"config": config, "layers": [base[0], own[0], shared[0]]}
+    held_config = _store(registry, b'{"held": 1}')
+    held = {"config": held_config, "layers": [base[0], shared[0]]}
+    found = rowfigures.released(registry, {"gone": released, "kept": held}, frozenset({"kept"}))
+    assert found == 2 * config["size"] + own[0]["size"] + own[2]
