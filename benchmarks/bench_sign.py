@@ -6,10 +6,12 @@ and offline (benchmarks/support/signing.py says how): k digests signed one call 
 in one call (k = 1, 5, 20, 50), each --repeats times, in turns so a change of load falls on every size alike. A
 least-squares line through the one-call runs gives call_s (its intercept: the fixed cost of a call) and digest_s
 (its slope: each digest's signature made and attached); the call-per-digest runs then check the line on runs it was
-not fitted to. cosign 3 decrypts its key once per digest (support/signing.py), which keyless signing does not do:
-the run also times that decryption (`cosign public-key --key` less `cosign version`), and digest_less_key_s is
-digest_s without it. The registry must hold a signature for every digest signed (its referrers tag) and `cosign verify
---key` must accept a signed image and refuse an unsigned one, or the run fails and records nothing.
+not fitted to, and a fit over both kinds (seconds = calls x call_s + digests x digest_s) gives call_s_both and
+digest_s_both, a call's cost seen where it repeats. cosign 3 decrypts its key once per digest (support/signing.py),
+which keyless signing does not do: the run also times that decryption (`cosign public-key --key` less `cosign
+version`), and digest_less_key_s is digest_s without it. The registry must hold a signature for every digest
+signed (its referrers tag) and `cosign verify --key` must accept a signed image and refuse an unsigned one, or
+the run fails and records nothing.
 
 What a keyless signature adds on a runner is not here: the OIDC token exchange, the Fulcio certificate, the Rekor
 entry and the TUF trusted root are network round trips to Sigstore that this machine cannot reach.
@@ -82,6 +84,21 @@ def fit(points: Sequence[tuple[int, float]]) -> Fit:
     return Fit(intercept, slope, tuple(s - (intercept + slope * k) for k, s in points))
 
 
+def fit_both(runs: Sequence[Run]) -> Fit:
+    """seconds = calls * call_s + digests * digest_s by least squares over every run, both kinds: a call's cost
+    seen where it repeats (k calls of one digest), not only as the one-call line's intercept, which scatter can
+    push below zero. Two unknowns, so its normal equations are solved as they stand."""
+    cc = sum(r.calls * r.calls for r in runs)
+    cd = sum(r.calls * r.k for r in runs)
+    dd = sum(r.k * r.k for r in runs)
+    det = cc * dd - cd * cd
+    if det == 0:
+        raise ValueError("calls and digests rise together in every run: the two costs cannot be told apart")
+    cy, dy = sum(r.calls * r.wall_s for r in runs), sum(r.k * r.wall_s for r in runs)
+    call_s, digest_s = (dd * cy - cd * dy) / det, (cc * dy - cd * cy) / det
+    return Fit(call_s, digest_s, tuple(r.wall_s - (r.calls * call_s + r.k * digest_s) for r in runs))
+
+
 def images_needed(repeats: int, per_digest: Sequence[int] = PER_DIGEST, one_call: Sequence[int] = ONE_CALL) -> int:
     """New digests the runs sign, and one more left unsigned for verify to refuse."""
     return repeats * (sum(per_digest) + sum(one_call)) + 1
@@ -124,12 +141,15 @@ def key_load(pairs: Sequence[tuple[signing.Call, signing.Call]]) -> tuple[float,
 
 
 def figures(runs: Sequence[Run], wall: Fit, cpu: Fit, key: tuple[float, float]) -> dict[str, float]:
-    """What the run records: the line's two figures and how well it holds, in wall and in CPU seconds."""
+    """What the run records: the line's two figures and how well it holds, in wall and in CPU seconds, and the
+    fit over both kinds of run."""
     each = [r for r in runs if r.mode == EACH]
+    both = fit_both(runs)
     per_call_s = sum(r.wall_s for r in each) / sum(r.calls for r in each)
     start_s, key_s = key
     return {"call_s": round(wall.call_s, 4), "digest_s": round(wall.digest_s, 4),
-            "process_s": round(start_s, 4), "key_load_s": round(key_s, 4),
+            "call_s_both": round(both.call_s, 4), "digest_s_both": round(both.digest_s, 4),
+            "rms_residual_s_both": round(both.rms_s, 4), "process_s": round(start_s, 4), "key_load_s": round(key_s, 4),
             "digest_less_key_s": round(wall.digest_s - key_s, 4),
             "rms_residual_s": round(wall.rms_s, 4), "max_residual_s": round(wall.max_s, 4),
             "call_cpu_s": round(cpu.call_s, 4), "digest_cpu_s": round(cpu.digest_s, 4),
@@ -143,7 +163,8 @@ def notes(origin: cosigndeb.Origin) -> str:
     return (f"Debian's cosign {origin.version} ({origin.url}, sha256 {origin.sha256[:16]}...), key-based and offline "
             "against a loopback docker-registry 2.8 (referrers tag schema): --key (an encrypted key pair from "
             "generate-key-pair), --signing-config naming no service, an empty --trusted-root, --allow-http-registry. "
-            "call_s/digest_s: least squares over the one-call runs (k = 1, 5, 20, 50). cosign 3 gets its signer per "
+            "call_s/digest_s: least squares over the one-call runs (k = 1, 5, 20, 50); call_s_both/digest_s_both: "
+            "over every run, seconds = calls x call_s + digests x digest_s. cosign 3 gets its signer per "
             "digest, not per call (v3.0.6 sign.go: signDigestBundle per image): key-based, one scrypt decryption of "
             "the key per digest (key_load_s; digest_less_key_s is digest_s without it); keyless, a new key, an OIDC "
             "token and a Fulcio certificate per digest. Not included: what keyless signing adds on a runner, the OIDC "
@@ -204,6 +225,10 @@ def signed(tool: cosigndeb.Cosign, registry: LocalRegistry, tmp: Path, repeats: 
     print(f"call_s {wall.call_s:.3f} s, digest_s {wall.digest_s:.3f} s (least squares over {len(wall.residuals)} "
           f"one-call runs; residuals rms {wall.rms_s:.3f} s, max {wall.max_s:.3f} s); CPU: call "
           f"{cpu.call_s:.3f} s, digest {cpu.digest_s:.3f} s")
+    both = fit_both(runs)
+    print(f"both kinds of run: call_s {both.call_s:.3f} s, digest_s {both.digest_s:.3f} s (least squares over all "
+          f"{len(runs)} runs, seconds = calls x call_s + digests x digest_s; residuals rms {both.rms_s:.3f} s, max "
+          f"{both.max_s:.3f} s)")
     print(f"cosign start {key[0]:.3f} s, its key's decryption {key[1]:.3f} s (medians of {KEY_LOADS}): a digest less "
           f"the key's decryption {wall.digest_s - key[1]:.3f} s")
     print(f"{len(done)} digests signed, {attached} with their signature's referrers tag, {added} new manifests "

@@ -38,6 +38,21 @@ def test_the_line_prices_one_call_and_a_call_per_digest() -> None:
     assert line.of(EACH, 20) == pytest.approx(20 * (0.5 + 0.25))
 
 
+def test_both_kinds_of_run_give_a_call_and_a_digest_by_least_squares() -> None:
+    # By hand: sums cc 6, cd 8, dd 14, cy 9, dy 13 -> call (14*9 - 8*13)/20 = 1.1, digest (6*13 - 8*9)/20 = 0.3.
+    runs = [Run(ONE, 1, 1, 1.0, 0.0), Run(ONE, 3, 1, 2.0, 0.0), Run(EACH, 2, 2, 3.0, 0.0)]
+    both = bench_sign.fit_both(runs)
+    assert (both.call_s, both.digest_s) == pytest.approx((1.1, 0.3))
+    assert both.residuals == pytest.approx((-0.4, 0.0, 0.2))
+    exact = [Run(ONE, k, 1, 0.2 + 0.4 * k, 0.0) for k in (1, 50)] + [Run(EACH, 5, 5, 5 * 0.6, 0.0)]
+    assert (bench_sign.fit_both(exact).call_s, bench_sign.fit_both(exact).digest_s) == pytest.approx((0.2, 0.4))
+
+
+def test_runs_where_calls_and_digests_rise_together_cannot_be_split() -> None:
+    with pytest.raises(ValueError, match="told apart"):
+        bench_sign.fit_both([Run(EACH, k, k, 0.6 * k, 0.0) for k in (1, 5, 20)])
+
+
 class Recording(signing.Cosign):
     """signing.Cosign as bench_sign uses it, without the binary: sign() notes its refs and takes 0.2 + 0.1 s each."""
 
@@ -90,6 +105,9 @@ def test_the_figures_recorded() -> None:
     assert found["digest_cpu_s"] == pytest.approx(0.1) and found["call_cpu_s"] == pytest.approx(0.0, abs=1e-9)
     assert found["one_digest_call_s"] == pytest.approx(0.66) and found["one_digest_call_over_line"] == 1.1
     assert found["digest_less_key_s"] == pytest.approx(0.1) and found["key_load_s"] == 0.3
+    both = bench_sign.fit_both(runs)
+    assert (found["call_s_both"], found["digest_s_both"]) == (round(both.call_s, 4), round(both.digest_s, 4))
+    assert found["call_s_both"] > found["call_s"]  # the calls made one per digest run 10% over the line
     assert (found["digests_signed"], found["calls"], found["repeats"]) == (2 * 76 + 2 * 26, 8 + 2 * 26, 2)
 
 
