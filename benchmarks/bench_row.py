@@ -190,7 +190,7 @@ def main() -> None:
     print(f"total {time.perf_counter() - started:.0f} s")
     figures = recorded(outcome, row, scale, args.installed_ratio)
     if outcome.ok():
-        run = results.record("bench_row", figures, load)
+        run = results.record("bench_row", figures, load, notes=outcome.notes)
         print(f"recorded in {results.path_of('bench_row')}: {run.cite()}")
     else:
         print("not recorded: a step failed (its figures are not a run a model may cite)")

@@ -85,28 +85,32 @@ def reaches(res: Resources, index: WheelIndex) -> bool:
 
 
 def matrix_yaml(families: list[str], flavors: list[str], index_url: str, user: str | None,
-                overridden: list[str]) -> str:
-    """The benchmark's matrix: local channel, ROCm 7.2, debian-12, torch 2.13.0 without companions. Families a
-    compatibility rule drops come back as includes with an override (the wheels are synthetic anyway)."""
+                overridden: list[str], lines_of: dict[str, str] | None = None) -> str:
+    """The benchmark's matrix: local channel, ROCm 7.2 from index_url (or the platforms of lines_of, each from
+    its index), debian-12, torch 2.13.0 without companions. Families a compatibility rule drops come back as
+    includes with an override (the wheels are synthetic anyway)."""
     torch = '{version: "2.13.0", torchvision: null, torchaudio: null}'
+    lines_of = lines_of or {"rocm7.2": index_url}
+    platforms = list(lines_of)
+    urls = ", ".join(f'{p}: "{url}"' for p, url in lines_of.items())
     lines = [f"image: {IMAGE}", *([f"user: {user}"] if user else []),
-             f'index_urls: {{rocm7.2: "{index_url}"}}', "matrix:", "  os: [debian-12]", "  platform: [rocm7.2]",
+             f"index_urls: {{{urls}}}", "matrix:", "  os: [debian-12]", f"  platform: [{', '.join(platforms)}]",
              f"  torch: [{torch}]", f"  gfx: [{', '.join(families)}]", "  channel: [local]",
              f"  flavor: [{', '.join(flavors)}]"]
     if overridden:
         lines += ["exclude:", *(f"  - {{gfx: {f}}}" for f in overridden), "include:"]
-        lines += [f"  - {{os: debian-12, platform: rocm7.2, torch: {torch}, gfx: {f}, flavor: {flavor}, "
+        lines += [f"  - {{os: debian-12, platform: {p}, torch: {torch}, gfx: {f}, flavor: {flavor}, "
                   "channel: local, override: {reason: synthetic wheels of the ROCm-scale benchmark}}"
-                  for f in overridden for flavor in flavors]
+                  for p in platforms for f in overridden for flavor in flavors]
     return "\n".join(lines) + "\n"
 
 
 def write_matrix(path: Path, families: list[str], flavors: list[str], index_url: str,
-                 user: str | None = None) -> list[CellSpec]:
-    path.write_text(matrix_yaml(families, flavors, index_url, user, []))
+                 user: str | None = None, lines_of: dict[str, str] | None = None) -> list[CellSpec]:
+    path.write_text(matrix_yaml(families, flavors, index_url, user, [], lines_of))
     dropped = sorted({d.cell.gfx for d in expand_matrix(path).dropped if d.cell.gfx})
     if dropped:
-        path.write_text(matrix_yaml(families, flavors, index_url, user, dropped))
+        path.write_text(matrix_yaml(families, flavors, index_url, user, dropped, lines_of))
     return expand_matrix(path).cells
 
 

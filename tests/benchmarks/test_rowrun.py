@@ -20,3 +20,10 @@ FAILED = "failed torch-9c1d (torch of 15 combinations, from debian-12-rocm7.2) -
 ])
 def test_the_stages_built_and_failed_are_counted_from_their_lines(output: str, counts: tuple[int, int]) -> None:
     assert rowrun.stages_built(output) == counts
+
+
+def test_the_stages_sibling_is_another_rocm_line_with_its_own_index_and_the_rows_index_kept() -> None:
+    url = "http://127.0.0.1:4000/rr0123456789/simple"
+    lines = rowrun.sibling_lines(url)
+    assert lines["rocm7.2"] == url and set(lines) == {rowrun.SIBLING, "rocm7.2"}
+    assert lines[rowrun.SIBLING] != url and lines[rowrun.SIBLING].endswith("/simple")
