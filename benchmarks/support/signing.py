@@ -6,14 +6,16 @@ key pair of its own (generate-key-pair; COSIGN_PASSWORD only in the environment 
 that names no service (no Fulcio, Rekor or timestamp authority: `cosign signing-config create --no-default-*`,
 cosign 3's replacement for the deprecated --tlog-upload=false) and an empty trusted root (so it fetches no
 trusted_root.json over TUF), in a HOME of its own (no ~/.docker credentials, no ~/.sigstore cache). cosign 3
-writes each signature as a Sigstore bundle referring to its image: on a registry without the referrers API, as
-docker-registry 2.8 and ghcr.io are, a manifest plus the referrers tag `sha256-<hex>` (an index), as in production.
+writes each signature as a Sigstore bundle referring to its image (the default --new-bundle-format, as in
+production): on a registry without the referrers API, as docker-registry 2.8 is, a manifest plus the referrers tag
+`sha256-<hex>` (an index listing it).
 
 cosign 3 gets its signer once per digest, not once per call (sigstore/cosign v3.0.6, f1ad3ee9:
 cmd/cosign/cli/sign/sign.go SignCmd calls signDigestBundle for each image, and signcommon/common.go
 WriteNewBundleWithSigningConfig calls GetKeypairAndToken each time; v2.5.0 called SignerFromKeyOpts once before the
 loop). Key-based, that is one scrypt decryption of the key per digest; keyless, a new key, an OIDC token and a
-Fulcio certificate per digest. key_load() measures the decryption, so a reader can take it out of a digest's cost.
+Fulcio certificate per digest (pkg/cosign/bundle/sign.go SignData). key_load() measures the decryption, so a
+reader can take it out of a digest's cost.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from builder.publish.promote import OCI_MANIFEST
 from builder.registry.client import RegistryClient, referrers_tag
 
 REPOSITORY = "bench/sign"
-PASSWORD = "bench-sign"  # the throw-away key's, in the environment of the two calls that read it
+PASSWORD = "bench-sign"  # the throw-away key's, only in the environment of cosign's calls here
 TRUSTED_ROOT = '{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}\n'
 CALL_LIMIT_S = 600.0  # one cosign call; 50 digests take seconds here
 
