@@ -51,9 +51,20 @@ class GfxFamily(BaseModel):
     official_since: str | None
 
 
-def _load(name: str) -> dict[str, object]:
+# libyaml's parser (PyYAML's C binding) with the safe constructor: the same data as yaml.safe_load, parsed about 10x
+# faster; the package's data files are 100 KB that every `builder` command reads (0.9 s of a `builder matrix` in pure
+# Python). A PyYAML built without libyaml falls back to the pure-Python parser.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def package_data(name: str) -> object:
+    """One of the package's own data files (builder/data/NAME), parsed: trusted input, shipped with the code."""
     text = resources.files("builder").joinpath("data", name).read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    return yaml.load(text, Loader=_LOADER)  # a safe loader: CSafeLoader or SafeLoader
+
+
+def _load(name: str) -> dict[str, object]:
+    data = package_data(name)
     assert isinstance(data, dict), name
     return data
 

@@ -7,9 +7,7 @@ matrix read compat.yaml's releases, so a nightly line or target never admits a p
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from builder.core import facts
@@ -50,8 +48,7 @@ class NightlyView(_Frozen):
 
 @cache
 def view() -> NightlyView:
-    text = resources.files("builder").joinpath("data", "nightly.yaml").read_text(encoding="utf-8")
-    return NightlyView.model_validate(yaml.safe_load(text))
+    return NightlyView.model_validate(facts.package_data("nightly.yaml"))
 
 
 def problems(data: NightlyView | None = None) -> list[str]:

@@ -22,12 +22,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
+from builder.core import facts
 from builder.core.errors import InputError, usage_error
 from builder.render import lockfile
 from builder.render.dockerfile import RenderedCell
@@ -62,8 +61,7 @@ class SizeData(BaseModel):
 
 @cache
 def data() -> SizeData:
-    text = resources.files("builder").joinpath("data", "sizes.yaml").read_text(encoding="utf-8")
-    return SizeData.model_validate(yaml.safe_load(text))
+    return SizeData.model_validate(facts.package_data("sizes.yaml"))
 
 
 def parse_size(text: str, option: str = "--runner-disk") -> int:

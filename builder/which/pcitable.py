@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from builder.core import facts
@@ -85,8 +83,7 @@ class PciTable(BaseModel):
 
 @cache
 def pci_table() -> PciTable:
-    text = resources.files("builder").joinpath("data", "pci_ids.yaml").read_text(encoding="utf-8")
-    return PciTable.model_validate(yaml.safe_load(text))
+    return PciTable.model_validate(facts.package_data("pci_ids.yaml"))
 
 
 # -- gfx names -------------------------------------------------------------------------------------------

@@ -9,8 +9,10 @@ rocm_whl_next_ownership.yaml). Its data is Python literals, so the test needs no
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib import resources
 
 import pytest
+import yaml
 
 from builder.core import facts
 from builder.which import gfx_from_version
@@ -85,3 +87,14 @@ def test_builder_which_names_every_target_as_rocm_bootstrap_does() -> None:
     for t in targets.ALL_TARGETS:
         want = "gfx1250" if t.name == "gfx1250-strict" else t.name
         assert gfx_from_version(t.gfx_target_version) == want, t.name
+
+
+def test_every_data_file_parses_to_what_pyyaml_s_safe_load_gives() -> None:
+    """package_data parses with libyaml (ten times faster): the data must be exactly safe_load's, types included."""
+    folder = resources.files("builder").joinpath("data")
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".yaml"))
+    assert len(names) >= 8
+    for name in names:
+        text = folder.joinpath(name).read_text(encoding="utf-8")
+        fast, slow = facts.package_data(name), yaml.safe_load(text)
+        assert fast == slow and repr(fast) == repr(slow), name  # repr: 2.10 stays a str, 1 an int, dates dates
