@@ -8,6 +8,8 @@ read. Pure functions of builder/data/compat.yaml (torch_releases, therock.*.torc
 
 from __future__ import annotations
 
+from functools import cache
+
 from packaging.version import Version
 
 from builder.core import facts
@@ -26,12 +28,18 @@ def cited_release(cell: CellSpec) -> str | None:
     version = public(cell.torch)
     if torch_minor(version) not in facts.compat().torch:  # known-torch speaks for the minor
         return None
-    if any(Version(v) == Version(version) for v in releases):  # `2.5` is 2.5.0, as pip reads `torch==2.5`
+    if Version(version) in _versions(tuple(releases)):  # `2.5` is 2.5.0, as pip reads `torch==2.5` (equal hashes)
         return None
     same = sorted((v for v in releases if torch_minor(v) == torch_minor(version)), key=Version)
     have = f"torch {torch_minor(version)} releases are {', '.join(same)}" if same else "no release of that minor is"
     return (f"torch {version} is not a cited release (compat.yaml torch_releases: {have} listed, each with its "
             "source)")
+
+
+@cache
+def _versions(releases: tuple[str, ...]) -> frozenset[Version]:
+    """The cited releases parsed once: the production matrix asks for one per candidate cell (thousands)."""
+    return frozenset(Version(v) for v in releases)
 
 
 def line_build(cell: CellSpec) -> facts.LineTorch | None:
