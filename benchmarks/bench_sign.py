@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.repeats <= 20:
         parser.error("--repeats: 1 to 20")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill ends the registry too, as Ctrl-C does
     load_at_start = os.getloadavg()[0]
     try:
         tool = cosigndeb.ensure(args.suite, args.mirror, args.refresh)
@@ -198,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("bench_sign: interrupted; nothing recorded", file=sys.stderr)
             return 130
+        except SystemExit:
+            print("bench_sign: stopped; nothing recorded", file=sys.stderr)
+            raise
         finally:
             registry.stop()
 
