@@ -190,10 +190,11 @@ def main() -> None:
     print(f"total {time.perf_counter() - started:.0f} s")
     figures = recorded(outcome, row, scale, args.installed_ratio)
     if outcome.ok():
-        run = results.record("bench_row", figures, load, notes=outcome.notes)
+        run = results.record("bench_row", figures, load, notes="; ".join(filter(None, [outcome.notes,
+                                                                                     *outcome.failed()])))
         print(f"recorded in {results.path_of('bench_row')}: {run.cite()}")
     else:
-        print("not recorded: a step failed (its figures are not a run a model may cite)")
+        print("not recorded: the publish failed (its figures are not a run a model may cite)")
 
 
 def print_steps(outcome: rowrun.Outcome) -> None:
@@ -214,12 +215,12 @@ def recorded(outcome: rowrun.Outcome, row: rowfigures.Row, scale: float, asked: 
     the payload's ratios (asked, and achieved: what the model was fed), and the stages' and the rebuild's."""
     out = rowfigures.recorded(outcome.figures, row)
     out.update(scale=scale, installed_ratio=asked, achieved_ratio=round(row.ratio, 4))
-    if (st := outcome.stages) is not None:
+    if (st := outcome.stages) is not None and st.returncode == 0:
         out.update(stages_s=round(st.wall, 1), stages_count=float(st.built), stages_failed=float(st.failed),
                    stages_uploaded_bytes=float(st.uploaded))
         if st.per_stage is not None:
             out["stage_s"] = round(st.per_stage, 1)
-    if (rb := outcome.rebuild) is not None:
+    if (rb := outcome.rebuild) is not None and rb.returncode == 0:
         out.update(rebuild_wall_s=round(rb.wall, 1), rebuild_images=float(outcome.rebuild_published),
                    rebuild_uploaded_bytes=float(rb.uploaded),
                    rebuild_per_cold=round(rb.wall / outcome.figures.measured.wall, 4))

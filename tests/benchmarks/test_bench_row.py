@@ -83,13 +83,16 @@ def test_a_run_records_the_publish_the_stages_per_stage_and_the_rebuild_against_
             found["rebuild_per_cold"]) == (250.0, 30.0, 900.0, 0.25)
 
 
-def test_without_stages_or_rebuild_their_figures_are_absent_and_a_failed_step_is_not_a_finished_run(
+def test_without_stages_or_rebuild_or_when_they_failed_their_figures_are_absent(
         tmp_path: Path) -> None:
     row = rowfigures.Row((("gfx1150", 1),), 1000, 150, 1.0)
     found = bench_row.recorded(outcome(tmp_path, None, None), row, 1.0, 1.0)
     assert not {k for k in found if k.startswith(("stage", "rebuild"))}
     none_built = bench_row.recorded(outcome(tmp_path, rowrun.Stages(0, 3.0, 0, 0, 0), None), row, 1.0, 1.0)
     assert none_built["stages_count"] == 0 and "stage_s" not in none_built
-    assert outcome(tmp_path, None, None).ok()
-    assert not outcome(tmp_path, rowrun.Stages(1, 3.0, 1, 1, 0), None).ok()
-    assert not outcome(tmp_path, None, rowrun.Publish(1, 5.0, tmp_path / "b.json", 0, tmp_path / "b.log")).ok()
+    assert outcome(tmp_path, None, None).ok() and not outcome(tmp_path, None, None).failed()
+    failed = outcome(tmp_path, rowrun.Stages(2, 3.0, 0, 0, 0),
+                     rowrun.Publish(1, 5.0, tmp_path / "b.json", 0, tmp_path / "b.log"))
+    assert failed.ok() and failed.failed() == ["builder stages exited 2: its figures left out",
+                                               "the rebuild's publish exited 1: its figures left out"]
+    assert not {k for k in bench_row.recorded(failed, row, 1.0, 1.0) if k.startswith(("stage", "rebuild"))}
