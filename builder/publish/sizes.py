@@ -12,9 +12,10 @@ A row's peak is its largest wave's (`builder publish --by-family`, the mode publ
 bakes one GPU family at a time: builder.pipeline.byfamily). A wave's peak is its footprint on the engine's store,
 each part once as compressed blobs beside unpacked snapshots (the shared parts, the family's parts, and the
 previous wave's runtime image per combination, which anchors the shared layers until this wave's are in), plus
-NEW_FACTOR times the compressed bytes the wave brings new (pip's downloads, BuildKit's snapshot and the blob
-of each new layer before the older copies go). Measured against benchmarks/bench_row.py in
-tests/publish/test_sizes.py and docs/benchmarks.md ("The per-wave peak").
+NEW_FACTOR times the installed bytes the wave brings new (each new layer is unpacked twice while it is made:
+BuildKit's snapshot, and the image's own that the engine's exporter unpacks from the blob; and pip's downloads beside
+them). Measured against benchmarks/bench_row.py in tests/publish/test_sizes.py and docs/benchmarks.md ("The per-wave
+peak"), with incompressible wheels and with wheels compressible at the installed ratio of real ROCm images.
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ from builder.core.errors import InputError, usage_error
 from builder.render import lockfile
 from builder.render.dockerfile import RenderedCell
 
-# Bytes on the disk at a wave's worst moment beyond its footprint, per compressed byte the wave brings new: bench_row
-# runs (docs/benchmarks.md "The per-wave peak") put the peak of one-wave rows at real size and of the 30-image row
-# at 1/2 and 1/4 of the bytes within 7% of the footprint plus 1.1x the wave's new bytes (synthetic, incompressible
-# wheels; at the installed ratio of real ROCm wheels it is not measured yet). Change it here, in one place.
+# Bytes on the disk at a wave's worst moment beyond its footprint, per installed byte the wave brings new: bench_row
+# runs (docs/benchmarks.md "The per-wave peak") put the peak of one-wave rows at real size, with incompressible wheels
+# and with wheels compressible 2.64x (real ROCm images: 2.7, builder/data/sizes.yaml), and of the 30-image row at 1/2
+# and 1/4 of the bytes, within 7% of the footprint plus 1.1x the wave's new installed bytes. Counted in compressed
+# bytes it fitted the incompressible runs alone (installed = compressed there) and under-estimated the compressible
+# ones by 25%. Change it here, in one place.
 NEW_FACTOR = 1.1
 GIB = 1 << 30
 # The publish workflow's runner (.github/workflows/publish-cells.yml: ubuntu-24.04) after its own clean-up
@@ -139,7 +142,7 @@ def anchors(wave: list[ImageSize]) -> list[ImageSize]:
 
 def wave_peaks(images: list[ImageSize]) -> list[int]:
     """Each wave's peak: the parts on the disk (the wave's images and the previous wave's anchors, each part once,
-    blob and snapshot) plus NEW_FACTOR x the compressed bytes of the parts no earlier wave brought."""
+    blob and snapshot) plus NEW_FACTOR x the installed bytes of the parts no earlier wave brought."""
     seen: set[Part] = set()
     previous: list[ImageSize] = []
     out = []
@@ -148,7 +151,7 @@ def wave_peaks(images: list[ImageSize]) -> list[int]:
         for image in [*anchors(previous), *wave]:
             held.update(image.parts)
         new = {part: size for image in wave for part, size in image.parts.items() if part not in seen}
-        out.append(int(sum(p.on_disk for p in held.values()) + NEW_FACTOR * sum(p.compressed for p in new.values())))
+        out.append(int(sum(p.on_disk for p in held.values()) + NEW_FACTOR * sum(p.installed for p in new.values())))
         seen.update(new)
         previous = wave
     return out

@@ -13,7 +13,7 @@ from builder.cli import planning
 from builder.cli.app import app
 from builder.core.errors import InputError
 from builder.pipeline.jobs import Job, by_combination, matrix_jobs
-from builder.publish import rows
+from builder.publish import rows, sizes
 from builder.publish.planner import Decision
 from builder.render.sources import WheelSource
 from testkit.matrices import cpu_matrix, write_matrix
@@ -167,13 +167,15 @@ def plan_rows(address: str, disk: str, tmp_path: Path, *extra: str) -> tuple[int
     return proc.exit_code, proc.output
 
 
-def test_the_plan_of_an_empty_registry_packs_rows_by_the_runner_disk(server: Start, tmp_path: Path) -> None:
+def test_the_plan_of_an_empty_registry_packs_rows_by_the_runner_disk(server: Start, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sizes, "NEW_FACTOR", 0.4)  # where a split can help: tests/publish/test_rows_guards.py says why
     scripted = server(Store().answer)
     code, output = plan_rows(scripted.address, "10T", tmp_path, "--match", "rocm10.0_*")
     assert code == 0, output
     whole = json.loads(output)["include"]
     assert len(whole) == 8 and all(r["groups"] == r["group"] for r in whole), "the whole combinations"
-    # TheRock 10.0's 30-image rows peak at about 35.6 GiB (builder.publish.sizes): 35G splits them.
+    # Then TheRock 10.0's 30-image rows peak at about 35.6 GiB (builder.publish.sizes): 35G splits them.
     code, output = plan_rows(scripted.address, "35G", tmp_path, "--match", "rocm10.0_*")
     assert code == 0, output
     split = json.loads(output)["include"]
@@ -196,9 +198,10 @@ def test_an_image_to_build_over_the_runner_disk_fails_the_plan_naming_it(server:
     assert proc.exit_code == 2 and "No such option: --runner-disk" in proc.output
 
 
-def test_the_rows_of_a_split_combination_are_what_shared_stages_counts() -> None:
+def test_the_rows_of_a_split_combination_are_what_shared_stages_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sizes, "NEW_FACTOR", 0.4)  # where a split can help: tests/publish/test_rows_guards.py says why
     todo = matrix_jobs(ROOT / "matrix.yaml", None, "rocm10.0_*", WheelSource())
-    parts = planning.row_of(todo, rows.Runner(disk=35 << 30))  # under TheRock 10.0's 30-image rows' 35.6 GiB
+    parts = planning.row_of(todo, rows.Runner(disk=35 << 30))  # under the 30-image rows' 35.6 GiB (at 0.4)
     assert set(parts) == {j.tag for j in todo}
     assert len(set(parts.values())) > len(by_combination(todo)), "some combination is split"
     assert set(planning.row_of(todo, rows.Runner(disk=10 << 40)).values()) == set(by_combination(todo))

@@ -71,5 +71,6 @@ def test_an_image_over_every_runner_is_named_with_its_peak_and_the_largest_disk_
     with pytest.raises(InputError) as caught:
         rows.split(group_of(members[0]), members, Runner("small", 20 << 30))
     text = str(caught.value)
-    assert "_gfx110X-all_therock_devel alone needs 24.5 GiB of disk at its peak (estimated)" in text
-    assert "(the largest: small, 20.0 GiB): it needs a larger runner, one with at least 25G free" in text
+    assert "_gfx110X-all_therock_devel (and 3 more of " in text  # the largest named, the others counted
+    assert "alone needs 34.0 GiB of disk at its peak (estimated)" in text
+    assert "(the largest: small, 20.0 GiB): it needs a larger runner, one with at least 35G free" in text
