@@ -4,8 +4,8 @@ Each job costs its runner's start (billed set-up, checkout, post steps), the fac
 and its own work: the plan's render and registry look-ups, the lock refresh, the shared stages, each row's
 engine set-up and builds, the signatures, the catalog. GitHub bills each job's minutes rounded up to the whole
 minute ("About billing for GitHub Actions", docs.github.com), so a night is the sum of its jobs' rounded minutes.
-Every input is a Figure that says where it came from: measured here, taken from another benchmark (a cold
-image's build: benchmarks/bench_row.py), assumed (with why), or a placeholder (a warm rebuild, a stage alone: TODO).
+Every input is a Figure that says where it came from: measured here, taken from a recorded run of a benchmark
+(benchmarks/support/nightruns.py: builds, stages, signing), or assumed (with why).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class Inputs:
     stage_s: Figure  # one shared stage built (an OS base)
     build_image_s: Figure  # one image built whole (cold)
     rebuild_image_s: Figure  # one image rebuilt over cached torch (a numpy bump)
-    sign_call_s: Figure  # one cosign call's own cost: ephemeral key, OIDC token, Fulcio certificate
-    sign_digest_s: Figure  # one digest: signature, Rekor entry, signature pushed
+    sign_call_s: Figure  # one cosign call's own cost (its start and login)
+    sign_digest_s: Figure  # one digest (cosign 3): ephemeral key, OIDC token, certificate, signature, Rekor entry, push
     catalog_s: Figure
     pages_s: Figure
 
