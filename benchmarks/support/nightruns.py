@@ -37,12 +37,15 @@ def row_wall_real(walls: dict[float, float]) -> float:
 
 
 def cold_rows(runs: list[results.Run]) -> dict[float, results.Run]:
-    """The newest complete cold publish of the largest row (every image, incompressible wheels) at each scale."""
+    """The newest complete cold publish of the largest row at each scale, all made the same way: incompressible
+    wheels, unlocked (a --rebuild run locks its row first, so its cold publish is another measure; its ratio of
+    rebuild to cold is what it gives)."""
     largest = max((r.figures.get("images", 0) for r in runs), default=0)
     by_scale: dict[float, results.Run] = {}
     for run in runs:
         f = run.figures
-        if f.get("images") == largest > 0 and f.get("published") == largest and f.get("installed_ratio", 1.0) == 1.0:
+        if f.get("images") == largest > 0 and f.get("published") == largest and f.get("installed_ratio", 1.0) == 1.0 \
+                and "rebuild_wall_s" not in f:
             by_scale[f["scale"]] = run
     return by_scale
 

@@ -40,8 +40,9 @@ class Run(BaseModel):
 
     def cite(self) -> str:
         """How a model names this run: enough to find it in the file and to run it again."""
-        return f"`{self.command}` ({self.date[:10]}, {self.commit[:10]}, load {self.load[0]:.1f}-{self.load[1]:.1f} " \
-               f"on {self.cores} cores)"
+        load = f"load {self.load[0]:.1f}-{self.load[1]:.1f}" if any(self.load) else "load not recorded"
+        how = "transcribed, " if self.notes.startswith("transcribed") else ""
+        return f"`{self.command}` ({how}{self.date[:10]}, {self.commit[:10]}, {load} on {self.cores} cores)"
 
 
 class Runs(BaseModel):

@@ -30,7 +30,8 @@ def test_a_cold_build_takes_the_largest_complete_row_at_its_two_smallest_scales(
     runs = [cold(2.0, 150.0), cold(4.0, 120.0), cold(4.0, 100.0),  # the newest run at a scale counts
             cold(1.0, 10.0, images=2),  # a one-family row is not the largest
             run(scale=8.0, images=30, published=12, wall_s=5.0),  # a row that stopped half-way
-            cold(8.0, 1.0, installed_ratio=2.7)]  # compressible wheels: another measure
+            cold(8.0, 1.0, installed_ratio=2.7),  # compressible wheels: another measure
+            cold(4.0, 999.0, rebuild_wall_s=500.0, rebuild_images=30)]  # locked for its rebuild: another measure
     figure = nightruns.build_image(runs)
     assert figure.value == pytest.approx(250.0 / 30)
     assert "30 images" in figure.source and "1/2 (150 s" in figure.source and "1/4 (100 s" in figure.source
