@@ -59,18 +59,21 @@ def test_a_layer_on_two_chains_is_unpacked_twice_and_stored_once(tmp_path: Path,
 
 
 def test_the_model_is_fed_the_rows_parts_at_the_payloads_ratio() -> None:
-    """One family is one wave: its peak is the devel image's parts on the disk (blob and snapshot) and 1.1x their
-    compressed bytes; at ratio 2.7 the wheels' blobs are their installed bytes / 2.7."""
-    row = rowfigures.Row((("gfx1150", 1),), 4 * 10**9, 600 * 10**6, 2.7)
-    torch, device = int(4e9 / 2.7), int(600e6 / 2.7)
-    fixed = rowfigures.BASE.on_disk + rowfigures.DEVEL.on_disk
-    compressed = rowfigures.BASE.compressed + rowfigures.DEVEL.compressed + torch + device
-    assert row.peak() == int(fixed + torch + 4e9 + device + 600e6 + sizes.NEW_FACTOR * compressed)
+    """Each image: the base, torch with the ROCm libraries, its family's device packages (one per target) and, for
+    devel, the toolchain; the wheels' blobs their installed bytes / the ratio; the peak is the plan's for them."""
+    row = rowfigures.Row((("gfx1150", 1), ("gfx103X-all", 7)), 4 * 10**9, 600 * 10**6, 2.7)
+    images = row.images()
+    assert [i.tag for i in images] == ["gfx1150-runtime", "gfx103X-all-runtime", "gfx1150-devel", "gfx103X-all-devel"]
+    devel = images[3]
+    assert devel.parts == {("base", "g"): rowfigures.BASE, ("torch", "g"): sizes.Layer(int(4e9 / 2.7), 4 * 10**9),
+                           ("device", "g", "gfx103X-all"): sizes.Layer(int(4.2e9 / 2.7), 4_200_000_000),
+                           ("devel", "g", "gfx103X-all"): rowfigures.DEVEL}
+    assert (devel.family, devel.runtime, images[1].runtime) == ("gfx103X-all", False, True)
+    assert ("devel", "g", "gfx103X-all") not in images[1].parts
+    assert row.peak() == sizes.peak_of(images)
     incompressible = rowfigures.Row(row.families, row.shared, row.device, 1.0)
-    assert [i.tag for i in incompressible.images()] == ["gfx1150-runtime", "gfx1150-devel"]
+    assert incompressible.images()[3].parts[("torch", "g")] == sizes.Layer(4 * 10**9, 4 * 10**9)
     assert incompressible.peak() > row.peak()
-    two = rowfigures.Row((("gfx1150", 1), ("gfx103X-all", 7)), row.shared, row.device, 2.7)
-    assert two.peak() == sizes.peak_of(two.images()) > row.peak()
 
 
 def test_a_released_images_layers_count_blob_and_unpacked_once_and_a_held_images_not_at_all(tmp_path: Path) -> None:
