@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.support import nightcost, nightmodel, nightscenarios
+from benchmarks.support import nightcost, nightmodel, nightruns, nightscenarios, results
 from benchmarks.support.localregistry import LocalRegistry
 from benchmarks.support.nightfill import fill
 from benchmarks.support.nightjobs import workflow_jobs, workflow_locks
@@ -97,7 +97,7 @@ def night(name: str, registry: LocalRegistry, tree: Path, matrices: list[Path], 
         raise SystemExit(f"{name}: the plan failed for {len(failed)} images, e.g. {failed[0].reason}")
     # Whole combinations (a budget every one fits): the jobs the workflow starts when the runner holds each row.
     rows = json.loads(github(decisions, Runner(disk=10 << 40)))["include"]
-    moves = sum(1 for r in planner.reports(decisions) if r.state == "would-skip" and r.moved)
+    moves = sum(1 for d in decisions if d.action in ("skip", "move-tags") and d.moves)  # would-skip, tags to move
     built = [d.job for d in decisions if d.action == "build"]
     in_rows = {j.combination for j in built}
     stages = stagewave.to_build([d.job.rendered for d in decisions if d.job.rendered is not None
@@ -154,7 +154,7 @@ def main() -> None:
     if args.quick:
         start = time.perf_counter()
         jobs_of(ROOT, [ROOT / "matrix.yaml"])
-        model(time.perf_counter() - start, "the plan's render (--quick: no registry look-ups)", quick=True)
+        model(time.perf_counter() - start, "the plan's render (--quick: no registry look-ups)", True, load)
         return
     with tempfile.TemporaryDirectory(prefix="rif-bench-night-") as tmp_name:
         tmp = Path(tmp_name)
@@ -184,11 +184,11 @@ def main() -> None:
     print(table(nights[1:]))
     print(f"load average {os.getloadavg()[0]:.1f} (at the start {load:.1f}) on {os.cpu_count()} cores")
     quiet = nights[1]
-    model(quiet.render_s + quiet.lookup_s, "scenario (a): render + registry look-ups", quick=False)
+    model(quiet.render_s + quiet.lookup_s, "scenario (a): render + registry look-ups", False, load)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
-def model(plan_s: float, plan_source: str, quick: bool) -> None:
+def model(plan_s: float, plan_source: str, quick: bool, load_at_start: float) -> None:
     """The night in runner-minutes, with the inputs measured here (nightcost) and the rest stated."""
     production = nightscenarios.production(ROOT / "matrix.yaml")
     with nightcost.scratch() as tmp_name:
@@ -203,11 +203,13 @@ def model(plan_s: float, plan_source: str, quick: bool) -> None:
           f"{len(production.images)} combinations, {sum(len(f) for f in production.steps.values())} pip steps, "
           f"{production.shared} shared stages, {production.indexes} wheel indexes")
     print(nightmodel.inputs_table(inputs))
-    print("TODO: rebuild_image_s and stage_s are placeholders: benchmarks/bench_row.py measures a cold row only "
-          "(build_image_s is its figure); a warm rebuild and a stage alone are not measured yet")
     nights = nightscenarios.scenarios(production, plan_s)
     print(nightmodel.table(nights, inputs))
     print(nightmodel.quiet_line(nights[0], inputs))
+    if not quick:  # --quick (the test's mode) reads the install from here
+        results.record("bench_night", {"plan_s": plan_s, "install_uncached_s": inputs.install_uncached_s.value,
+                                       "install_cached_s": inputs.install_cached_s.value,
+                                       "quiet_minutes": nightmodel.minutes(nights[0], inputs)}, load_at_start)
 
 
 RTT_S = 0.1  # assumed: one conditional request to download.pytorch.org / PyPI (CDN) from a hosted runner
@@ -217,33 +219,22 @@ PROJECTS_PER_INDEX = 40  # assumed: torch's closure, the companions, numpy, a fa
 # main (63,436 packages) 16.0 s; taken twice per OS for its other suites and Ubuntu's larger universe (assumed).
 OS_INDEXES_S = 2 * 16.0
 STEP_S_ISSUE = 30 * 60 / 321  # issue 37: 321 pip steps in 10-30 minutes one after another; the upper figure
-# benchmarks/bench_row.py, 2026-11-28 (docs/benchmarks.md "The largest row on a runner-sized disk"): the largest
-# production row, 30 images baked, validated, inventoried and pushed, wall seconds by the scale factor of its bytes.
-ROW_WALLS_S, ROW_IMAGES = {4.0: 1038.0, 2.0: 1159.0}, 30
-
-
-def row_wall_real(walls: dict[float, float]) -> float:
-    """The row's wall at real size: the line through the runs in 1/scale (a part that grows with the bytes and one
-    that does not: validation, apt, small blobs), at 1. Taking time as bytes (x scale) over-counted the fixed part
-    scale times: 595 s an image from the 1/16 run, where the line gives under a tenth of that."""
-    (s1, w1), (s2, w2) = sorted(walls.items())[:2]
-    per_byte = (w2 - w1) / (1 / s2 - 1 / s1)
-    return w1 + per_byte * (1 - 1 / s1)
 
 
 def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: nightcost.Install | None,
                 quick: bool) -> nightmodel.Inputs:
     F = nightmodel.Figure
     pip = sum(len(f) for f in p.steps.values())
-    row_s = row_wall_real(ROW_WALLS_S)
+    runs = results.load("bench_row")
+    build = nightruns.build_image(runs)
+    sign_call, sign_digest = nightruns.signing()
     step_s = max(lock.cold_s / max(lock.pip_steps, 1), STEP_S_ISSUE)
     pages = p.indexes * PROJECTS_PER_INDEX
     quiet_s = (lock.quiet_s / max(lock.pip_steps, 1) * pip + pages * RTT_S / nightmodel.LOCK_WORKERS
                + len(set(p.base.values())) * (RTT_S + OS_INDEXES_S)
                + nightscenarios.expiring(p) * step_s / min(nightmodel.LOCK_WORKERS, nightmodel.RUNNER_CPUS))
-    if install is None:
-        uncached, cached = F(45.0, "not measured (--quick): this machine's figure in docs/benchmarks.md"), \
-            F(12.0, "not measured (--quick): this machine's figure in docs/benchmarks.md")
+    if install is None:  # --quick: the install as the last full run of this benchmark measured it
+        uncached, cached = nightruns.install()
     else:
         uncached = F(install.uncached_s, "measured here: pip install . into a fresh venv, no pip cache, from PyPI")
         cached = F(install.compressed_bytes / CACHE_BYTES_S + install.unpack_s + install.reinstall_s,
@@ -263,17 +254,8 @@ def nightinputs(p: nightscenarios.Production, lock: nightcost.LockRun, install: 
         lock_step_s=F(step_s, f"the larger of this machine's cold step on loopback "
                               f"({lock.cold_s / max(lock.pip_steps, 1):.1f} s) and issue 37's 30 min / 321 steps"),
         row_setup_s=F(60.0, "assumed: build-runner frees the disk and restarts the engine"),
-        stage_s=F(300.0, "PLACEHOLDER (TODO bench_row): one OS base stage built"),
-        build_image_s=F(row_s / ROW_IMAGES,
-                        f"bench_row (2026-11-28): the largest row ({ROW_IMAGES} images) at real size, "
-                        f"{row_s:.0f} s, on the line through its runs at " + ", ".join(
-                            f"1/{k:g} ({v:.0f} s)" for k, v in sorted(ROW_WALLS_S.items())) + " of the bytes"),
-        rebuild_image_s=F(row_s / ROW_IMAGES,
-                          "PLACEHOLDER (TODO bench_row): build_image_s, its upper bound (a rebuild runs the steps "
-                          "above what changed, never more than a cold build)"),
-        sign_call_s=F(3.0, "modelled, not measured (no cosign, Fulcio or Rekor here): ephemeral key, OIDC token, "
-                           "Fulcio certificate"),
-        sign_digest_s=F(1.5, "modelled, not measured: signature, Rekor entry, signature pushed"),
+        stage_s=nightruns.stage(runs), build_image_s=build,
+        rebuild_image_s=nightruns.rebuild_image(runs, build), sign_call_s=sign_call, sign_digest_s=sign_digest,
         catalog_s=F(60.0, "assumed"), pages_s=F(20.0, "assumed"))
 
 

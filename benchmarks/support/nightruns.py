@@ -94,7 +94,8 @@ def signing(folder: Path = results.FOLDER) -> tuple[Figure, Figure]:
     call, made = max(f["call_s_both"], 0.0), max(f["digest_s_both"] - f["key_load_s"], 0.0)
     network = KEYLESS_REQUESTS * SIGSTORE_RTT_S + PUSH_REQUESTS * REGISTRY_RTT_S
     return (Figure(call, f"measured: a cosign call's own cost, key-based against a loopback registry ({run.cite()})"),
-            Figure(made + network, f"measured {made:.2f} s a digest signed and attached ({f['digest_s_both']:.2f} s "
+            Figure(made + network, f"measured {made:.2f} s a digest signed and attached (`{run.command}`: "
+                   f"{f['digest_s_both']:.2f} s "
                    f"less the key's decryption, {f['key_load_s']:.2f} s, that keyless signing has not), + "
                    f"{KEYLESS_REQUESTS} Sigstore requests at {SIGSTORE_RTT_S} s and {PUSH_REQUESTS} to the registry "
                    f"at {REGISTRY_RTT_S} s (assumed)"))
