@@ -44,7 +44,7 @@ from pathlib import Path
 from benchmarks.support import loopfs, results, rocmwheels, rowfigures, rowrun, torchstandin
 from benchmarks.support.scaleplumbing import FLAVORS, GB, ROOT, WHEEL_CACHE, size, terminate
 from builder.core import facts
-from builder.publish import sizes as plan_sizes
+from builder.publish import sizes
 
 GIB = 1 << 30
 HIP = "7.2.0"  # the matrix's platform: rocm7.2
@@ -147,7 +147,7 @@ def main() -> None:
     families = args.families or largest_row()
     known = facts.gfx_families()
     targets = sorted({t for f in families for t in known[f].targets})
-    runner, free = plan_sizes.DEFAULT_RUNNER_DISK, free_disk()
+    runner, free = sizes.DEFAULT_RUNNER_DISK, free_disk()
     wheels_bytes = int((args.common_gb + args.torch_gb + args.device_gb * len(targets)) * GB)  # real size
     fit = (wheels_bytes, args.installed_ratio, 3 if args.rebuild else 2)
     scale = args.scale if args.scale is not None else choose_scale(free, runner, *fit)
@@ -157,24 +157,24 @@ def main() -> None:
     print(f"scale 1/{scale:g}: " + ("as asked" if args.scale else
           f"the smallest this disk holds ({size(disk_needed(scale, runner, *fit))} of {size(free)} free)"),
           flush=True)
-    sizes = rocmwheels.Sizes(common=int(args.common_gb * GB / scale), device=int(args.device_gb * GB / scale),
+    wanted = rocmwheels.Sizes(common=int(args.common_gb * GB / scale), device=int(args.device_gb * GB / scale),
                              torch=int(args.torch_gb * GB / scale), numpy=int(8e6 / scale))
     budget = int(runner / scale)
     disk = int(args.disk_gb * GB / scale) if args.disk_gb else budget
     print(f"row: {len(families)} families x {', '.join(FLAVORS)} = {2 * len(families)} images; {len(targets)} gfx "
-          f"targets; scale 1/{scale:g}: common {size(sizes.common)}, torch {size(sizes.torch)}, device "
-          f"{size(sizes.device)} per target; runner disk {size(budget)} (scaled), loop filesystem {size(disk)}",
+          f"targets; scale 1/{scale:g}: common {size(wanted.common)}, torch {size(wanted.torch)}, device "
+          f"{size(wanted.device)} per target; runner disk {size(budget)} (scaled), loop filesystem {size(disk)}",
           flush=True)
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.perf_counter()
     stand_in = torchstandin.files(f"{rocmwheels.TORCH_VERSION}+{rocmwheels.LOCAL_VERSION}", HIP, targets)
-    wheels = rocmwheels.ensure(WHEEL_CACHE, sizes, targets, ratio=args.installed_ratio, torch_files=stand_in)
+    wheels = rocmwheels.ensure(WHEEL_CACHE, wanted, targets, ratio=args.installed_ratio, torch_files=stand_in)
     achieved = rocmwheels.achieved_ratio(args.installed_ratio)
     print(f"synthetic wheels ready after {time.perf_counter() - started:.0f} s under {wheels.folder}; payload "
           f"installed/gzip {achieved:.3f} on a 16 MiB sample (asked {args.installed_ratio:g})", flush=True)
-    row = rowfigures.Row(tuple((f, len(known[f].targets)) for f in families), sizes.common + sizes.torch,
-                         sizes.device, achieved)
+    row = rowfigures.Row(tuple((f, len(known[f].targets)) for f in families), wanted.common + wanted.torch,
+                         wanted.device, achieved)
     options = rowrun.Options(families, budget, not args.all_at_once, args.stages, args.rebuild, row)
     work = Path(tempfile.mkdtemp(prefix="rif-bench-row-"))
     try:
