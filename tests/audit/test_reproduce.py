@@ -1,49 +1,28 @@
 """Byte-reproducible images: what is validated is what is pushed, a cold rebuild gives the published manifest
-digest, and `builder reproduce` says so, or names the layer and files of an image tampered with in the registry."""
+digest, and `builder reproduce` says so, or names the layer and files of an image tampered with in the registry.
+
+The engine case (publish from a lock, the checkout's lock moves on, a cold rebuild from the lock recorded with the
+image gives its manifest, a tampered layer is named) is tests/e2e/test_os_pinned_example.py's: one published image
+and one cold rebuild serve both, OS packages pinned to a snapshot as well as wheels. Here: the comparison itself, the
+recorded lock as the registry answers it (lies included), and the command's refusals."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import json
-import os
-import tarfile
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
-from builder.audit import layers, reproduce
-from builder.buildkit.builders import BuildKit
-from builder.buildkit.export import Export
+from builder.audit import reproduce
 from builder.core import tags
-from builder.pipeline import baking, jobs
-from builder.pipeline.baking import Events
 from builder.registry.client import RegistryClient
 from builder.render import lockfile, lockrecord
-from builder.render.sources import WheelSource
-from testkit.matrices import BARE_TORCH, cpu_matrix, write_matrix
 from testkit.scripted_registry import Scripted, Seen
-from testkit.synthwheels import rebrand
 from tests.fakes.checkout import builder_cli
-
-
-def matrix_of(image: str) -> str:
-    return cpu_matrix(BARE_TORCH, image=image) + "  flavor: [runtime]\n"
-
-
-def layer(files: dict[str, bytes], mtime: int = 0) -> bytes:
-    out = io.BytesIO()
-    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), mtime
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
+from tests.fakes.layers import layer
 
 
 def manifest(layers: list[bytes], config: bytes = b"{}") -> tuple[str, bytes]:
@@ -82,85 +61,6 @@ def test_same_layers_another_config_names_the_config_keys() -> None:
                                 blobs(base, b'{"config": {"Labels": {"x": "2"}}, "created": "1970"}'))
     assert (verdict.layer, verdict.files) == (None, ["~ config"])
     assert reproduce.compare("r", published, published, blobs(), blobs()).identical
-
-
-@pytest.mark.docker
-@pytest.mark.registry
-def test_a_cold_rebuild_from_the_image_s_own_lock_is_the_published_image_and_a_tampered_layer_is_found(
-        base_image: str, wheelhouse: Path, namespace: str, tmp_path: Path, docker_client: docker.DockerClient) -> None:
-    """Published from a lock, then the checkout's lock moves on (a newer numpy): reproduce rebuilds from the lock
-    recorded with the image, cold, and gets its manifest digest; --locks with the checkout's lock is refused with the
-    content hashes; a layer tampered with in the registry is named."""
-    matrix = write_matrix(tmp_path, matrix_of(f"repro{uuid.uuid4().hex[:8]}"))
-    tree, wheels, record = tmp_path / "tree", tmp_path / "wheels", tmp_path / "record.json"
-    wheels.mkdir()
-    for wheel in wheelhouse.glob("*.whl"):
-        os.link(wheel, wheels / wheel.name)
-    mirror = f"{namespace}-mirror"  # the base image's registry, as a Docker Hub mirror would serve it
-    docker_client.images.get(base_image).tag(f"{mirror}/debian", "12")
-    docker_client.images.push(f"{mirror}/debian", "12")
-    lock = ["lock", "--matrix", str(matrix), "--out", str(tree), "--wheelhouse", str(wheels), "--base-registry", mirror]
-    builder_cli(*lock, check=True)
-    locked = {p.name: p.read_text() for p in tree.glob("*/lock/*.txt")}
-    wheel_count = sum(len(lockfile.pins_of(text)) for name, text in locked.items() if name != "base.txt")
-    built = builder_cli("build", "--matrix", str(matrix), "--wheelhouse", str(wheels), "--locks", str(tree), "--push",
-                        "--registry", namespace, "--report", str(record), "--quiet")
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    [row] = json.loads(record.read_text())["images"]
-    assert row["state"] == "published" and row["lock_artifact"], row
-    assert row["digest"] == row["image_id"]  # validated (the engine's image) is what was pushed, by digest
-    ref = f"{namespace}/{row['repository']}:{row['immutable_tag']}"
-
-    [numpy] = wheels.glob("numpy-*.whl")  # the checkout's lock moves on: a newer numpy
-    rebrand(numpy, "2.4.99", wheels)
-    builder_cli(*lock, "--update", check=True)
-    assert [p.version for p in lockfile.pins_of(next(tree.glob("*/lock/runtime.txt")).read_text())] == ["2.4.99"]
-    args = ["--matrix", str(matrix), "--wheelhouse", str(wheels), "--progress", "plain"]
-
-    given = builder_cli("reproduce", ref, *args, "--locks", str(tree))  # --locks wins, and is not this image's lock
-    assert given.returncode == 1, given.stdout[-3000:] + given.stderr[-3000:]
-    assert f"(the lock recorded with the image, {row['lock_artifact']}, is not used)" in given.stdout
-    assert "was built from other inputs" in " ".join(given.stderr.split())
-
-    same = builder_cli("reproduce", ref, *args)
-    assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-3000:]
-    assert (f"using the lock recorded with the image: {row['lock_artifact']}, OS packages unpinned, {wheel_count} "
-            "wheels, 0 OS packages") in same.stdout
-    assert f"identical: the cold rebuild's manifest is {row['digest']}" in same.stdout
-
-    # Tamper with the registry: the cell file's layer gets other bytes, under the same tag.
-    registry, repository = namespace.split("/", 1)[0], f"{namespace.split('/', 1)[1]}/{row['repository']}"
-    api = RegistryClient(registry)
-    published = api.manifest(repository, row["immutable_tag"])
-    assert published is not None
-    body = json.loads(published.body)
-    cell = next(i for i, d in reversed(list(enumerate(body["layers"])))  # above it: WORKDIR's empty layer
-                if "opt/rif/cell.json" in layers.entries(io.BytesIO(api.blob(repository, d["digest"]))))
-    evil = layer({"opt/rif/cell.json": b'{"evil": true}'})
-    body["layers"][cell] = {**body["layers"][cell], "digest": api.push_blob(repository, evil), "size": len(evil)}
-    api.put_manifest(repository, row["immutable_tag"], json.dumps(body).encode(), published.media_type)
-
-    # The tampered image (no lock refers to it: the tampered manifest is another digest) is compared with a rebuild
-    # from BuildKit's cache of the recorded lock (the image is byte-reproducible: the same manifest as the cold
-    # rebuild above proved), so the suite pays for one cold rebuild, not two.
-    recorded = tmp_path / "recorded"
-    lockrecord.Recorded(locked).write(recorded, next(tree.glob("*/lock")).parent.name)
-    source = WheelSource(wheels.resolve(), recorded.resolve())
-    [job] = jobs.matrix_jobs(matrix, [row["tag"]], None, source)
-    kit = BuildKit(None, os.environ["RIF_BUILD_NETWORK"])  # the CLI runs' network above: the same cache keys
-
-    def warm(published: reproduce.Published, layout: Path) -> str:
-        assert (published.tag, published.content_hash, published.lock) == (job.tag, job.content_hash, None)
-        export = Export(layout, published.compression, load=False)
-        built = baking.bake_into([job], source, Events(), export, kit)
-        assert built[job.tag].ok and built[job.tag].manifest_digest, built[job.tag].error
-        return str(built[job.tag].manifest_digest)
-
-    verdict = reproduce.check(ref, repository, row["immutable_tag"], api, warm)
-    said = "\n".join(verdict.lines())
-    assert not verdict.identical and verdict.layer == cell, said
-    assert f"layer {cell} of {len(body['layers'])} differs" in said
-    assert "~ opt/rif/cell.json (" in said
 
 
 def test_reproduce_refuses_a_bad_reference() -> None:
