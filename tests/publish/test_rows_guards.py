@@ -26,7 +26,7 @@ from testkit.matrices import FAMILIES, cpu_matrix, load_cells
 
 
 @pytest.fixture
-def footprints(monkeypatch: pytest.MonkeyPatch) -> None:
+def splittable(monkeypatch: pytest.MonkeyPatch) -> None:
     """A wave's new bytes counted at 0.4 of what they install: a family's part peaks below its whole combination."""
     monkeypatch.setattr(sizes, "NEW_FACTOR", 0.4)
 
@@ -42,7 +42,7 @@ def peak(members: list[RenderedCell]) -> int:
 
 
 def test_a_combination_that_just_fits_is_one_row_and_a_byte_less_splits_it(
-        tmp_path: Path, footprints: None) -> None:
+        tmp_path: Path, splittable: None) -> None:
     group, members = combination(tmp_path)
     whole = peak(members)
     [row] = rows.split(group, members, Runner("exact", whole))
@@ -54,7 +54,7 @@ def test_a_combination_that_just_fits_is_one_row_and_a_byte_less_splits_it(
 
 
 def test_an_image_that_alone_needs_exactly_the_disk_is_planned_and_a_byte_more_is_an_error(
-        tmp_path: Path, footprints: None) -> None:
+        tmp_path: Path, splittable: None) -> None:
     group, members = combination(tmp_path)
     need, tag = max((sizes.estimate(m).peak, m.cell.tag) for m in members)
     assert rows.split(group, members, Runner("exact", need))
@@ -79,7 +79,7 @@ def test_a_batch_peaks_at_the_sum_of_its_rows(tmp_path: Path) -> None:
 
 
 def test_a_family_pair_that_just_fits_stays_together_and_packs_into_a_part_that_just_fits(
-        tmp_path: Path, footprints: None) -> None:
+        tmp_path: Path, splittable: None) -> None:
     """Families packed in the order given: gfx94X-dcgpu, gfx110X-all, gfx1151. The budget is exactly the gfx110X
     pair's peak, which is also the peak of the gfx110X and gfx1151 pairs together (gfx1151's wave is smaller):
     the pair is kept whole (not split into images) and gfx1151 joins its part, while gfx94X before it cannot."""
