@@ -5,36 +5,21 @@ the manifest under the immutable tag `<cell>-<hash12>` (RegistryClient.put_manif
 cell's readable tag, `latest`) moved to that manifest by digest (Target.promote, as a publish does after its push).
 The config carries the image's labels as rendered (org.rocm-image-factory.content-hash among them). Only the layers
 are synthetic and small (a build is not what is measured): one per combination, standing in for the shared stages,
-and one per image holding its cell.json, gzip tars made byte-reproducibly.
+and one per image holding its cell.json, gzip tars made byte-reproducibly (testkit/layers.py).
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
 import json
-import tarfile
 from concurrent.futures import ThreadPoolExecutor
 
 from builder.pipeline.jobs import Job
 from builder.publish.promote import OCI_MANIFEST, Target
 from builder.render import labels
+from testkit.layers import layer
 
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
-
-
-def layer(files: dict[str, bytes]) -> tuple[bytes, str]:
-    """A gzip'd tar of files (fixed times, owner and mode) and the sha256 of the uncompressed tar (its diff ID)."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar.addfile(info, io.BytesIO(data))
-    plain = raw.getvalue()
-    return gzip.compress(plain, mtime=0), "sha256:" + hashlib.sha256(plain).hexdigest()
 
 
 def image_blobs(job: Job) -> tuple[list[tuple[bytes, str]], bytes]:

@@ -28,9 +28,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.support.nightfill import CONFIG_TYPE, LAYER_TYPE, layer
+from benchmarks.support.nightfill import CONFIG_TYPE, LAYER_TYPE
 from builder.publish.promote import OCI_MANIFEST
 from builder.registry.client import RegistryClient, referrers_tag
+from testkit.layers import layer
 
 REPOSITORY = "bench/sign"
 PASSWORD = "bench-sign"  # the throw-away key's, only in the environment of cosign's calls here

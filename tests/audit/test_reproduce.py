@@ -20,9 +20,9 @@ from builder.audit import reproduce
 from builder.core import tags
 from builder.registry.client import RegistryClient
 from builder.render import lockfile, lockrecord
+from testkit.layers import blob
 from testkit.scripted_registry import Scripted, Seen
 from tests.fakes.checkout import builder_cli
-from tests.fakes.layers import layer
 
 
 def manifest(layers: list[bytes], config: bytes = b"{}") -> tuple[str, bytes]:
@@ -40,10 +40,10 @@ def blobs(*items: bytes) -> reproduce.Blobs:
 
 
 def test_the_first_differing_layer_and_its_files_are_named() -> None:
-    base = layer({"etc/os-release": b"debian"})
-    good = layer({"opt/venv/a.py": b"a", "opt/venv/b.py": b"b"})
-    bad = layer({"opt/venv/a.py": b"A", "opt/venv/c.py": b"c"}, mtime=5)
-    top_a, top_b = layer({"x": b"1"}), layer({"x": b"2"})  # a later layer differs too: the first one is named
+    base = blob({"etc/os-release": b"debian"})
+    good = blob({"opt/venv/a.py": b"a", "opt/venv/b.py": b"b"})
+    bad = blob({"opt/venv/a.py": b"A", "opt/venv/c.py": b"c"}, mtime=5)
+    top_a, top_b = blob({"x": b"1"}), blob({"x": b"2"})  # a later layer differs too: the first one is named
     published, rebuilt = manifest([base, bad, top_a]), manifest([base, good, top_b])
     verdict = reproduce.compare("r", published, rebuilt, blobs(base, bad, top_a), blobs(base, good, top_b))
     assert not verdict.identical and verdict.layer == 1
@@ -53,7 +53,7 @@ def test_the_first_differing_layer_and_its_files_are_named() -> None:
 
 
 def test_same_layers_another_config_names_the_config_keys() -> None:
-    base = layer({"a": b"a"})
+    base = blob({"a": b"a"})
     published = manifest([base], b'{"config": {"Labels": {"x": "1"}}, "created": "1970"}')
     rebuilt = manifest([base], b'{"config": {"Labels": {"x": "2"}}, "created": "1970"}')
     verdict = reproduce.compare("r", published, rebuilt,

@@ -33,8 +33,8 @@ from builder.pipeline.baking import Events
 from builder.registry.client import RegistryClient
 from builder.render import lockrecord
 from builder.render.sources import WheelSource
+from testkit.layers import blob
 from tests.fakes.checkout import ROOT, builder_cli
-from tests.fakes.layers import layer
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
@@ -170,7 +170,7 @@ def tampered_is_named(ref: str, namespace: str, row: dict[str, Any], locked: dic
     body = json.loads(published.body)
     cell = next(i for i, d in reversed(list(enumerate(body["layers"])))  # above it: WORKDIR's empty layer
                 if "opt/rif/cell.json" in layers.entries(io.BytesIO(api.blob(repository, d["digest"]))))
-    evil = layer({"opt/rif/cell.json": b'{"evil": true}'})
+    evil = blob({"opt/rif/cell.json": b'{"evil": true}'})
     body["layers"][cell] = {**body["layers"][cell], "digest": api.push_blob(repository, evil), "size": len(evil)}
     api.put_manifest(repository, row["immutable_tag"], json.dumps(body).encode(), published.media_type)
 
