@@ -275,4 +275,7 @@ def filled(registry: LocalRegistry, tree: Path, matrices: list[Path], what: str)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (nightruns.NotMeasured, results.ResultsError) as error:  # a figure's run missing, or its file unreadable
+        raise SystemExit(f"bench_night: {error}") from None
