@@ -11,6 +11,9 @@ _rif_setup() {  # _rif_setup ENV_FILE: the set-up; writes the exports for the ca
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE="$ROOT/.rif"
 mkdir -p "$STATE"
+# RIF_INSTANCE=N: another engine and registry beside the first (the engine tier's second pytest worker,
+# scripts/test.sh): its own socket, data, pid files and registry storage, named with -N.
+SUFFIX=${RIF_INSTANCE:+-$RIF_INSTANCE}
 export RIF_TEST_REGISTRY=${RIF_TEST_REGISTRY:-127.0.0.1:5000}
 export RIF_STARTED=${RIF_STARTED:-}
 export RIF_BUILD_NETWORK=${RIF_BUILD_NETWORK:-host}  # `builder build|publish|reproduce --build-network`: no bridge here
@@ -151,8 +154,8 @@ tell_registry() {  # tell_registry: 0 unless a registry setup.sh started elsewhe
     stop_stale "the registry on $RIF_TEST_REGISTRY" "$pid"
     return
   fi
-  case "$config" in */.rif/registry.yml) ;; *) return 0 ;; esac  # not setup.sh's: the user's own, used as it is
-  if [ "$(readlink -f "$config")" != "$(readlink -f "$STATE/registry.yml")" ]; then
+  case "$config" in */.rif/registry.yml|*/.rif/registry-*.yml) ;; *) return 0 ;; esac  # not setup.sh's: the user's own, used as it is
+  if [ "$(readlink -f "$config")" != "$(readlink -f "$STATE/registry$SUFFIX.yml")" ]; then
     echo "setup: the registry on $RIF_TEST_REGISTRY (docker-registry $pid) was started from" \
          "$(checkout_of "$exe" "$config"), not this checkout ($ROOT): stop it (sudo kill $pid; whoever uses it there" \
          "loses it), or set RIF_TEST_REGISTRY to another 127.0.0.1:PORT, then source scripts/setup.sh again" >&2
@@ -173,8 +176,8 @@ wait_for() {  # wait_for WHAT SECONDS COMMAND...
 # its default GC keeps 20% of the disk free and trims the cache to 10% of the disk to get there, so on a machine
 # with less free disk than that (CI's) it evicted the torch steps between tests and each next build installed and
 # compressed torch again. Here GC frees disk only below 8 GB free, least recently used first, and never below 2 GB.
-ENGINE_RUN=${RIF_ENGINE_RUN:-/run/rif-engine}
-ENGINE_DATA=${RIF_ENGINE_DATA:-/var/lib/rif-engine}
+ENGINE_RUN=${RIF_ENGINE_RUN:-/run/rif-engine}$SUFFIX
+ENGINE_DATA=${RIF_ENGINE_DATA:-/var/lib/rif-engine}$SUFFIX
 if [ "$existing" = no ]; then export DOCKER_HOST=${RIF_DOCKER_HOST:-unix://$ENGINE_RUN/docker.sock}; fi
 # The engine on the project's own socket is used only when it is this checkout's (tell_engine above).
 if [ "$existing" = no ] && docker info >/dev/null 2>&1; then tell_engine || return 1; fi
@@ -188,8 +191,8 @@ if ! docker info >/dev/null 2>&1; then
 JSON
   as_root env PATH="$ENGINE/usr/bin:$ENGINE/usr/sbin:$PATH" sh -c "nohup dockerd --config-file '$STATE/daemon.json' \
     --data-root '$ENGINE_DATA' --exec-root '$ENGINE_RUN/exec' --pidfile '$ENGINE_RUN/dockerd.pid' \
-    -H '$DOCKER_HOST' >'$STATE/dockerd.log' 2>&1 & echo \$! >'$STATE/dockerd.pid'"
-  RIF_STARTED="$RIF_STARTED dockerd"
+    -H '$DOCKER_HOST' >'$STATE/dockerd$SUFFIX.log' 2>&1 & echo \$! >'$STATE/dockerd$SUFFIX.pid'"
+  RIF_STARTED="$RIF_STARTED dockerd$SUFFIX"
   wait_for dockerd 60 docker info
 fi
 if [ "$(docker info -f '{{.DriverStatus}}' 2>/dev/null | grep -c snapshotter)" = 0 ]; then
@@ -201,19 +204,19 @@ registry_up() { python3 -c "import urllib.request,sys; urllib.request.urlopen('h
 if registry_up 2>/dev/null; then tell_registry || return 1; fi
 if ! registry_up 2>/dev/null; then
   echo "setup: starting a registry on $RIF_TEST_REGISTRY"
-  mkdir -p "$STATE/registry"
-  cat >"$STATE/registry.yml" <<YAML
+  mkdir -p "$STATE/registry$SUFFIX"
+  cat >"$STATE/registry$SUFFIX.yml" <<YAML
 version: 0.1
 log: {level: warn}
 storage:
-  filesystem: {rootdirectory: $STATE/registry}
+  filesystem: {rootdirectory: $STATE/registry$SUFFIX}
   delete: {enabled: true}
 http:
   addr: $RIF_TEST_REGISTRY
 YAML
-  nohup docker-registry serve "$STATE/registry.yml" >"$STATE/registry.log" 2>&1 &
-  echo $! >"$STATE/registry.pid"
-  RIF_STARTED="$RIF_STARTED registry"
+  nohup docker-registry serve "$STATE/registry$SUFFIX.yml" >"$STATE/registry$SUFFIX.log" 2>&1 &
+  echo $! >"$STATE/registry$SUFFIX.pid"
+  RIF_STARTED="$RIF_STARTED registry$SUFFIX"
   wait_for registry 30 registry_up
 fi
   local var

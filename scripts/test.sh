@@ -11,7 +11,27 @@ trap 'disk after; bash scripts/stop.sh' EXIT
 ruff check builder tests benchmarks testkit
 mypy
 if [ "$#" -gt 0 ]; then exec python -m pytest "$@"; fi
+# The engine tier runs on two engines, each with its own registry (scripts/setup.sh's RIF_INSTANCE=2): one pytest
+# worker per engine, a test module at a time (tests/fakes/workers.py). Each test tracks what it leaves behind on its
+# engine, so two never share one. Where the registry is not on loopback, one engine and one worker.
+second_engine() {
+  local host=${DOCKER_HOST:-unix:///var/run/docker.sock} registry=$RIF_TEST_REGISTRY
+  case "${registry%:*}" in 127.*) ;; *) return 0 ;; esac
+  export RIF_INSTANCE=2 RIF_TEST_REGISTRY="${registry%:*}:$((${registry##*:} + 1))"
+  export RIF_DOCKER_HOST="unix://${RIF_ENGINE_RUN:-/run/rif-engine}-2/docker.sock"
+  unset DOCKER_HOST
+  source scripts/setup.sh
+  export RIF_TEST_ENGINES="$host=$registry $DOCKER_HOST=$RIF_TEST_REGISTRY"
+  export DOCKER_HOST=$host RIF_TEST_REGISTRY=$registry
+  unset RIF_INSTANCE RIF_DOCKER_HOST
+}
+second_engine
 # The whole suite in two tiers: the tests that need no engine on every core (pytest-xdist), then the engine and
-# registry tests one at a time (each tracks what it leaves behind), with the slowest listed for whoever trims them.
+# registry tests, a worker per engine, with the slowest listed for whoever trims them.
 python -m pytest -m "not docker and not registry" -n "$(nproc)" -q
-python -m pytest -m "docker or registry" --durations=60
+workers=$(wc -w <<<"${RIF_TEST_ENGINES:-}")
+if [ "$workers" -gt 1 ]; then
+  python -m pytest -m "docker or registry" -n "$workers" --dist loadfile --durations=60
+else
+  python -m pytest -m "docker or registry" --durations=60
+fi

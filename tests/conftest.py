@@ -1,5 +1,6 @@
 """The suite's plugins. Each concern is a module under tests/fakes/, loaded here for every test:
 
+- workers: each pytest-xdist worker of the engine tier on an engine and registry of its own (RIF_TEST_ENGINES)
 - policy: the docker/registry markers (skip without the engine or registry, error when CI is set; enforced)
 - engine: the engine and registry fixtures (docker_client, registry, namespace) and image helpers
 - inputs: base_image and the real-torch wheelhouse, made once per session
@@ -28,6 +29,6 @@ os.environ.setdefault("RIF_APT_SNAPSHOT", "off")
 pytest.register_assert_rewrite("testkit.matrices")  # problems_of asserts, as it did inside this file
 
 # A plugin comes after the plugins it imports, so each is imported once, assertion-rewritten.
-pytest_plugins = ["pytester", "testkit.scripted_registry", "tests.fakes.loopback", "tests.fakes.policy",
-                  "tests.fakes.engine", "tests.fakes.inputs", "tests.fakes.warm", "tests.fakes.reclaim",
-                  "tests.fakes.containers"]
+pytest_plugins = ["pytester", "testkit.scripted_registry", "tests.fakes.loopback", "tests.fakes.workers",
+                  "tests.fakes.policy", "tests.fakes.engine", "tests.fakes.inputs", "tests.fakes.warm",
+                  "tests.fakes.reclaim", "tests.fakes.containers"]

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 import typer
 
 from builder.cli.app import app
-from tests.fakes.checkout import ROOT
+from tests.fakes.checkout import builder_cli
 
 COMMAND = typer.main.get_command(app)
 NAMES = sorted(getattr(COMMAND, "commands", {}))
@@ -19,8 +17,7 @@ NAMES = sorted(getattr(COMMAND, "commands", {}))
 def _help(*args: str, columns: int = 80) -> str:
     env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb", "NO_COLOR": "1"}
     env.pop("FORCE_COLOR", None)
-    proc = subprocess.run([sys.executable, "-m", "builder", *args, "--help"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, check=False)
+    proc = builder_cli(*args, "--help", env=env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

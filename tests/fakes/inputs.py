@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 import docker
@@ -27,7 +28,10 @@ def base_image(docker_client: docker.DockerClient) -> str:
 def wheelhouse() -> Path:
     """Real CPU torch and numpy for Python 3.11, fetched once with the host's pip."""
     dest = ROOT / ".rif" / "wheelhouse"
-    if not list(dest.glob("torch-*.whl")):
-        builder_cli("wheelhouse", "--matrix", str(DATA / "e2e.yaml"), "--dest", str(dest), "--use-pip-config",
-                    check=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / "wheelhouse.lock", "w") as lock:  # the engine tier's workers share it: one fetches
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not list(dest.glob("torch-*.whl")):
+            builder_cli("wheelhouse", "--matrix", str(DATA / "e2e.yaml"), "--dest", str(dest), "--use-pip-config",
+                        check=True)
     return dest

@@ -25,6 +25,8 @@ from typing import Literal
 import docker
 import pytest
 
+from tests.fakes import workers
+
 DEFAULT_REGISTRY = "127.0.0.1:5000"
 PROBE_TIMEOUT = 5  # seconds: an engine or registry that is up answers a ping at once
 ENGINE_FIXTURES = frozenset({"docker_client", "containers"})  # fixtures that talk to the engine
@@ -117,9 +119,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"{item.nodeid} uses the Docker engine (fixture {', '.join(engine)}) but is not marked "
                     "@pytest.mark.docker: mark it, so that it skips without an engine and fails when CI is set",
                     pytrace=False)
-    if hasattr(item.config, "workerinput") and (marked or item.get_closest_marker("registry") is not None):
-        pytest.fail(f"{item.nodeid} needs the engine or the registry, whose tests run serially (they track what "
-                    "each test leaves behind): run them without -n", pytrace=False)
+    if (marked or item.get_closest_marker("registry") is not None) and not workers.own_engine(item.config):
+        pytest.fail(f"{item.nodeid} needs the engine or the registry, which one process at a time may use (its tests "
+                    f"track what each leaves behind): run them without -n, or with an engine and registry per worker "
+                    f"({workers.ENGINES_ENV}, as scripts/test.sh starts them)", pytrace=False)
     ci = os.environ.get("CI")
     if marked:
         problem = engine_problem()

@@ -10,10 +10,10 @@ core, so the whole file stays well under a minute on two cores.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +23,8 @@ import pytest
 
 from builder.matrix.yamlsrc import MAX_BYTES, MAX_NODES
 from testkit.matrices import ONE_CPU
+from tests.fakes import forkserver
+from tests.fakes.checkout import builder_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
@@ -30,9 +32,8 @@ MEMORY_LIMIT = 512 * 1024 * 1024
 TIMEOUT_S = 20
 BASE = ONE_CPU
 
-# The real entry point, under an address-space limit set before anything of the package is imported.
-LIMITED = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT})); "
-           "sys.argv[0] = 'builder'; from builder.cli.app import main; main()")
+# The real entry point, under an address-space limit set before it runs (tests/fakes/forkserver.py).
+LIMITS = {"RLIMIT_AS": MEMORY_LIMIT}
 # Control characters (C0 but tab and newline, DEL, C1) and bidi/zero-width marks: none may come out raw.
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u202a-\u202e\u2066-\u2069\ufeff]")
 
@@ -176,6 +177,11 @@ def _env() -> dict[str, str]:
     return env
 
 
+@functools.cache
+def _devnull() -> int:
+    return os.open(os.devnull, os.O_RDONLY)
+
+
 @dataclass
 class Result:
     file: Path
@@ -189,8 +195,8 @@ def _run(case: str, command: str, tmp: Path) -> Result:
     file = CASES[case].make(tmp)
     args = COMMANDS[command](file, tmp)
     try:
-        proc = subprocess.run([sys.executable, "-c", LIMITED, *args], capture_output=True, timeout=TIMEOUT_S,
-                              cwd=ROOT, env=_env(), stdin=subprocess.DEVNULL, check=False)
+        proc = forkserver.builder_bytes(args, cwd=ROOT, env=_env(), timeout=TIMEOUT_S, limits=LIMITS,
+                                        stdin=_devnull())
         code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         code, stdout, stderr = None, exc.stdout or b"", exc.stderr or b""
@@ -250,8 +256,7 @@ def test_committed_bad_files_stay_small() -> None:
 
 def test_a_good_matrix_passes_under_the_same_limits(tmp_path: Path) -> None:
     """The harness itself: the memory limit and environment leave a valid matrix working."""
-    proc = subprocess.run([sys.executable, "-c", LIMITED, "matrix", "-m", str(ROOT / "matrix.yaml"), "--format",
-                           "json"], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT, env=_env(),
-                          check=False)
+    proc = builder_cli("matrix", "-m", str(ROOT / "matrix.yaml"), "--format", "json", env=_env(),
+                       timeout=TIMEOUT_S, limits=LIMITS)
     assert proc.returncode == 0, proc.stderr
     assert '"tag"' in proc.stdout

@@ -8,10 +8,8 @@ whole would blow it).
 from __future__ import annotations
 
 import os
-import resource
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,21 +19,16 @@ from builder.render import lockfile
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource
 from testkit.matrices import ONE_CPU, load_cells
-from tests.fakes.checkout import ROOT
+from tests.fakes.checkout import builder_cli
 from tests.render.test_lockfile import write_locks
 
 HEX = "ab" * 32
 AS_LIMIT = 1 << 31  # 2 GiB of address space: reading /dev/zero whole would die here
 
 
-def _bounded() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
-
-
 def render_cli(tmp_path: Path, tree: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "builder", "render", "--matrix", str(tmp_path / "matrix.yaml"),
-                           "--out", str(tree), "--locked"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, preexec_fn=_bounded, check=False)
+    return builder_cli("render", "--matrix", str(tmp_path / "matrix.yaml"), "--out", str(tree), "--locked",
+                       timeout=60, limits={"RLIMIT_AS": AS_LIMIT})
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -24,7 +23,7 @@ from builder.registry import retry, transport
 from builder.registry.client import DeadlineError, RegistryClient, RegistryError
 from builder.registry.credentials import Credentials
 from testkit.scripted_registry import Reply, Scripted, Seen
-from tests.fakes.checkout import ROOT
+from tests.fakes.checkout import builder_cli
 
 ONCE = retry.Policy(attempts=1, backoff_s=0.01, total_s=5)
 CREDS = Credentials("alice", "s3cret", "test")
@@ -335,8 +334,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m builder ...` with no credentials of this machine and a time limit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIF_REGISTRY_")}
     env["DOCKER_CONFIG"] = str(tmp_path)
-    return subprocess.run([sys.executable, "-m", "builder", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=60, check=False)
+    return builder_cli(*args, env=env, timeout=60)
 
 
 def test_commands_against_a_hostile_registry_end_with_one_line(server: Callable[..., Scripted], tmp_path: Path) -> None:

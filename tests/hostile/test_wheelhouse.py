@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,16 +21,12 @@ from builder.render.contenthash import wheel_sha256s, wheelhouse_digest
 from builder.render.dockerfile import render_all
 from builder.render.sources import WHEELS_DIR, WheelSource
 from testkit.matrices import ONE_CPU, load_cells
-from tests.fakes.checkout import ROOT
+from tests.fakes.checkout import builder_cli
 from tests.hostile.test_locks import bind_socket
 
 WHEEL = "torch-2.13.0-cp311-cp311-linux_x86_64.whl"
 SECRET = b"PRIVATE-KEY-MATERIAL-0600"
 AS_LIMIT = 1 << 31
-
-
-def _bounded() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 
 
 @pytest.fixture(autouse=True)
@@ -78,9 +72,8 @@ def no_secret_in(folder: Path) -> bool:
 def render_cli(tmp_path: Path, house: Path) -> subprocess.CompletedProcess[str]:
     (tmp_path / "matrix.yaml").write_text(ONE_CPU)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    return subprocess.run([sys.executable, "-m", "builder", "render", "--matrix", str(tmp_path / "matrix.yaml"),
-                           "--out", str(tmp_path / "tree"), "--wheelhouse", str(house)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60, preexec_fn=_bounded, check=False)
+    return builder_cli("render", "--matrix", str(tmp_path / "matrix.yaml"), "--out", str(tmp_path / "tree"),
+                       "--wheelhouse", str(house), env=env, timeout=60, limits={"RLIMIT_AS": AS_LIMIT})
 
 
 def test_a_wheelhouse_of_wheels_is_linked_and_the_rest_is_left_out(tmp_path: Path, house: Path) -> None:

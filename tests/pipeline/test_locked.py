@@ -20,7 +20,7 @@ import pytest
 from builder.registry.client import RegistryClient
 from testkit.matrices import BARE_TORCH, cpu_matrix, write_matrix
 from testkit.synthwheels import rebrand
-from tests.fakes.checkout import ROOT, builder_cli
+from tests.fakes.checkout import builder_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
@@ -31,7 +31,7 @@ SITE = "/opt/venv/lib/python3.11/site-packages"
 
 def publish(matrix: Path, tree: Path, wheels: Path, registry: str, record: Path) -> dict[str, str]:
     run = builder_cli("publish", "--matrix", str(matrix), "--locks", str(tree), "--wheelhouse", str(wheels),
-                      "--registry", registry, "--record", str(record), "--progress", "plain")
+                      "--registry", registry, "--record", str(record), "--progress", "plain", cwd=matrix.parent)
     assert run.returncode == 0, run.stdout + run.stderr
     return {row["tag"]: row["state"] for row in json.loads(record.read_text())["images"]}
 
@@ -96,7 +96,8 @@ def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
     numpy.write_bytes(original + b"\0altered")
     fresh = f"{namespace}-tampered"
     run = builder_cli("build", "--matrix", str(matrix), "--locks", str(tree), "--wheelhouse", str(wheels),
-                      "--cell", RUNTIME, "--push", "--registry", fresh, "--report", str(tmp_path / "r3.json"))
+                      "--cell", RUNTIME, "--push", "--registry", fresh, "--report", str(tmp_path / "r3.json"),
+                      cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     [row] = json.loads((tmp_path / "r3.json").read_text())["images"]
     assert row["state"] == "failed" and row["failed_stage"] == "build"
@@ -117,7 +118,7 @@ def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
     [old_runtime] = [t for t in first if t.startswith(RUNTIME)]
     [new_runtime] = [t for t in second - first if t.startswith(RUNTIME)]
     before, after = layers(namespace, old_runtime), layers(namespace, new_runtime)
-    log = (ROOT / ".rif" / "logs" / f"{RUNTIME}.log").read_text()
+    log = (tmp_path / ".rif" / "logs" / f"{RUNTIME}.log").read_text()
     torch_steps = [line for line in log.splitlines() if "[torch " in line or line.endswith(" CACHED")]
     # layers: base, apt, groups, torch, torch's deps | numpy's step, the smoke program's and the cell's steps, WORKDIR
     assert before[:5] == after[:5] and before[5] != after[5], (before, after, torch_steps)
@@ -138,7 +139,7 @@ def test_a_locked_image_is_rebuilt_exactly_when_its_locked_inputs_change(
     assert publish(matrix, tree, wheels, namespace, tmp_path / "r5.json") == {RUNTIME: "published"}
     third = immutable_tags(namespace, "pytorch")
     assert len(third - second) == 1
-    log = (ROOT / ".rif" / "logs" / f"{RUNTIME}.log").read_text().splitlines()
+    log = (tmp_path / ".rif" / "logs" / f"{RUNTIME}.log").read_text().splitlines()
     torch_steps = {line.split()[0] for line in log if re.match(r"#\d+ \[(\S+ )?torch \d+/\d+\] RUN ", line)}
     assert torch_steps and not {line.split()[0] for line in log if line.endswith(" CACHED")} & torch_steps, log
     assert site_packages(docker_client, f"{namespace}/pytorch:{RUNTIME}") == before_base

@@ -13,15 +13,13 @@ import itertools
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from builder.matrix.expand import expand_matrix
 from builder.matrix.selection import latest_cell
-from tests.fakes.checkout import ROOT
+from tests.fakes.checkout import ROOT, builder_cli
 
 README_MAX_LINES = 250
 EXTERNAL = ("http://", "https://", "mailto:")
@@ -129,8 +127,7 @@ def test_which_samples_are_what_the_command_prints(page: Path) -> None:
     assert samples, f"{page.relative_to(ROOT)} shows no `{SAMPLE_COMMAND.strip()}` sample"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for arguments, shown in samples:
-        run = subprocess.run([sys.executable, "-m", "builder", "which", *shlex.split(arguments)], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=120, check=False)
+        run = builder_cli("which", *shlex.split(arguments), env=env, timeout=120)
         assert run.stdout.strip("\n") == shown, (
             f"{page.relative_to(ROOT)}: `builder which {arguments}` prints something else now (exit {run.returncode}"
             f"{', ' + run.stderr.strip() if run.stderr.strip() else ''}); run it and paste its output:\n{run.stdout}")

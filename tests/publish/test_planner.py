@@ -10,7 +10,6 @@ import gzip
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from builder.registry.client import RegistryClient
 from builder.render.sources import WheelSource
 from testkit.scripted_registry import FAST, Reply, Scripted, Seen
 from testkit.stored_registry import MANIFEST_TYPE, Store, publish_all
-from tests.fakes.checkout import ROOT
+from tests.fakes.checkout import ROOT, builder_cli
 from tests.fakes.registries import Registry, need_docker_registry
 
 Start = Callable[[Callable[[Seen], Reply]], Scripted]
@@ -102,8 +101,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/rif-plan/docker.sock", "NO_COLOR": "1",
            "PYTHONPATH": str(ROOT)}
     env.pop("RIF_REGISTRY", None)
-    return subprocess.run([sys.executable, "-m", "builder", "plan", *args], capture_output=True, text=True,
-                          env=env, timeout=300, check=False, cwd=ROOT)
+    return builder_cli("plan", *args, env=env, timeout=300)
 
 
 def test_the_command_plans_without_an_engine_in_every_format(server: Start, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from builder.registry.client import RegistryClient
 from builder.registry.credentials import Credentials
 from testkit import synthwheels
 from testkit.matrices import BARE_TORCH, cpu_matrix
-from tests.fakes.checkout import ROOT
+from tests.fakes.checkout import ROOT, builder_cli
 from tests.fakes.engine import labelled_image, saved_image
 from tests.fakes.faultproxy import FaultProxy
 from tests.fakes.registries import Registry, free_port, need_docker_registry, write_htpasswd
@@ -72,9 +72,8 @@ def publish(matrix_text: str, registry: str, wheelhouse: Path, tmp: Path, env: d
     matrix = tmp / f"m-{uuid.uuid4().hex[:6]}.yaml"
     matrix.write_text(matrix_text)
     record = tmp / f"r-{uuid.uuid4().hex[:6]}.json"
-    proc = subprocess.run([sys.executable, "-m", "builder", command, "--matrix", str(matrix), "--registry", registry,
-                           "--wheelhouse", str(wheelhouse), "--record", str(record), *extra],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})}, check=False)
+    proc = builder_cli(command, "--matrix", str(matrix), "--registry", registry, "--wheelhouse", str(wheelhouse),
+                       "--record", str(record), *extra, env={**os.environ, **(env or {})})
     cells = {c["tag"]: c for c in json.loads(record.read_text())["images"]} if record.exists() else {}
     return Run(proc, cells)
 
