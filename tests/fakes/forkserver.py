@@ -20,6 +20,7 @@ The server is also run as a script: `python forkserver.py SOCKET PARENT_PID`.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
@@ -27,6 +28,7 @@ import locale
 import os
 import resource
 import runpy
+import shutil
 import signal
 import socket
 import subprocess
@@ -76,6 +78,7 @@ def serve(path: str, parent: int) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             wait_for_run(conn)
         conn.close()
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 def wait_for_run(conn: socket.socket) -> None:
@@ -127,6 +130,16 @@ class Server:
             self.process = subprocess.Popen([sys.executable, __file__, self.path, str(os.getpid())], cwd=ROOT,
                                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.ready = False
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.kill()
+            self.process.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
     def connect(self) -> socket.socket:
         deadline_s = 120.0
@@ -197,7 +210,7 @@ def server() -> Server | None:
         return None
     pid = os.getpid()
     with _STARTING:
-        if pid not in _SERVERS:
+        if pid not in _SERVERS or not _SERVERS[pid].alive():  # a server killed under a test: another
             _SERVERS[pid] = Server()
     return _SERVERS[pid]
 

@@ -65,6 +65,9 @@ def pytest_configure(config: pytest.Config) -> None:
     pairs = engines(os.environ.get(ENGINES_ENV))
     if this is not None and this[0] < len(pairs):
         os.environ["DOCKER_HOST"], os.environ["RIF_TEST_REGISTRY"] = pairs[this[0]]
+    if len(pairs) > 1 and hasattr(config.option, "loadscopereorder"):
+        # xdist hands out the modules with the most tests first unless told not to: the order is SLOWEST_FIRST's
+        config.option.loadscopereorder = False
 
 
 def slowest_first(items: list[pytest.Item], root: str) -> list[pytest.Item]:

@@ -22,8 +22,13 @@ def test_each_worker_takes_its_own_pair_and_a_malformed_word_is_named() -> None:
         workers.engines("127.0.0.1:5000")
 
 
+class Options:
+    loadscopereorder = True  # pytest-xdist's default: the modules with the most tests first
+
+
 class Config:
     def __init__(self, workerinput: dict[str, object] | None = None) -> None:
+        self.option = Options()
         if workerinput is not None:
             self.workerinput = workerinput
 
@@ -44,6 +49,7 @@ def test_a_worker_has_an_engine_of_its_own_only_when_there_are_as_many_pairs_as_
     monkeypatch.setenv("RIF_TEST_REGISTRY", "127.0.0.1:1")
     workers.pytest_configure(second)  # type: ignore[arg-type]
     assert (os.environ["DOCKER_HOST"], os.environ["RIF_TEST_REGISTRY"]) == workers.engines(PAIRS)[1]
+    assert not second.option.loadscopereorder  # the slowest modules first, not the longest
 
 
 class Item:
