@@ -26,6 +26,11 @@ command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v chromium >/dev/null || need+=(chromium)  # the catalog's browser test (tests/site/test_site.py)
 command -v runc >/dev/null || need+=(runc)  # the engine's OCI runtime: Debian 12's (sid's needs glibc 2.38)
 command -v tini-static >/dev/null || need+=(tini)  # docker-init
+# containerd (2.x) unpacks gzip layers with igzip, else unpigz, when either is on its PATH, and with Go's own
+# inflate otherwise (containerd v2, pkg/archive/compression/compression.go): every image the engine builds is unpacked
+# again into its snapshot, a real torch layer of 750 MB and more, so the C inflate is the engine's largest saving
+command -v igzip >/dev/null || need+=(isal)
+command -v unpigz >/dev/null || need+=(pigz)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   as_root apt-get update -qq
