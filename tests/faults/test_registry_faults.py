@@ -97,11 +97,17 @@ class Site:
         self.api = RegistryClient(self.registry.address, Credentials(USER, SECRET, "test"))  # direct, no proxy
 
     def publish(self, namespace: str, where: Path) -> Run:
+        """A one-cell publish into namespace, of content of its own: its source label names the namespace, so its
+        config is a blob no earlier case pushed. The engine mounts a blob it pushed before to the same registry from
+        that repository (no upload), so with one image for every case a fault on uploads met no upload once an
+        earlier case had pushed (seen on 2026-11-29: the push went through and the SBOM's upload failed)."""
         where.mkdir(parents=True)
+        matrix = where / "matrix.yaml"
+        matrix.write_text(self.matrix.read_text() + f"source_url: https://example.invalid/{namespace}\n")
         record = where / "record.json"
         env = {**os.environ, "RIF_REGISTRY_USER": USER, "RIF_REGISTRY_PASSWORD": SECRET}
         env.pop("RIF_REGISTRY", None)
-        proc = subprocess.run([sys.executable, "-m", "builder", "publish", "--matrix", str(self.matrix),
+        proc = subprocess.run([sys.executable, "-m", "builder", "publish", "--matrix", str(matrix),
                                "--registry", f"{self.proxy.address}/{namespace}", "--wheelhouse",
                                str(self.wheelhouse), "--record", str(record), "--progress", "plain",
                                "--cell", RUNTIME],
