@@ -105,8 +105,7 @@ def run(request: dict[str, object], fds: list[int]) -> None:
         os.close(fd)
     cwd, env, args, limits = str(request["cwd"]), request["env"], request["args"], request["limits"]
     assert isinstance(env, dict) and isinstance(args, list) and isinstance(limits, dict)
-    for name, value in limits.items():  # as a preexec_fn would set them, before the package's code runs
-        resource.setrlimit(getattr(resource, name), (value, value))
+    set_limits(limits)  # as a preexec_fn would set them, before the package's code runs
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -115,6 +114,12 @@ def run(request: dict[str, object], fds: list[int]) -> None:
     sys.argv = ["-m", *args]
     runpy.run_module("builder", run_name="__main__", alter_sys=True)
     raise SystemExit(0)
+
+
+def set_limits(limits: Mapping[str, int] | None) -> None:
+    """Resource limits ({"RLIMIT_AS": bytes}), soft and hard, in this process: a forked run's or a preexec_fn's."""
+    for name, value in (limits or {}).items():
+        resource.setrlimit(getattr(resource, name), (value, value))
 
 
 # -- the client ------------------------------------------------------------------------------------------------
@@ -240,11 +245,8 @@ def builder_bytes(args: Sequence[str], *, cwd: Path, env: Mapping[str, str] | No
     environ = dict(os.environ if env is None else env)
     forked = server()
     if forked is None or not forked.stands_in(cwd, environ):
-        def preexec() -> None:
-            for name, value in (limits or {}).items():
-                resource.setrlimit(getattr(resource, name), (value, value))
         return subprocess.run(command, capture_output=True, cwd=cwd, env=env, timeout=timeout, stdin=stdin,
-                              preexec_fn=preexec if limits else None, check=False)
+                              preexec_fn=(lambda: set_limits(limits)) if limits else None, check=False)
     code, out, err = forked.run(list(args), cwd, environ, timeout, limits or {}, stdin)
     return subprocess.CompletedProcess(command, code, out, err)
 
