@@ -26,13 +26,27 @@ second_engine() {
   unset RIF_INSTANCE RIF_DOCKER_HOST
 }
 second_engine
-# The whole suite in two tiers: the tests that need no engine on every core (pytest-xdist), then the engine and
-# registry tests, a worker per engine, with the slowest listed for whoever trims them. (Run side by side, the fast
-# tier's validations left their temporary folders in /tmp while test_signals counted its own: one after the other.)
-python -m pytest -m "not docker and not registry" -n "$(nproc)" -q
+# The whole suite in two tiers at once: the tests that need no engine on every core (pytest-xdist), and the engine
+# and registry tests, a worker per engine, with the slowest listed for whoever trims them. The engine tier waits on
+# the network, the engines and the registries for much of its time (debootstrap, the wheelhouse, cold builds): the
+# fast tier takes the cores meanwhile. Its output is printed when both are done; either failing fails the run.
+fast_log=$(mktemp)
+# A command started with & gets SIGINT ignored: restored, so the fast tier's Ctrl-C (and its tests of it) are real.
+python -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+  python -m pytest -m "not docker and not registry" -n "$(nproc)" -q >"$fast_log" 2>&1 &
+fast=$!
+trap 'kill "$fast" 2>/dev/null; disk after; bash scripts/stop.sh' EXIT
 workers=$(wc -w <<<"${RIF_TEST_ENGINES:-}")
+engine_rc=0
 if [ "$workers" -gt 1 ]; then
-  python -m pytest -m "docker or registry" -n "$workers" --dist loadfile --durations=60
+  python -m pytest -m "docker or registry" -n "$workers" --dist loadfile --durations=60 || engine_rc=$?
 else
-  python -m pytest -m "docker or registry" --durations=60
+  python -m pytest -m "docker or registry" --durations=60 || engine_rc=$?
 fi
+fast_rc=0
+wait "$fast" || fast_rc=$?
+echo "--- the fast tier (-m \"not docker and not registry\"), run alongside the engine tier:"
+cat "$fast_log"
+rm -f "$fast_log"
+echo "test.sh: engine tier exit $engine_rc, fast tier exit $fast_rc"
+[ "$engine_rc" = 0 ] && [ "$fast_rc" = 0 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 
 import docker
@@ -10,18 +11,45 @@ import pytest
 
 from tests.fakes.checkout import DATA, ROOT, builder_cli
 
+BASE = "debian:12"
+
 
 @pytest.fixture(scope="session")
-def base_image(docker_client: docker.DockerClient) -> str:
+def base_image(docker_client: docker.DockerClient, tmp_path_factory: pytest.TempPathFactory) -> str:
     """debian:12 made locally with debootstrap, as `builder base` does for hosts that cannot pull."""
     try:
-        docker_client.images.get("debian:12")
+        docker_client.images.get(BASE)
     except docker.errors.ImageNotFound:
         try:
             docker_client.images.pull("debian", "12")
         except docker.errors.APIError:  # no registry reachable: make it from the host's Debian mirror
-            builder_cli("base", "debian-12", check=True)
-    return "debian:12"
+            made_once(docker_client, run_dir(tmp_path_factory))
+    return BASE
+
+
+def run_dir(factory: pytest.TempPathFactory) -> Path:
+    """This run's own folder: an xdist worker's base temp is one per worker inside it; a run without -n has one."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def made_once(client: docker.DockerClient, run_dir: Path) -> None:
+    """`builder base debian-12` once per run: the engine tier's workers (an engine each) share the run's folder,
+    so the first makes the image and saves it there and the others load that archive: one debootstrap, not one
+    per engine, and the same base (the same digests) on every engine."""
+    archive = run_dir / "base-debian-12.tar"
+    with open(run_dir / "base-debian-12.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if archive.exists():
+            with archive.open("rb") as stream:
+                client.images.load(stream)
+            return
+        builder_cli("base", "debian-12", check=True)
+        partial = archive.with_suffix(".part")
+        with partial.open("wb") as out:
+            for chunk in client.images.get(BASE).save(chunk_size=1 << 20, named=True):
+                out.write(chunk)
+        partial.replace(archive)
 
 
 @pytest.fixture(scope="session")
