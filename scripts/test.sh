@@ -35,7 +35,7 @@ fast_log=$(mktemp)
 python -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
   python -m pytest -m "not docker and not registry" -n "$(nproc)" -q >"$fast_log" 2>&1 &
 fast=$!
-trap 'kill "$fast" 2>/dev/null; disk after; bash scripts/stop.sh' EXIT
+trap 'kill "$fast" 2>/dev/null || true; disk after; bash scripts/stop.sh' EXIT
 workers=$(wc -w <<<"${RIF_TEST_ENGINES:-}")
 engine_rc=0
 if [ "$workers" -gt 1 ]; then

@@ -135,9 +135,12 @@ class Server:
             self.process = subprocess.Popen([sys.executable, __file__, self.path, str(os.getpid())], cwd=ROOT,
                                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.ready = False
+        self.owner = os.getpid()
         atexit.register(self.close)
 
     def close(self) -> None:
+        if os.getpid() != self.owner:  # a forked child of the test process inherits the handler, not the server
+            return
         with contextlib.suppress(OSError):
             self.process.kill()
             self.process.wait(timeout=10)
@@ -176,7 +179,7 @@ class Server:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, self.connect() as conn:
             request = json.dumps({"args": list(args), "cwd": str(cwd), "env": dict(env), "limits": dict(limits)})
             if stdin is None:
-                stdin = sys.stdin.fileno() if _usable_stdin() else _devnull()
+                stdin = sys.stdin.fileno() if _usable_stdin() else devnull()
             socket.send_fds(conn, [request.encode()], [stdin, out.fileno(), err.fileno()])
             pid = json.loads(conn.recv(MAX_MESSAGE))["pid"]
             conn.settimeout(timeout)
@@ -204,7 +207,8 @@ def _usable_stdin() -> bool:
         return False
 
 
-def _devnull() -> int:
+def devnull() -> int:
+    """One read-only descriptor of /dev/null for the process: a run's stdin where it should read nothing."""
     if not _DEVNULL:
         _DEVNULL.append(os.open(os.devnull, os.O_RDONLY))
     return _DEVNULL[0]

@@ -10,7 +10,6 @@ core, so the whole file stays well under a minute on two cores.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import subprocess
@@ -177,11 +176,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-@functools.cache
-def _devnull() -> int:
-    return os.open(os.devnull, os.O_RDONLY)
-
-
 @dataclass
 class Result:
     file: Path
@@ -196,7 +190,7 @@ def _run(case: str, command: str, tmp: Path) -> Result:
     args = COMMANDS[command](file, tmp)
     try:
         proc = forkserver.builder_bytes(args, cwd=ROOT, env=_env(), timeout=TIMEOUT_S, limits=LIMITS,
-                                        stdin=_devnull())
+                                        stdin=forkserver.devnull())
         code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         code, stdout, stderr = None, exc.stdout or b"", exc.stderr or b""
