@@ -1,4 +1,4 @@
-"""Build inputs made once per session: the base image and a wheelhouse of real CPU torch."""
+"""Build inputs made once per run: the base image and a wheelhouse of real CPU torch."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ def run_dir(factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def made_once(client: docker.DockerClient, run_dir: Path) -> None:
+def made_once(client: docker.DockerClient, folder: Path) -> None:
     """`builder base debian-12` once per run: the engine tier's workers (an engine each) share the run's folder,
     so the first makes the image and saves it there and the others load that archive: one debootstrap, not one
     per engine, and the same base (the same digests) on every engine."""
-    archive = run_dir / "base-debian-12.tar"
-    with open(run_dir / "base-debian-12.lock", "w") as lock:
+    archive = folder / "base-debian-12.tar"
+    with open(folder / "base-debian-12.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if archive.exists():
             with archive.open("rb") as stream:
