@@ -3,7 +3,7 @@
 - workers: each pytest-xdist worker of the engine tier on an engine and registry of its own (RIF_TEST_ENGINES)
 - policy: the docker/registry markers (skip without the engine or registry, error when CI is set; enforced)
 - engine: the engine and registry fixtures (docker_client, registry, namespace) and image helpers
-- inputs: base_image and the real-torch wheelhouse, made once per session
+- inputs: base_image and the real-torch wheelhouse, made once per run
 - warm, reclaim: what a test builds does not outlive it, the common images kept warm
 - containers: every container a test starts is removed at teardown
 - scripted_registry (`server`) and loopback (every bind and connect on loopback)

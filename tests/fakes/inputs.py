@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import fcntl
-import os
 from pathlib import Path
 
 import docker
 import pytest
 
+from tests.fakes import workers
 from tests.fakes.checkout import DATA, ROOT, builder_cli
 
 BASE = "debian:12"
 
 
 @pytest.fixture(scope="session")
-def base_image(docker_client: docker.DockerClient, tmp_path_factory: pytest.TempPathFactory) -> str:
+def base_image(docker_client: docker.DockerClient, tmp_path_factory: pytest.TempPathFactory,
+               pytestconfig: pytest.Config) -> str:
     """debian:12 made locally with debootstrap, as `builder base` does for hosts that cannot pull."""
     try:
         docker_client.images.get(BASE)
@@ -23,20 +24,24 @@ def base_image(docker_client: docker.DockerClient, tmp_path_factory: pytest.Temp
         try:
             docker_client.images.pull("debian", "12")
         except docker.errors.APIError:  # no registry reachable: make it from the host's Debian mirror
-            made_once(docker_client, run_dir(tmp_path_factory))
+            made_once(docker_client, shared_folder(pytestconfig, tmp_path_factory))
     return BASE
 
 
-def run_dir(factory: pytest.TempPathFactory) -> Path:
-    """This run's own folder: an xdist worker's base temp is one per worker inside it; a run without -n has one."""
-    base = factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+def shared_folder(config: pytest.Config, factory: pytest.TempPathFactory) -> Path | None:
+    """The run's folder its xdist workers share (each worker's base temp is inside it); None when this process is
+    the run's only one, and nobody would load what it saved."""
+    this = workers.worker(config)
+    return factory.getbasetemp().parent if this is not None and this[1] > 1 else None
 
 
-def made_once(client: docker.DockerClient, folder: Path) -> None:
+def made_once(client: docker.DockerClient, folder: Path | None) -> None:
     """`builder base debian-12` once per run: the engine tier's workers (an engine each) share the run's folder,
     so the first makes the image and saves it there and the others load that archive: one debootstrap, not one
     per engine, and the same base (the same digests) on every engine."""
+    if folder is None:
+        builder_cli("base", "debian-12", check=True)
+        return
     archive = folder / "base-debian-12.tar"
     with open(folder / "base-debian-12.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
