@@ -15,6 +15,8 @@ a bridge, BuildKit's default network (RUN steps would fail with "network bridge 
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -26,6 +28,8 @@ NETWORKS = ("default", "host")  # BuildKit's own network for RUN steps, or the b
 INSPECT_TIMEOUT_S = 60
 BOOTS_ITSELF = ("docker-container", "kubernetes")  # an inactive node of these is started by the bake itself
 AMD64 = "linux/amd64"
+# What picks buildx's current builder and the engine a docker-driver builder runs on (BuildKit.identity)
+IDENTITY_ENV = ("BUILDX_BUILDER", "DOCKER_CONTEXT", "DOCKER_HOST", "DOCKER_CONFIG")
 HOST_FLAG = ("builders of this driver grant it only when created with --buildkitd-flags "
              "'--allow-insecure-entitlement network.host'")
 
@@ -48,6 +52,13 @@ class BuildKit:
         context ("use `docker --context=NAME buildx`"), so such a builder is reached by its context."""
         where = ["--context", self.context] if self.context else []
         return ["docker", *where, "buildx", command, *(["--builder", self.name] if self.name else [])]
+
+    def identity(self) -> str:
+        """Which BuildKit bakes, as far as this process can tell before asking it: the builder, the context, and the
+        environment buildx chooses the current builder and engine by. Two runs at once on different builders share
+        no build tree (imagetree.run_tree), so neither waits for the other's bake."""
+        chosen = {key: os.environ.get(key, "") for key in IDENTITY_ENV}
+        return json.dumps({"name": self.name, "context": self.context, **chosen}, sort_keys=True)
 
     def allow(self) -> list[str]:
         """The entitlements the bake asks for: network.host only when RUN steps use the host's network."""

@@ -66,7 +66,7 @@ def bake_into(jobs: list[Job], source: WheelSource, events: Events, export: Expo
         for job in [by_target[target]] if target in by_target else jobs:
             events.line(job.tag, text)
 
-    with imagetree.run_tree(source) as tree:
+    with imagetree.run_tree(source, kit.identity()) as tree:
         imagetree.write(tree, rendered, prune=True, source=source)
         results: dict[str, BuildResult] = {}
         exported = export.cache is not None and export.cache.write

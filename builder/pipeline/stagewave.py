@@ -48,7 +48,7 @@ def build(rendered: list[RenderedCell], source: WheelSource, cache: Cache, compr
     stages = sharedstages.shared(rendered, row_of)
     if not stages:
         return []
-    with imagetree.run_tree(source) as tree, scratch_dir("rif-stages-") as tmp:
+    with imagetree.run_tree(source, kit.identity()) as tree, scratch_dir("rif-stages-") as tmp:
         imagetree.write(tree, rendered, prune=True, source=source)
         definition = sharedstages.bake_definition(stages, str(tree.resolve()))
         for key, target in definition["target"].items():

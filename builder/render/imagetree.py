@@ -97,17 +97,19 @@ def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSo
 
 
 @contextmanager
-def run_tree(source: WheelSource) -> Iterator[Path]:
-    """The build tree of a run, at one place per wheel source, held under a lock for the run's bake.
+def run_tree(source: WheelSource, builder: str = "") -> Iterator[Path]:
+    """The build tree of a run, at one place per wheel source and builder, held under a lock for the run's bake.
 
     BuildKit syncs a build context incrementally per context path: at a fixed path a rerun sends only what
-    changed, where a fresh temporary folder would send a multi-GB wheelhouse again on every run. The wheel
+    changed, where a fresh temporary folder would send a multi-GB wheelhouse again on every run. That state is
+    each BuildKit's own, so runs on different builders (builder: BuildKit.identity) get folders of their own and
+    never wait for each other's bake; two runs on one builder share one, the second waiting for the first. The wheel
     links go when the run ends (the next run links the same files again, which BuildKit sees as unchanged),
     so a wheelhouse a user deletes frees its disk, and so do the folders of them (a combination's, a locked
     step's), so that none outlives the run that made it.
     """
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory" / "trees"
-    key = hashlib.sha256(str(source.wheelhouse or "index").encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{source.wheelhouse or 'index'}\0{builder}".encode()).hexdigest()[:16]
     folder = base / key
     folder.mkdir(parents=True, exist_ok=True)
     fd = _lock_file(folder / "lock")

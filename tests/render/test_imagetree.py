@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 from pathlib import Path
 
 import pytest
 
+from builder.buildkit.builders import BuildKit
 from builder.render import contenthash, imagetree
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource, pinned_wheels, step_wheels
@@ -117,6 +120,36 @@ def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
     assert list((tree / "wheels").iterdir()) == [] and (house / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 1
     with imagetree.run_tree(WheelSource()) as index_tree:
         assert index_tree != tree
+
+
+def test_runs_on_two_engines_at_once_never_wait_for_each_other_and_runs_on_one_engine_take_turns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run holds its tree for its whole bake (minutes of torch): a run on another engine with the same
+    wheelhouse gets a tree of its own at once (the suite's two engine workers waited on each other's bakes), a
+    second run on the same engine waits its turn."""
+    _, source = one_wheel_house(tmp_path, monkeypatch)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/engine-1.sock")
+    first_engine = BuildKit().identity()
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/engine-2.sock")
+    second_engine = BuildKit().identity()
+    assert len({first_engine, second_engine, BuildKit(name="remote").identity()}) == 3
+    entered: queue.Queue[Path] = queue.Queue()
+
+    def run(builder: str) -> None:
+        with imagetree.run_tree(source, builder) as tree:
+            entered.put(tree)
+
+    with imagetree.run_tree(source, first_engine) as held:
+        other = threading.Thread(target=run, args=(second_engine,))
+        other.start()
+        assert entered.get(timeout=30) != held  # in while the first engine's run still holds its tree
+        other.join()
+        same = threading.Thread(target=run, args=(first_engine,))
+        same.start()
+        with pytest.raises(queue.Empty):
+            entered.get(timeout=0.5)  # waits: the tree is held (flock; released only below)
+    same.join(timeout=30)
+    assert entered.get_nowait() == held
 
 
 def test_a_locked_run_leaves_no_folder_that_changes_the_next_unlocked_run_s_wheels(
