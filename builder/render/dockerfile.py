@@ -173,12 +173,12 @@ def _render_group(group: str, members: list[CellSpec], source: WheelSource, prog
         os_locks=oslock.narrowed(os_locks, source.apt_trusted),
     )
     chains = stage_chains(text)
+    cell_files = {s.stage: (labels.cell_path(s.cell), labels.cell_json(s.cell)) for s in stages.values()}
     out = []
     for cell in members:
         stage = stage_name(cell)
         copied = {SMOKE_PATH: program}
-        copied.update({labels.cell_path(s.cell): labels.cell_json(s.cell) for s in stages.values()
-                       if s.stage in chains[stage].names})
+        copied.update(file for name, file in cell_files.items() if name in chains[stage].names)
         # Lock files come in by bind mount, named in the chain's RUN lines; hashed under their name in lock/,
         # so the combination's folder name (which can differ between renders) never moves the hash.
         mounted = {f"{lock_dir}/{name}": data.encode() for name, data in locks.items()

@@ -6,6 +6,7 @@ know what to expect of the image it runs in.
 
 from __future__ import annotations
 
+import functools
 import json
 
 from builder.core import drivers
@@ -60,5 +61,8 @@ def cell_path(cell: CellSpec) -> str:
     return f"{cell_dir(cell)}/{CELL_FILE}"
 
 
+@functools.lru_cache(maxsize=4096)
 def cell_json(cell: CellSpec) -> bytes:
+    """Made once per cell (a CellSpec is frozen): a render asks for it for every image whose stages it is in, and
+    json's indented encoder is Python, not C."""
     return json.dumps(cell.expectations(), indent=2, sort_keys=True).encode() + b"\n"
