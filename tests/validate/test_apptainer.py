@@ -4,7 +4,8 @@ that needs a writable /opt/venv passes under Docker, fails `builder test --appta
 `builder build --push --apptainer`.
 
 The runner is made once per engine (a tag from its recipe's hash, not a name the suite reclaims); each conversion
-takes one to three minutes on 2 cores, so this module converts five images and no more.
+takes one to three minutes on 2 cores, so this module converts four images and no more: the broken image once, its
+checks handed to both commands that meet it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 from builder.registry.client import RegistryClient
 from builder.validate import apptainer, sifrunner
+from builder.validate.runner import Check
 from tests.fakes.checkout import ROOT, builder_cli
 
 EXAMPLE = ROOT / "examples" / "local.yaml"
@@ -143,30 +145,51 @@ def test_an_image_pulled_from_its_registry_is_converted_from_there(
     assert f"SIFfromdocker://{namespace}/pytorch@sha256:" in squeezed, proc.stdout
 
 
+@pytest.fixture(scope="module")
+def under_apptainer(docker_client: docker.DockerClient, broken: str) -> list[Check]:
+    """The broken image converted once, and its checks: the commands below are handed these in place of a
+    conversion of their own (each converts the same image the same way: about two minutes on 2 cores)."""
+    found = apptainer.run_apptainer(docker_client, broken)
+    assert (found[0].name, found[0].status) == ("convert", "pass"), found  # the SIF was made
+    failed = [c for c in found if c.status == "fail"]
+    assert failed and any("needs a writable /opt/venv" in c.detail for c in failed), found  # and Python stopped
+    assert {c.suite for c in found} == {"apptainer"}, found
+    return found
+
+
+def cli(args: list[str]) -> Any:
+    """`builder ARGS` in this process (so a test's monkeypatch reaches it), its stdout and stderr apart."""
+    from typer.testing import CliRunner
+
+    from builder.cli.app import app
+    return CliRunner().invoke(app, args)
+
+
 @pytest.mark.docker
-def test_an_image_that_needs_a_writable_root_fails_builder_test_apptainer_alone(broken: str) -> None:
-    proc = builder_cli("test", broken, "--apptainer")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    failed = re.findall(r"^    (\w+)/(\w+): ", proc.stderr, flags=re.MULTILINE)
-    assert failed and {suite for suite, _ in failed} == {"apptainer"}, proc.stderr  # Docker's checks all pass
+def test_an_image_that_needs_a_writable_root_fails_builder_test_apptainer_alone(
+        broken: str, under_apptainer: list[Check], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`builder test --apptainer`: its Docker suites run on the image for real, Apptainer's checks are the module's
+    conversion of the very image."""
+    asked: list[str] = []
+    monkeypatch.setattr(apptainer, "run_apptainer", lambda client, ref: asked.append(ref) or list(under_apptainer))
+    result = cli(["test", broken, "--apptainer"])
+    assert result.exit_code == 1, result.output
+    assert asked == [broken], asked
+    failed = re.findall(r"^    (\w+)/(\w+): ", result.stderr, flags=re.MULTILINE)
+    assert failed and {suite for suite, _ in failed} == {"apptainer"}, result.stderr  # Docker's checks all pass
 
 
 @pytest.mark.docker
 @pytest.mark.registry
 def test_build_push_with_the_opt_in_never_pushes_an_image_that_fails_under_apptainer(
-        broken: str, wheelhouse: Path, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In process: the Apptainer step is handed the broken image instead of the one just built (a fault injected where
-    Apptainer reads the image), so the build, its validation under Docker and the push gate are the real ones."""
-    from typer.testing import CliRunner
-
-    from builder.cli.app import app
-
-    run_apptainer = apptainer.run_apptainer
-    monkeypatch.setattr(apptainer, "run_apptainer", lambda client, ref: run_apptainer(client, broken))
+        under_apptainer: list[Check], wheelhouse: Path, namespace: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: the Apptainer step gets the broken image's checks instead of the one just built (a fault injected
+    where Apptainer reads the image), so the build, its validation under Docker and the push gate are the real ones."""
+    monkeypatch.setattr(apptainer, "run_apptainer", lambda client, ref: list(under_apptainer))
     record = tmp_path / "record.json"
-    result = CliRunner().invoke(app, ["build", "--matrix", str(EXAMPLE), "--cell", RUNTIME, "--wheelhouse",
-                                      str(wheelhouse), "--push", "--registry", namespace, "--apptainer", "--report",
-                                      str(record), "--quiet"])
+    result = cli(["build", "--matrix", str(EXAMPLE), "--cell", RUNTIME, "--wheelhouse", str(wheelhouse), "--push",
+                  "--registry", namespace, "--apptainer", "--report", str(record), "--quiet"])
     assert result.exit_code == 1, result.output
     [row] = json.loads(record.read_text())["images"]
     assert (row["state"], row["failed_stage"], row["pushed"]) == ("failed", "validate", False)
