@@ -97,7 +97,7 @@ def write(tree: Path, rendered: list[RenderedCell], prune: bool, source: WheelSo
 
 
 @contextmanager
-def run_tree(source: WheelSource, builder: str = "") -> Iterator[Path]:
+def run_tree(source: WheelSource, builder: str) -> Iterator[Path]:
     """The build tree of a run, at one place per wheel source and builder, held under a lock for the run's bake.
 
     BuildKit syncs a build context incrementally per context path: at a fixed path a rerun sends only what

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from builder import site
+from builder.buildkit.builders import CURRENT
 from builder.cli.progress import RunView
 from builder.core import safefs
 from builder.core.logfiles import logged_run
@@ -223,11 +224,11 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
 def test_the_run_lock_file_is_never_truncated_through_a_planted_hard_link(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    with imagetree.run_tree(WheelSource()) as images:
+    with imagetree.run_tree(WheelSource(), CURRENT.identity()) as images:
         lock_file = images.parent / "lock"
     victim = Victim(tmp_path / "outside")
     victim.plant(lock_file, "hard link")
-    with imagetree.run_tree(WheelSource()):
+    with imagetree.run_tree(WheelSource(), CURRENT.identity()):
         pass
     assert victim.untouched() and replaced(lock_file)
 

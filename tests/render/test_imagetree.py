@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.buildkit.builders import BuildKit
+from builder.buildkit.builders import CURRENT, BuildKit
 from builder.render import contenthash, imagetree
 from builder.render.dockerfile import render_all
 from builder.render.sources import WheelSource, pinned_wheels, step_wheels
@@ -111,14 +111,14 @@ def test_a_run_tree_stays_in_place_but_lets_go_of_the_wheelhouse(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """One folder per wheel source (BuildKit re-sends only what changed), and no wheel kept alive after the run."""
     house, source = one_wheel_house(tmp_path, monkeypatch)
-    with imagetree.run_tree(source) as tree:
+    with imagetree.run_tree(source, CURRENT.identity()) as tree:
         [rendered] = render_all(load_cells(tmp_path, ONE), source)
         imagetree.write(tree, [rendered], prune=True, source=source)
         assert (tree / pinned_wheels(rendered.pins) / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 2
-    with imagetree.run_tree(source) as again:
+    with imagetree.run_tree(source, CURRENT.identity()) as again:
         assert again == tree and (tree / imagetree.BAKE_FILE).is_file()
     assert list((tree / "wheels").iterdir()) == [] and (house / "torch-2.13.0-py3-none-any.whl").stat().st_nlink == 1
-    with imagetree.run_tree(WheelSource()) as index_tree:
+    with imagetree.run_tree(WheelSource(), CURRENT.identity()) as index_tree:
         assert index_tree != tree
 
 
@@ -158,7 +158,7 @@ def test_a_locked_run_leaves_no_folder_that_changes_the_next_unlocked_run_s_whee
     next unlocked run's folder of wheels/ is the only one, holding exactly the wheels it linked. A folder holding
     anything else stays, and so does its file."""
     house, source = one_wheel_house(tmp_path, monkeypatch)
-    with imagetree.run_tree(source) as tree:
+    with imagetree.run_tree(source, CURRENT.identity()) as tree:
         step = tree / step_wheels("torch==2.13.0 --hash=sha256:00\n")  # a locked step's folder, as _link_wheels makes
         (step / "deep").mkdir(parents=True)
         os.link(house / "torch-2.13.0-py3-none-any.whl", step / "torch-2.13.0-py3-none-any.whl")
@@ -167,7 +167,7 @@ def test_a_locked_run_leaves_no_folder_that_changes_the_next_unlocked_run_s_whee
     assert sorted(p.name for p in (tree / "wheels").iterdir()) == ["kept"]
     assert (tree / "wheels" / "kept" / "notes.txt").read_text() == "not a wheel"
     (tree / "wheels" / "kept" / "notes.txt").unlink()  # emptied since: the next run starts without it
-    with imagetree.run_tree(source) as again:
+    with imagetree.run_tree(source, CURRENT.identity()) as again:
         [rendered] = render_all(load_cells(tmp_path, ONE), source)
         imagetree.write(again, [rendered], prune=True, source=source)
         assert sorted(str(p.relative_to(again)) for p in (again / "wheels").rglob("*") if not p.is_dir()) == [
@@ -185,7 +185,7 @@ def test_each_combination_mounts_every_wheel_but_other_versions_of_what_it_pins(
 
     def render_and_link() -> tuple[str, str, list[str]]:
         contenthash.wheel_sha256s.cache_clear()  # a run reads its wheelhouse once; here each render is a run
-        with imagetree.run_tree(source) as tree:
+        with imagetree.run_tree(source, CURRENT.identity()) as tree:
             [rendered] = render_all(load_cells(tmp_path, ONE), source)
             imagetree.write(tree, [rendered], prune=True, source=source)
             linked = sorted(p.name for p in (tree / pinned_wheels(rendered.pins)).iterdir())
