@@ -14,7 +14,7 @@ from rich.table import Table
 from builder.buildkit import baseimage
 from builder.buildkit.engine import connect
 from builder.buildkit.prune import Pruned
-from builder.cli import console, runs
+from builder.cli import console, flags, runs
 from builder.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
@@ -51,13 +51,14 @@ CHECK_COLORS = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "magen
 
 
 @handles_errors
+@flags.grouped
 def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt = None, locks: LocksOpt = None,
           cell: CellOpt = None,
           push: Annotated[bool, typer.Option("--push", help="Push every image that passed validation.")] = False,
           registry: RegistryOpt = None, insecure: InsecureOpt = None,
           validate: Annotated[bool, typer.Option("--validate/--no-validate",
                                                  help="Validate images (refused with --push).")] = True,
-          gpu: GpuOpt = False, apptainer: ApptainerOpt = False,
+          checks: flags.Checks = flags.NO_CHECKS,
           report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
           builder: BuilderOpt = None, build_network: BuildNetworkOpt = "default",
           quiet: QuietOpt = False, progress: ProgressOpt = Progress.auto,
@@ -73,10 +74,11 @@ def build(matrix: MatrixOpt = Path("matrix.yaml"), wheelhouse_dir: WheelhouseOpt
         raise usage_error("--registry", "--push needs --registry REGISTRY/NAMESPACE (or RIF_REGISTRY)")
     todo = jobs.matrix_jobs(matrix, cell, None, wheel_source(wheelhouse_dir, locks))
     target = runs.target(registry, insecure_hosts) if push and registry else None
-    if apptainer and not validate:
-        raise usage_error("--apptainer", "is a validation: refused with --no-validate")
+    if (checks.apptainer or checks.revalidate) and not validate:
+        raise usage_error("--apptainer" if checks.apptainer else "--revalidate",
+                          "is a validation: refused with --no-validate")
     options = Options(bake=BakeOptions(source=wheel_source(wheelhouse_dir, locks), buildkit=kit),
-                      validate=ValidateOptions(gpu=gpu, apptainer=apptainer) if validate else None,
+                      validate=checks.options() if validate else None,
                       push=PushOptions(target=target) if target is not None else None)
     raise typer.Exit(runs.run(todo, options, progress, report, registry if target else None))
 

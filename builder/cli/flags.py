@@ -1,5 +1,5 @@
-"""Flags several commands share, checked once: the images a command works on (`Selection`), the build cache and the
-layers' compression.
+"""Flags several commands share, checked once: the images a command works on (`Selection`), how they are validated
+(`Checks`), the build cache and the layers' compression.
 
 A group of flags is a frozen dataclass whose fields are typer options; `grouped` hands typer the fields as options
 and the command one object, so a command keeps few parameters and every command spells its flags alike.
@@ -17,9 +17,20 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 import typer
 
 from builder.buildkit.export import Cache
-from builder.cli.kit import CellOpt, LocksOpt, MatchOpt, MatrixOpt, WheelhouseOpt, wheel_source
+from builder.cli.kit import (
+    ApptainerOpt,
+    CellOpt,
+    GpuOpt,
+    LocksOpt,
+    MatchOpt,
+    MatrixOpt,
+    RevalidateOpt,
+    WheelhouseOpt,
+    wheel_source,
+)
 from builder.core.errors import usage_error
 from builder.pipeline import jobs
+from builder.pipeline.options import ValidateOptions
 from builder.registry.address import check_registry, plain_http_ok
 from builder.render.sources import WheelSource
 
@@ -53,6 +64,21 @@ class Selection:
     def jobs(self) -> list[jobs.Job]:
         """The selected images, as jobs (an invalid matrix or selection stops here, exit 2)."""
         return jobs.shard_jobs(jobs.matrix_jobs(self.matrix, self.cell, self.match, self.source()), self.shard)
+
+
+@dataclasses.dataclass(frozen=True)
+class Checks:
+    """How the images a command builds or pushes are validated."""
+
+    gpu: GpuOpt = False
+    apptainer: ApptainerOpt = False
+    revalidate: RevalidateOpt = False
+
+    def options(self) -> ValidateOptions:
+        return ValidateOptions(gpu=self.gpu, apptainer=self.apptainer, reuse=not self.revalidate)
+
+
+NO_CHECKS = Checks()  # the defaults (grouped gives typer each field's own)
 
 
 def grouped(fn: F) -> F:

@@ -80,6 +80,9 @@ GpuOpt = Annotated[bool, typer.Option("--gpu", help="Also run the GPU checks, wi
 ApptainerOpt = Annotated[bool, typer.Option("--apptainer", help=(
     "Also validate under Apptainer: convert the image to a SIF and run torch-smoke in it as a non-root user with "
     "--containall, read-only (off by default: minutes per image)."))]
+RevalidateOpt = Annotated[bool, typer.Option("--revalidate", help=(
+    "Run the checks even where a pass of the same image (same ID, expectations, checks and engine) is on record "
+    "in the cache; by default that pass is taken and the record says when it ran (validation_reused)."))]
 BuilderOpt = Annotated[str | None, typer.Option(
     "--builder", envvar="RIF_BUILDER", metavar="NAME",
     help="The buildx builder that bakes (env RIF_BUILDER; `docker buildx ls`): a docker context's engine, or a "

@@ -11,10 +11,8 @@ import typer
 from builder.buildkit.engine import connect
 from builder.cli import flags, runs
 from builder.cli.kit import (
-    ApptainerOpt,
     BuilderOpt,
     BuildNetworkOpt,
-    GpuOpt,
     InsecureOpt,
     Progress,
     ProgressOpt,
@@ -25,7 +23,7 @@ from builder.cli.kit import (
     needs_registry,
 )
 from builder.pipeline import jobs
-from builder.pipeline.options import BakeOptions, Options, PushOptions, ValidateOptions
+from builder.pipeline.options import BakeOptions, Options, PushOptions
 from builder.registry import reference
 from builder.registry.address import check_insecure
 
@@ -33,7 +31,7 @@ from builder.registry.address import check_insecure
 @handles_errors
 @flags.grouped
 def publish(selection: flags.Selection, registry: RegistryOpt = None, insecure: InsecureOpt = None,
-            gpu: GpuOpt = False, apptainer: ApptainerOpt = False,
+            checks: flags.Checks = flags.NO_CHECKS,
             no_push: Annotated[bool, typer.Option("--no-push", help=(
                 "Build and validate what changed; push nothing and move no tag (states `validated`, `failed`, "
                 "`would-skip`)."))] = False,
@@ -54,16 +52,16 @@ def publish(selection: flags.Selection, registry: RegistryOpt = None, insecure: 
                        cache=flags.cache(cache_registry, insecure_hosts, write=not no_push), buildkit=kit,
                        by_family=by_family)
     todo = selection.jobs()
-    options = Options(bake=bake, validate=ValidateOptions(gpu=gpu, apptainer=apptainer),
+    options = Options(bake=bake, validate=checks.options(),
                       push=PushOptions(target=runs.target(checked, insecure_hosts), skip_published=True,
                                        no_push=no_push))
     raise typer.Exit(runs.run(todo, options, progress, record_path, checked))
 
 
 @handles_errors
+@flags.grouped
 def push(images: Annotated[list[str], typer.Argument(help="Local images built by builder.")],
-         registry: RegistryOpt = None, insecure: InsecureOpt = None, gpu: GpuOpt = False,
-         apptainer: ApptainerOpt = False,
+         checks: flags.Checks, registry: RegistryOpt = None, insecure: InsecureOpt = None,
          report: Annotated[Path | None, typer.Option("--report", help="Write the JSON run record here.")] = None,
          progress: ProgressOpt = Progress.auto,
          ) -> None:
@@ -74,7 +72,6 @@ def push(images: Annotated[list[str], typer.Argument(help="Local images built by
         reference.parse(image)
     client = connect()
     todo = [jobs.job_for_image(client, image) for image in images]
-    options = Options(validate=ValidateOptions(gpu=gpu, apptainer=apptainer),
-                      push=PushOptions(target=runs.target(checked, insecure_hosts)))
+    options = Options(validate=checks.options(), push=PushOptions(target=runs.target(checked, insecure_hosts)))
     raise typer.Exit(runs.run(todo, options, progress, report, checked))
 

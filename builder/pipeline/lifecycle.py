@@ -230,7 +230,8 @@ def assemble(report: ImageReport, result: Result | _Unchanged) -> ImageReport:
                              log_tail=result.log_tail, state="built")
             return _failed(report, "build", result.failure) if result.failure else report
         case Validated():
-            report = replace(report, validation=result.checks, validate_seconds=result.seconds)
+            report = replace(report, validation=result.checks, validate_seconds=result.seconds,
+                             validation_reused=result.reused)
             if result.failure:
                 return _failed(report, "validate", result.failure)
             return replace(report, state="validated", packages=result.packages)

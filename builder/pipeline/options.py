@@ -32,6 +32,9 @@ class ValidateOptions:
 
     gpu: bool = False
     apptainer: bool = False  # also under Apptainer (builder.validate.apptainer): off, a second conversion costs time
+    # take a pass already on record for the same image, expectations, checks and engine (builder.validate.reuse);
+    # off for `builder test` and --revalidate, which always run the checks
+    reuse: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,8 +25,8 @@ from builder.publish.record import Attached, Built, Failed, Inventoried, Result,
 from builder.registry.client import Manifest
 from builder.registry.errors import RegistryError
 from builder.render import lockrecord
-from builder.validate import apptainer, sbom
-from builder.validate.runner import validate_image
+from builder.validate import apptainer, reuse, sbom
+from builder.validate.runner import ValidationResult, validate_image
 
 HASH_MISMATCH = "DO NOT MATCH THE HASHES"  # pip's words when --require-hashes refuses a wheel
 LOCK_BROKEN = ("a wheel does not match the hashes in the lock (pip --require-hashes): the wheelhouse or index now "
@@ -64,19 +64,36 @@ def validate(client: docker.DockerClient, job: Job, image_id: str, options: Vali
     """The image's checks under Docker and, opted in, under Apptainer (only once it passed under Docker). What is in
     the image (the SBOM's facts, the record's package list) is read beside them, from a container of its own."""
     stage("validate")
-    result, facts = side_by_side(client, lambda: validate_image(client, image_id, job.expect, job.labels,
-                                                                gpu=options.gpu),
-                                 lambda: _facts(client, image_id))
-    seconds = result.seconds
+    began = time.monotonic()
+    result, facts, reused = _under_docker(client, job, image_id, options)
+    seconds = time.monotonic() - began if reused else result.seconds
+    checks = list(result.checks)
     if options.apptainer and result.ok:
         stage("apptainer")
         start = time.monotonic()
-        result.checks += apptainer.run_apptainer(client, image_id)
+        checks += apptainer.run_apptainer(client, image_id)
         seconds += time.monotonic() - start
-    if not result.ok:
-        return Validated(checks=tuple(result.checks), seconds=round(seconds, 3), failure="validation")
+    if not checks or any(c.status == "fail" for c in checks):
+        return Validated(checks=tuple(checks), seconds=round(seconds, 3), failure="validation", reused=reused)
     packages = sbom.python_packages(facts) if isinstance(facts, dict) else []
-    return Validated(checks=tuple(result.checks), seconds=round(seconds, 3), packages=tuple(packages), facts=facts)
+    return Validated(checks=tuple(checks), seconds=round(seconds, 3), packages=tuple(packages), facts=facts,
+                     reused=reused)
+
+
+def _under_docker(client: docker.DockerClient, job: Job, image_id: str, options: ValidateOptions,
+                  ) -> tuple[ValidationResult, dict[str, Any] | str, str | None]:
+    """The checks and the SBOM's facts, and when they ran if they were taken from a pass on record for the same
+    image, expectations, checks and engine (options.reuse; never with --gpu). A pass run here is kept."""
+    key = None if options.gpu else reuse.key(client, image_id, job.expect, job.labels)
+    kept = reuse.find(key, image_id) if key is not None and options.reuse else None
+    if kept is not None:
+        return kept.result, kept.facts, kept.validated_at
+    result, facts = side_by_side(client, lambda: validate_image(client, image_id, job.expect, job.labels,
+                                                                gpu=options.gpu),
+                                 lambda: _facts(client, image_id))
+    if key is not None:
+        reuse.keep(key, image_id, result, facts)
+    return result, facts, None
 
 
 def make_sbom(client: docker.DockerClient, job: Job, image_id: str, stage: Callable[[str], None],

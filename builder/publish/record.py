@@ -47,6 +47,7 @@ class Validated:
     seconds: float
     packages: tuple[str, ...] = ()  # `name==version` of the image's Python environment
     failure: str | None = None
+    reused: str | None = None  # when the pass taken from builder.validate.reuse ran (UTC); None: it ran now
     # What builder.validate.sbom.inspect read beside the checks (the SBOM step makes its document from them), or
     # why it could not; not in the run record.
     facts: dict[str, Any] | str | None = field(default=None, compare=False, repr=False)
@@ -127,6 +128,7 @@ class ImageReport:
     build_seconds: float | None = None
     validate_seconds: float | None = None
     validation: tuple[Check, ...] = ()
+    validation_reused: str | None = None  # the checks were not run again: a pass of the same image at this time
     pushed: bool = False  # layers went to the registry in this run
     pushed_bytes: int | None = None  # what this run uploaded (blobs the registry lacked); None: no push tried
     digest: str | None = None

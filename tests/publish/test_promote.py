@@ -408,6 +408,7 @@ def test_registry_dying_mid_push_fails_cleanly_and_a_rerun_completes(
     assert "==> build" not in rerun.stdout  # the image built before the failure is reused, not rebuilt
     cell = json.loads(record.read_text())["images"][0]
     assert cell["state"] == "published" and api.digest("dying/pytorch", RUNTIME) == cell["digest"]
+    assert cell["validation_reused"] and cell["validation"]  # the first run's pass, taken (builder.validate.reuse)
     assert_every_tag_resolves(api, "dying/pytorch")
 
 
