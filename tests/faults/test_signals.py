@@ -42,7 +42,8 @@ def test_a_signal_during_validation_cleans_up_and_records(signum: int, code: int
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     proc = subprocess.Popen(
         [sys.executable, "-m", "builder", "build", "--matrix", str(DATA / "e2e.yaml"), "--cell", RUNTIME,
-         "--wheelhouse", str(wheelhouse), "--report", str(report), "--progress", "plain"],
+         "--wheelhouse", str(wheelhouse), "--report", str(report), "--progress", "plain",
+         "--revalidate"],  # the checks run (an earlier test's pass of this image would be taken without them)
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmpdir)})
     signal.signal(signal.SIGINT, previous)
     assert proc.stdout is not None
