@@ -19,6 +19,7 @@ import pytest
 
 from builder.registry import retry
 from builder.registry.credentials import Credentials
+from testkit.serving import POLL_S
 
 FAST = retry.Policy(attempts=3, backoff_s=0.01, total_s=5)
 SECRET = "pa55-word"
@@ -88,7 +89,7 @@ def serve(answer: Callable[[Seen], Reply]) -> tuple[Scripted, ThreadingHTTPServe
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(scripted))
     httpd.daemon_threads = True
     httpd.handle_error = lambda *args: None  # type: ignore[method-assign]  # a client that hung up
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
     scripted.address = f"127.0.0.1:{httpd.server_address[1]}"
     return scripted, httpd
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path
 
+from testkit.serving import POLL_S
+
 JSON = "application/vnd.pypi.simple.v1+json"
 HTML = "application/vnd.pypi.simple.v1+html"
 
@@ -67,7 +69,7 @@ class SimpleIndex:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/{self.prefix}/simple/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
 
     def project_files(self, project: str) -> list[Path]:
         return [w for w in sorted(self.wheels.glob("*.whl")) if normalized(w.name.split("-")[0]) == project]

@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from testkit.serving import POLL_S
+
 TORCH = "2.13.0"
 WHEEL_FILE = b"Wheel-Version: 1.0\nGenerator: rif-synthwheels\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 EPOCH = (2020, 1, 1, 0, 0, 0)  # every member's time: the same inputs give the same bytes
@@ -119,7 +121,7 @@ class WheelIndex:
 
         self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
         self.url = f"http://{host}:{self.server.server_address[1]}/{self.prefix}/simple/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
 
     def parts(self, path: str) -> list[str]:
         """The path's segments after this index's prefix (none for a path outside it)."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from benchmarks.support.rocmwheels import Wheel
+from testkit.serving import POLL_S
 
 FILE_CACHE = "max-age=365000000, immutable, public"  # what PyPI sends with every file
 PAGE_CACHE = "max-age=600, public"
@@ -66,7 +67,8 @@ class WheelIndex:
         handler = type("Handler", (_Handler,), {"index": self})
         self._server = ThreadingHTTPServer((self.host, 0), handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="wheel-index", daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": POLL_S}, name="wheel-index",
+                         daemon=True).start()
 
     def stop(self) -> None:
         if self._server is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from builder.core import aptindex
+from testkit.serving import POLL_S
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class RawIndex:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()

@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from testkit.serving import POLL_S
 from tests.fakes.loopback import check_address
 from tests.fakes.policy import unavailable
 
@@ -79,7 +80,7 @@ class TokenServer:
         self._httpd = ThreadingHTTPServer((LOOPBACK, 0), self._handler())
         self._httpd.daemon_threads = True
         self.realm = f"http://{LOOPBACK}:{self._httpd.server_address[1]}/token"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
 
     def start(self) -> TokenServer:
         self._thread.start()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from testkit.serving import POLL_S
 from tests.fakes.checkout import ROOT
 
 FAKE_DOCKER = """#!/bin/sh
@@ -59,7 +60,7 @@ def stand_in_registry() -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
