@@ -84,7 +84,7 @@ def _under_docker(client: docker.DockerClient, job: Job, image_id: str, options:
                   ) -> tuple[ValidationResult, dict[str, Any] | str, str | None]:
     """The checks and the SBOM's facts, and when they ran if they were taken from a pass on record for the same
     image, expectations, checks and engine (options.reuse; never with --gpu). A pass run here is kept."""
-    key = None if options.gpu else reuse.key(client, image_id, job.expect, job.labels)
+    key = None if options.gpu else reuse.key_of(client, image_id, job.expect, job.labels)
     kept = reuse.find(key, image_id) if key is not None and options.reuse else None
     if kept is not None:
         return kept.result, kept.facts, kept.validated_at

@@ -87,7 +87,7 @@ def folder() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory" / "validations"
 
 
-def key(client: docker.DockerClient, image_id: str, expect: dict[str, Any],
+def key_of(client: docker.DockerClient, image_id: str, expect: dict[str, Any],
         labels: dict[str, str] | None) -> str | None:
     """The validation's key; None when the engine cannot say what it is (nothing is then kept or reused)."""
     if not re.fullmatch(r"sha256:[0-9a-f]{64}", image_id):
@@ -125,14 +125,14 @@ def checks_version() -> str:
     return digest.hexdigest()
 
 
-def find(key_: str, image_id: str, now: float | None = None) -> Kept | None:
-    """The pass kept under key_, or None (none, too old, or a file that is not one of ours in every detail)."""
+def find(key: str, image_id: str, now: float | None = None) -> Kept | None:
+    """The pass kept under key, or None (none, too old, or a file that is not one of ours in every detail)."""
     try:
-        entry = Entry.model_validate_json(safefs.read_regular(folder() / f"{key_}.json", MAX_ENTRY_BYTES))
+        entry = Entry.model_validate_json(safefs.read_regular(folder() / f"{key}.json", MAX_ENTRY_BYTES))
     except (OSError, ValueError, ValidationError, RecursionError):
         return None
     age = (time.time() if now is None else now) - entry.validated_at
-    if entry.key != key_ or entry.image_id != image_id or not 0 <= age < MAX_AGE_S:
+    if entry.key != key or entry.image_id != image_id or not 0 <= age < MAX_AGE_S:
         return None
     checks = [Check(c.suite, c.name, c.status, c.detail, c.fix) for c in entry.checks]
     result = ValidationResult(image_id, checks, entry.seconds)
@@ -142,13 +142,13 @@ def find(key_: str, image_id: str, now: float | None = None) -> Kept | None:
     return Kept(result, entry.facts, when)
 
 
-def keep(key_: str, image_id: str, result: ValidationResult, facts: dict[str, Any] | str | None) -> None:
+def keep(key: str, image_id: str, result: ValidationResult, facts: dict[str, Any] | str | None) -> None:
     """Keep a pass (with the facts read beside it, which the SBOM is made from); a failure, a pass without its
     facts, or a folder that cannot be written keeps nothing (the next run validates again)."""
     if not result.ok or not isinstance(facts, dict):
         return
     try:
-        entry = Entry(format=FORMAT, key=key_, image_id=image_id, validated_at=time.time(),
+        entry = Entry(format=FORMAT, key=key, image_id=image_id, validated_at=time.time(),
                       seconds=round(result.seconds, 3), facts=facts,
                       checks=[KeptCheck(suite=c.suite, name=c.name, status=c.status,  # type: ignore[arg-type]
                                         detail=c.detail, fix=c.fix) for c in result.checks])
@@ -158,7 +158,7 @@ def keep(key_: str, image_id: str, result: ValidationResult, facts: dict[str, An
     if len(body) > MAX_ENTRY_BYTES:
         return
     try:
-        safefs.write_inside(folder(), f"{key_}.json", body)
+        safefs.write_inside(folder(), f"{key}.json", body)
     except OSError:
         return
     _trim(folder())
