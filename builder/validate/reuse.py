@@ -88,7 +88,7 @@ def folder() -> Path:
 
 
 def key_of(client: docker.DockerClient, image_id: str, expect: dict[str, Any],
-        labels: dict[str, str] | None) -> str | None:
+           labels: dict[str, str] | None) -> str | None:
     """The validation's key; None when the engine cannot say what it is (nothing is then kept or reused)."""
     if not re.fullmatch(r"sha256:[0-9a-f]{64}", image_id):
         return None
