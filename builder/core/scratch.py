@@ -1,4 +1,4 @@
-"""Scratch folders that an interruption cannot leave behind.
+"""Scratch folders that an interruption cannot leave behind, and the factory's folder in the user's cache.
 
 tempfile.TemporaryDirectory creates its folder before it can register the cleanup, and its rmtree stops
 half-way when SIGINT/SIGTERM raises inside it; a run interrupted at either moment leaves a folder in /tmp.
@@ -8,6 +8,7 @@ runs to the end, holding any interruption that lands in it until the folder is g
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import uuid
@@ -38,3 +39,9 @@ def remove_fully(path: Path) -> None:
             held = held or exc
     if held is not None:
         raise held
+
+
+def user_cache() -> Path:
+    """The factory's folder in the user's cache (XDG_CACHE_HOME, default ~/.cache): kept between runs, unlike a
+    scratch folder (build trees, wheel digests, validations kept to be reused)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory"

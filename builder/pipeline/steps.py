@@ -67,16 +67,16 @@ def validate(client: docker.DockerClient, job: Job, image_id: str, options: Vali
     began = time.monotonic()
     result, facts, reused = _under_docker(client, job, image_id, options)
     seconds = time.monotonic() - began if reused else result.seconds
-    checks = list(result.checks)
+    verdict = ValidationResult(image_id, list(result.checks))  # a list of its own: a kept pass is never added to
     if options.apptainer and result.ok:
         stage("apptainer")
         start = time.monotonic()
-        checks += apptainer.run_apptainer(client, image_id)
+        verdict.checks += apptainer.run_apptainer(client, image_id)
         seconds += time.monotonic() - start
-    if not checks or any(c.status == "fail" for c in checks):
-        return Validated(checks=tuple(checks), seconds=round(seconds, 3), failure="validation", reused=reused)
+    if not verdict.ok:
+        return Validated(checks=tuple(verdict.checks), seconds=round(seconds, 3), failure="validation", reused=reused)
     packages = sbom.python_packages(facts) if isinstance(facts, dict) else []
-    return Validated(checks=tuple(checks), seconds=round(seconds, 3), packages=tuple(packages), facts=facts,
+    return Validated(checks=tuple(verdict.checks), seconds=round(seconds, 3), packages=tuple(packages), facts=facts,
                      reused=reused)
 
 

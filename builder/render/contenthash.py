@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from builder.core import wheels
+from builder.core import scratch, wheels
 from builder.core.safefs import read_regular, replace_file
 from builder.render.sources import Pins, usable
 
@@ -126,8 +126,7 @@ def wheel_sha256s(wheelhouse: Path) -> tuple[tuple[wheels.Wheel, str], ...]:
 
 def _digest_cache_file() -> Path:
     """Per-wheel digests keyed by path, size and mtime: a 1 GB torch wheel is hashed once, not every run."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "rocm-image-factory" / "wheel-sha256.json"
+    return scratch.user_cache() / "wheel-sha256.json"
 
 
 def _file_sha256(wheel: wheels.Wheel) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from builder.core import safefs, wheels
+from builder.core import safefs, scratch, wheels
 from builder.render import bakefile
 from builder.render.dockerfile import RenderedCell, tree_files
 from builder.render.lockfile import BASE_FILE, LOCK_DIR, pins_of
@@ -108,7 +108,7 @@ def run_tree(source: WheelSource, builder: str) -> Iterator[Path]:
     so a wheelhouse a user deletes frees its disk, and so do the folders of them (a combination's, a locked
     step's), so that none outlives the run that made it.
     """
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory" / "trees"
+    base = scratch.user_cache() / "trees"
     key = hashlib.sha256(f"{source.wheelhouse or 'index'}\0{builder}".encode()).hexdigest()[:16]
     folder = base / key
     folder.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 import stat
 import sys
@@ -38,7 +37,8 @@ import docker
 from docker.errors import DockerException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from builder.core import safefs
+from builder.core import safefs, scratch
+from builder.registry import transport
 from builder.validate.runner import Check, ValidationResult
 
 FORMAT: Literal[1] = 1
@@ -84,13 +84,13 @@ class Kept:
 
 
 def folder() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-image-factory" / "validations"
+    return scratch.user_cache() / "validations"
 
 
 def key_of(client: docker.DockerClient, image_id: str, expect: dict[str, Any],
            labels: dict[str, str] | None) -> str | None:
     """The validation's key; None when the engine cannot say what it is (nothing is then kept or reused)."""
-    if not re.fullmatch(r"sha256:[0-9a-f]{64}", image_id):
+    if not transport.DIGEST_RE.fullmatch(image_id):
         return None
     engine = _engine(client)
     if engine is None:
