@@ -11,6 +11,8 @@ Imports nothing else of the package, so every stage can use it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from packaging.version import Version
 
@@ -21,6 +23,8 @@ HASH_LABEL = LABEL_PREFIX + "content-hash"
 TAG_LABEL = LABEL_PREFIX + "tag"
 IMAGE_LABEL = LABEL_PREFIX + "image"  # the repository name the image is published under
 SNAPSHOT_LABEL = LABEL_PREFIX + "snapshot"  # a base made by `builder base --snapshot T`: T (a lock records it)
+# The labels an image's own cell.json (its expectations) decides: what the image is held to without the matrix.
+CELL_LABELS = ("tag", "platform", "os", "flavor", "python", "user")
 RIF_DIR = "/opt/rif"  # the factory's files inside every image
 VENV_DIR = "/opt/venv"  # the Python environment with torch, first on PATH
 CELL_FILE = "cell.json"  # the image's expectations, read by torch-smoke
@@ -93,3 +97,14 @@ def tag_problems(tag: str) -> list[str]:
         problems.append(f"{tag!r} is {len(tag)} characters: its immutable form would be {longest}, over the "
                         f"registry limit of {MAX_TAG_CHARS}; use at most {MAX_TAG_CHARS - 1 - HASH_CHARS}")
     return problems
+
+
+def labels_against_cell(labels: Mapping[str, str], expect: Mapping[str, Any]) -> list[str]:
+    """The factory's labels that disagree with the expectations baked into the image ([] when none does): what an
+    image's labels are held to without its matrix (`builder test IMAGE`, `builder push IMAGE`)."""
+    wrong = [key for key in CELL_LABELS if key not in expect or labels.get(LABEL_PREFIX + key) != expect[key]]
+    if "gfx_family" not in expect or labels.get(LABEL_PREFIX + "gfx-family") != (expect["gfx_family"] or "none"):
+        wrong.append("gfx-family")
+    if not labels.get(HASH_LABEL, "").startswith("sha256:"):
+        wrong.append("content-hash")
+    return wrong

@@ -84,14 +84,14 @@ def _under_docker(client: docker.DockerClient, job: Job, image_id: str, options:
                   ) -> tuple[ValidationResult, dict[str, Any] | str, str | None]:
     """The checks and the SBOM's facts, and when they ran if they were taken from a pass on record for the same
     image, expectations, checks and engine (options.reuse; never with --gpu). A pass run here is kept."""
-    key = None if options.gpu else reuse.key_of(client, image_id, job.expect, job.labels)
-    kept = reuse.find(key, image_id) if key is not None and options.reuse else None
+    keys = [] if options.gpu else reuse.keys_of(client, image_id, job.expect, job.labels)
+    kept = reuse.find(keys[0], image_id) if keys and options.reuse else None
     if kept is not None:
         return kept.result, kept.facts, kept.validated_at
     result, facts = side_by_side(client, lambda: validate_image(client, image_id, job.expect, job.labels,
                                                                 gpu=options.gpu),
                                  lambda: _facts(client, image_id))
-    if key is not None:
+    for key in keys:
         reuse.keep(key, image_id, result, facts)
     return result, facts, None
 

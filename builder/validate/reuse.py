@@ -37,7 +37,7 @@ import docker
 from docker.errors import DockerException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from builder.core import safefs, scratch
+from builder.core import safefs, scratch, tags
 from builder.registry import transport
 from builder.validate.runner import Check, ValidationResult
 
@@ -87,14 +87,26 @@ def folder() -> Path:
     return scratch.user_cache() / "validations"
 
 
-def key_of(client: docker.DockerClient, image_id: str, expect: dict[str, Any],
-           labels: dict[str, str] | None) -> str | None:
-    """The validation's key; None when the engine cannot say what it is (nothing is then kept or reused)."""
+def keys_of(client: docker.DockerClient, image_id: str, expect: dict[str, Any],
+            labels: dict[str, str] | None) -> list[str]:
+    """The key a pass is looked up under, then any other key the same pass answers for; [] when the engine cannot
+    say what it is (nothing is then kept or reused).
+
+    A pass held to the matrix's labels (build, publish) answers too for the same image held to the labels its own
+    cell.json decides (`builder push IMAGE` has no matrix): the pass proved the image carries every one of those
+    labels, so when they agree with the expectations the checks would say the same."""
     if not transport.DIGEST_RE.fullmatch(image_id):
-        return None
+        return []
     engine = _engine(client)
     if engine is None:
-        return None
+        return []
+    held = [labels]
+    if labels is not None and not tags.labels_against_cell(labels, expect):
+        held.append(None)
+    return [_key(image_id, expect, each, engine) for each in held]
+
+
+def _key(image_id: str, expect: dict[str, Any], labels: dict[str, str] | None, engine: dict[str, Any]) -> str:
     parts = {"image": image_id, "expect": expect, "labels": labels, "checks": checks_version(), "engine": engine}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from builder.core import tags
 from builder.core.tags import HASH_LABEL, LABEL_PREFIX
 from builder.render import labels
 from testkit.matrices import FAMILIES, ONE_CPU, load_cells
@@ -38,3 +39,34 @@ def test_each_image_has_a_cell_json_folder_of_its_own(tmp_path: Path) -> None:
     text = labels.cell_json(cell)
     assert json.loads(text) == cell.expectations() and text.endswith(b"}\n")
     assert text == json.dumps(cell.expectations(), indent=2, sort_keys=True).encode() + b"\n"
+
+
+def test_the_labels_of_every_cell_agree_with_its_cell_json_as_an_image_without_its_matrix_is_held(
+        tmp_path: Path) -> None:
+    # `builder push IMAGE` reads cell.json back from the image (JSON, as cell_json writes it) and holds the labels
+    # to it; a build's pass answers for that push only when they agree (builder.validate.reuse.keys_of).
+    (tmp_path / "cpu").mkdir()
+    cells = load_cells(tmp_path / "cpu", ONE_CPU) + load_cells(tmp_path, FAMILIES)
+    for cell in cells:
+        found = labels.image_labels(cell, "sha256:" + "2" * 64)
+        assert tags.labels_against_cell(found, json.loads(labels.cell_json(cell))) == [], cell.tag
+
+
+def test_each_label_that_disagrees_with_cell_json_is_named(tmp_path: Path) -> None:
+    cell = load_cells(tmp_path, FAMILIES)[0]
+    expect = json.loads(labels.cell_json(cell))
+    good = labels.image_labels(cell, "sha256:" + "2" * 64)
+    for key in (*tags.CELL_LABELS, "gfx-family"):
+        assert tags.labels_against_cell({**good, LABEL_PREFIX + key: "other"}, expect) == [key]
+        assert tags.labels_against_cell({k: v for k, v in good.items() if k != LABEL_PREFIX + key}, expect) == [key]
+    assert tags.labels_against_cell({**good, HASH_LABEL: "md5:0"}, expect) == ["content-hash"]
+    assert tags.labels_against_cell(labels.image_labels(cell, ""), expect) == ["content-hash"]
+    # an expectation the image's cell.json lacks is a disagreement, not a match of two absences
+    assert tags.labels_against_cell(good, {k: v for k, v in expect.items() if k != "user"}) == ["user"]
+    assert tags.labels_against_cell(good, {k: v for k, v in expect.items() if k != "gfx_family"}) == ["gfx-family"]
+    (tmp_path / "cpu").mkdir()
+    cpu = load_cells(tmp_path / "cpu", ONE_CPU)[0]  # no gfx family: the label says "none", cell.json null
+    cpu_labels = labels.image_labels(cpu, "sha256:" + "2" * 64)
+    cpu_expect = json.loads(labels.cell_json(cpu))
+    assert cpu_expect["gfx_family"] is None
+    assert tags.labels_against_cell({**cpu_labels, LABEL_PREFIX + "gfx-family": ""}, cpu_expect) == ["gfx-family"]

@@ -4,6 +4,7 @@ hostile (the same run against a real engine and registry: tests/e2e/test_build_p
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -12,10 +13,13 @@ from typing import Any
 
 import pytest
 
+from builder.core.tags import LABEL_PREFIX
 from builder.pipeline import steps
 from builder.pipeline.options import ValidateOptions
+from builder.render import labels
 from builder.validate import reuse
 from builder.validate.runner import Check, ValidationResult
+from testkit.matrices import FAMILIES, load_cells
 
 IMAGE = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64
@@ -116,6 +120,32 @@ def test_anything_that_can_change_the_verdict_runs_the_checks_again(change: str,
     again = validate(engine, options, image, expect, labels)
     reuse.checks_version.cache_clear()
     assert (checks.runs, again.reused) == (2, None)
+
+
+def test_a_builds_pass_answers_for_builder_push_of_the_image_when_its_labels_agree_with_its_cell_json(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # build and publish hold the image to the matrix's labels; `builder push IMAGE` has no matrix and holds it to the
+    # cell.json it reads back from the image (builder.pipeline.jobs.job_for_image: JSON, as cell_json wrote it).
+    cell = load_cells(tmp_path, FAMILIES)[0]
+    built = cell.expectations()
+    read_back = json.loads(labels.cell_json(cell))
+    matrix_labels = labels.image_labels(cell, "sha256:" + "3" * 64)
+    checks = Checks(monkeypatch)
+    validate(Engine(), REUSE, expect=built, labels=matrix_labels)  # builder build
+    pushed = validate(Engine(), REUSE, expect=read_back)  # builder push IMAGE
+    assert (checks.runs, pushed.failure) == (1, None) and pushed.reused is not None
+    assert validate(Engine(), REUSE, expect=built, labels=matrix_labels).reused is not None and checks.runs == 1
+    # labels that do not say what cell.json says: the push's own label check could fail, so it runs
+    for wrong in ({**matrix_labels, LABEL_PREFIX + "user": cell.user + "-not"},
+                  {k: v for k, v in matrix_labels.items() if k != LABEL_PREFIX + "gfx-family"}):
+        image = "sha256:" + f"{checks.runs:x}" * 64
+        validate(Engine(), REUSE, image, expect=built, labels=wrong)
+        runs = checks.runs
+        assert validate(Engine(), REUSE, image, expect=read_back).reused is None and checks.runs == runs + 1
+    # nor does a push's pass answer for a build, which holds the image to more labels than cell.json decides
+    image = "sha256:" + "c" * 64
+    validate(Engine(), REUSE, image, expect=read_back)
+    assert validate(Engine(), REUSE, image, expect=built, labels=matrix_labels).reused is None
 
 
 def test_builder_test_and_revalidate_always_run_the_checks_and_keep_their_pass(monkeypatch: pytest.MonkeyPatch) -> None:
