@@ -30,6 +30,14 @@ DEADLINE_S = 300.0  # one index's whole download (connect, every byte), not one 
 NAMES = ("Packages.xz", "Packages.gz", "Packages.bz2", "Packages")
 
 
+def refuses(code: int) -> bool:
+    """An answer that says the service will not serve this client now, not that the archive is broken: a proxy or
+    gateway between an air-gapped site and the service (401, 403, 407, 502, 504), a service that is overloaded or
+    rate-limits (snapshot.debian.org answers 503 and 429 under load), a request timed out (408) or its server's
+    own error (5xx). The ways on are those of a service that cannot be reached (oslock.unreachable)."""
+    return code in {401, 403, 407, 408, 429} or 500 <= code <= 599
+
+
 def fetch(folder: str) -> str:
     """The folder's Packages index, in the first compression it serves, read bounded and unpacked as a stream."""
     for name in NAMES:
@@ -41,6 +49,8 @@ def fetch(folder: str) -> str:
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 continue
+            if refuses(exc.code):
+                raise Unreachable(f"{url}: HTTP {exc.code}") from None
             raise ArchiveError(f"{url}: HTTP {exc.code}") from None
         except (RegistryError, transport.CutShort) as exc:  # past the compressed cap; a body cut short
             raise ArchiveError(printable(exc)) from None

@@ -111,17 +111,21 @@ class Served:
 class RawIndex:
     """An in-process loopback HTTP server answering each path with the bytes given, as a hostile archive would:
     a body that is no stream of its kind, a Content-Length it never sends, a byte every `drip` seconds, or an
-    error status (`statuses`). Paths it does not know answer 404 (apt's Packages.xz, .gz, .bz2, plain: the first
-    one served is read)."""
+    error status (`statuses`), or one status for every path (`refuse_all`: a gateway in front of a service it cannot
+    reach, a service that rate-limits). Paths it does not know answer 404 (apt's Packages.xz, .gz, .bz2, plain: the
+    first one served is read)."""
 
     def __init__(self, bodies: dict[str, bytes], *, drip: float = 0.0, length: int | None = None,
-                 statuses: dict[str, int] | None = None) -> None:
+                 statuses: dict[str, int] | None = None, refuse_all: int | None = None) -> None:
         import http.server
         import threading
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 body = bodies.get(self.path)
+                if refuse_all is not None:
+                    self.send_error(refuse_all)
+                    return
                 if self.path in (statuses or {}):  # an archive's error answer (500, 403) for that path
                     self.send_error((statuses or {})[self.path])
                     return

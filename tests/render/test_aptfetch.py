@@ -71,12 +71,29 @@ def test_a_folder_without_any_index_is_an_archive_error_naming_it(serve: Callabl
     assert not isinstance(caught.value, aptfetch.Unreachable) and folder in str(caught.value)
 
 
-@pytest.mark.parametrize("code", [403, 500])
+@pytest.mark.parametrize("code", [400, 403, 410, 429, 500, 503])
 def test_an_error_other_than_404_stops_the_search_naming_the_index(serve: Callable[..., str], code: int) -> None:
     """Only 'not here' moves on to the next compression: a broken archive is not read around."""
     folder = serve({"Packages.gz": PACK["gz"](STANZA)}, statuses={"Packages.xz": code})
     with pytest.raises(aptfetch.ArchiveError, match=rf"Packages\.xz: HTTP {code}$"):
         aptfetch.fetch(folder)
+
+
+@pytest.mark.parametrize("code", [401, 403, 407, 408, 429, 500, 502, 503, 504])
+def test_a_service_that_will_not_serve_now_is_unreachable_with_its_status(serve: Callable[..., str],
+                                                                          code: int) -> None:
+    """A proxy or gateway in front of the service, an overloaded or rate-limiting service (snapshot.debian.org
+    answers 503 and 429 under load): `builder lock` then says the ways on of a service it cannot reach."""
+    with pytest.raises(aptfetch.Unreachable, match=rf"Packages\.xz: HTTP {code}$"):
+        aptfetch.fetch(serve({"Packages.gz": PACK["gz"](STANZA)}, statuses={"Packages.xz": code}))
+
+
+@pytest.mark.parametrize("code", [400, 410, 416])
+def test_an_answer_about_the_request_or_the_archive_is_no_reason_to_go_elsewhere(serve: Callable[..., str],
+                                                                                code: int) -> None:
+    with pytest.raises(aptfetch.ArchiveError) as caught:
+        aptfetch.fetch(serve({"Packages.gz": PACK["gz"](STANZA)}, statuses={"Packages.xz": code}))
+    assert not isinstance(caught.value, aptfetch.Unreachable)
 
 
 def test_a_refused_connection_is_unreachable_naming_the_first_index() -> None:

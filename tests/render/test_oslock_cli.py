@@ -12,7 +12,7 @@ from builder.cli.app import app
 from builder.core import aptindex, ospins
 from builder.render import aptfetch, oslock
 from testkit.matrices import load_cells, write_matrix
-from tests.fakes.aptarchive import T1, T2, served
+from tests.fakes.aptarchive import T1, T2, RawIndex, served
 from tests.render.test_oslock import MATRIX, fake_wheel_locks, groups, lock_all
 
 __all__ = ["served"]  # the archive fixture, used by name
@@ -69,6 +69,25 @@ def test_an_unreachable_snapshot_service_says_the_three_ways_on_and_keeps_the_ot
     assert "debian-12" in flat and "debian-13" in flat
     assert "--apt-snapshot URL" in flat and "scripts/apt_snapshot_archive.py" in flat
     assert "--apt-snapshot off" in flat
+    assert {p: p.read_text() for p in tree.glob("*/lock/*.txt")} == before  # base and wheel locks stay
+    assert not list(tree.glob("*/lock/os-*.txt"))
+
+
+@pytest.mark.parametrize("code", [503, 429, 502])
+def test_a_snapshot_service_that_will_not_serve_says_the_three_ways_on_too(tmp_path: Path, code: int) -> None:
+    """Over HTTP, end to end: a service that answers (snapshot.debian.org's 503 and 429 under load, a gateway's 502
+    in front of a service it cannot reach) but serves no index is a way on to be told, not a broken archive."""
+    tree, before = locked_tree(tmp_path)
+    service = RawIndex({}, refuse_all=code)
+    try:
+        run = CliRunner().invoke(app, ["lock", "--matrix", str(write_matrix(tmp_path, MATRIX)), "--out", str(tree),
+                                       "--apt-snapshot", service.url], env={"RIF_APT_SNAPSHOT_TRUSTED": "yes"})
+    finally:
+        service.close()
+    assert run.exit_code == 1, run.output
+    flat = " ".join(run.output.split())
+    assert f"HTTP {code}" in flat and service.url.rstrip("/") in flat and "cannot be reached" in flat
+    assert "--apt-snapshot URL" in flat and "scripts/apt_snapshot_archive.py" in flat and "--apt-snapshot off" in flat
     assert {p: p.read_text() for p in tree.glob("*/lock/*.txt")} == before  # base and wheel locks stay
     assert not list(tree.glob("*/lock/os-*.txt"))
 
