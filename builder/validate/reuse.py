@@ -6,7 +6,8 @@ Python and the pytest, testinfra and docker versions that run them) and the engi
 (its ID, version, kernel, runtime). When every one of those is the same as a pass on record, the checks would
 start the same three containers on the same bytes and say the same thing: `builder build` then `builder publish`
 of one image, a rerun after a push failed, a second build of an unchanged cell. A ROCm image starts its
-containers on several GB, so each pass repeated costs a runner minutes.
+containers on several GB, so each pass repeated costs a runner minutes. A build's pass is kept for `builder push
+IMAGE` of the same image too, when the matrix's labels agree with the image's cell.json (keys_of).
 
 What is never reused: a failure (never kept), a validation with --gpu (the host's GPUs and driver change under an
 unchanged image), the Apptainer part (run whenever asked), and `builder test` or `--revalidate`, which always run
