@@ -3,9 +3,9 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-# Compiled modules are kept (__pycache__, git-ignored): on a machine that sets PYTHONDONTWRITEBYTECODE (this
-# project's CI machines do), every pytest worker rewrote and compiled every test module, and every `builder`
-# process compiled the package, each time (the fast tier: 162 -> 144 CPU-s with it unset).
+# Compiled modules are kept (__pycache__, git-ignored): on a machine that sets PYTHONDONTWRITEBYTECODE (the
+# development machine does, and CI's is one like it), every pytest worker rewrote and compiled every test module,
+# and every `builder` process compiled the package, each time (the fast tier: 162 -> 144 CPU-s with it unset).
 unset PYTHONDONTWRITEBYTECODE
 source scripts/setup.sh
 # Free disk before and after: the suite builds and pushes real torch images (CI machines' free disk varies).

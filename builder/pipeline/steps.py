@@ -91,8 +91,7 @@ def _under_docker(client: docker.DockerClient, job: Job, image_id: str, options:
     result, facts = side_by_side(client, lambda: validate_image(client, image_id, job.expect, job.labels,
                                                                 gpu=options.gpu),
                                  lambda: _facts(client, image_id))
-    for key in keys:
-        reuse.keep(key, image_id, result, facts)
+    reuse.keep(keys, image_id, result, facts)
     return result, facts, None
 
 

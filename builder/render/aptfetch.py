@@ -20,7 +20,7 @@ from typing import IO, Any, cast
 from builder.core.aptindex import ArchiveError, Unreachable
 from builder.core.text import printable
 from builder.registry import transport
-from builder.registry.errors import RegistryError
+from builder.registry.errors import TRANSIENT_STATUS, RegistryError
 
 # Debian bookworm's main/binary-amd64 index (deb.debian.org, 2026-11-28): Packages.xz 8,790,396 bytes, unpacked
 # 50,060,337 bytes. The caps leave room for a larger archive and stop a bomb long before memory runs out.
@@ -30,12 +30,15 @@ DEADLINE_S = 300.0  # one index's whole download (connect, every byte), not one 
 NAMES = ("Packages.xz", "Packages.gz", "Packages.bz2", "Packages")
 
 
+GATEWAY_REFUSALS = frozenset({401, 403, 407})  # a proxy or gateway that will not let this client through
+
+
 def refuses(code: int) -> bool:
     """An answer that says the service will not serve this client now, not that the archive is broken: a proxy or
-    gateway between an air-gapped site and the service (401, 403, 407, 502, 504), a service that is overloaded or
-    rate-limits (snapshot.debian.org answers 503 and 429 under load), a request timed out (408) or its server's
-    own error (5xx). The ways on are those of a service that cannot be reached (oslock.unreachable)."""
-    return code in {401, 403, 407, 408, 429} or 500 <= code <= 599
+    gateway between an air-gapped site and the service (GATEWAY_REFUSALS, 502, 504), what a registry would be
+    retried on (TRANSIENT_STATUS: snapshot.debian.org answers 503 and 429 under load, 408) or any other error of
+    its server (5xx). The ways on are those of a service that cannot be reached (oslock.unreachable)."""
+    return code in TRANSIENT_STATUS or code in GATEWAY_REFUSALS or 500 <= code <= 599
 
 
 def fetch(folder: str) -> str:

@@ -155,25 +155,27 @@ def find(key: str, image_id: str, now: float | None = None) -> Kept | None:
     return Kept(result, entry.facts, when)
 
 
-def keep(key: str, image_id: str, result: ValidationResult, facts: dict[str, Any] | str | None) -> None:
-    """Keep a pass (with the facts read beside it, which the SBOM is made from); a failure, a pass without its
-    facts, or a folder that cannot be written keeps nothing (the next run validates again)."""
-    if not result.ok or not isinstance(facts, dict):
+def keep(keys: list[str], image_id: str, result: ValidationResult, facts: dict[str, Any] | str | None) -> None:
+    """Keep a pass under each of keys (with the facts read beside it, which the SBOM is made from): checked into an
+    entry once, written once per key, the folder trimmed once. A failure, a pass without its facts, or a folder
+    that cannot be written keeps nothing (the next run validates again)."""
+    if not keys or not result.ok or not isinstance(facts, dict):
         return
     try:
-        entry = Entry(format=FORMAT, key=key, image_id=image_id, validated_at=time.time(),
+        entry = Entry(format=FORMAT, key=keys[0], image_id=image_id, validated_at=time.time(),
                       seconds=round(result.seconds, 3), facts=facts,
                       checks=[KeptCheck(suite=c.suite, name=c.name, status=c.status,  # type: ignore[arg-type]
                                         detail=c.detail, fix=c.fix) for c in result.checks])
-        body = entry.model_dump_json().encode()
+        bodies = {key: entry.model_copy(update={"key": key}).model_dump_json().encode() for key in keys}
     except (ValidationError, ValueError, TypeError):
         return
-    if len(body) > MAX_ENTRY_BYTES:
-        return
-    try:
-        safefs.write_inside(folder(), f"{key}.json", body)
-    except OSError:
-        return
+    for key, body in bodies.items():
+        if len(body) > MAX_ENTRY_BYTES:
+            return
+        try:
+            safefs.write_inside(folder(), f"{key}.json", body)
+        except OSError:
+            return
     _trim(folder())
 
 

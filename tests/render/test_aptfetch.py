@@ -79,7 +79,7 @@ def test_an_error_other_than_404_stops_the_search_naming_the_index(serve: Callab
         aptfetch.fetch(folder)
 
 
-@pytest.mark.parametrize("code", [401, 403, 407, 408, 429, 500, 502, 503, 504])
+@pytest.mark.parametrize("code", [401, 403, 407, 408, 429, 500, 501, 502, 503, 504, 599])
 def test_a_service_that_will_not_serve_now_is_unreachable_with_its_status(serve: Callable[..., str],
                                                                           code: int) -> None:
     """A proxy or gateway in front of the service, an overloaded or rate-limiting service (snapshot.debian.org
