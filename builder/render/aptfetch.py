@@ -36,8 +36,9 @@ GATEWAY_REFUSALS = frozenset({401, 403, 407})  # a proxy or gateway that will no
 def refuses(code: int) -> bool:
     """An answer that says the service will not serve this client now, not that the archive is broken: a proxy or
     gateway between an air-gapped site and the service (GATEWAY_REFUSALS, 502, 504), what a registry would be
-    retried on (TRANSIENT_STATUS: snapshot.debian.org answers 503 and 429 under load, 408) or any other error of
-    its server (5xx). The ways on are those of a service that cannot be reached (oslock.unreachable)."""
+    retried on (TRANSIENT_STATUS: an overloaded or rate-limiting service, 408) or any other error of its server
+    (5xx; snapshot.debian.org rate-limits and answers 500 after many requests: Debian bugs #977653, #969906).
+    The ways on are those of a service that cannot be reached (oslock.unreachable)."""
     return code in TRANSIENT_STATUS or code in GATEWAY_REFUSALS or 500 <= code <= 599
 
 

@@ -83,7 +83,8 @@ def test_an_error_other_than_404_stops_the_search_naming_the_index(serve: Callab
 def test_a_service_that_will_not_serve_now_is_unreachable_with_its_status(serve: Callable[..., str],
                                                                           code: int) -> None:
     """A proxy or gateway in front of the service, an overloaded or rate-limiting service (snapshot.debian.org
-    answers 503 and 429 under load): `builder lock` then says the ways on of a service it cannot reach."""
+    rate-limits and answers 500 after many requests: Debian bugs #977653, #969906): `builder lock` then says the
+    ways on of a service it cannot reach."""
     with pytest.raises(aptfetch.Unreachable, match=rf"Packages\.xz: HTTP {code}$"):
         aptfetch.fetch(serve({"Packages.gz": PACK["gz"](STANZA)}, statuses={"Packages.xz": code}))
 

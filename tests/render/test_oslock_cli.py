@@ -75,8 +75,8 @@ def test_an_unreachable_snapshot_service_says_the_three_ways_on_and_keeps_the_ot
 
 @pytest.mark.parametrize("code", [503, 429, 502])
 def test_a_snapshot_service_that_will_not_serve_says_the_three_ways_on_too(tmp_path: Path, code: int) -> None:
-    """Over HTTP, end to end: a service that answers (snapshot.debian.org's 503 and 429 under load, a gateway's 502
-    in front of a service it cannot reach) but serves no index is a way on to be told, not a broken archive."""
+    """Over HTTP, end to end: a service that answers (an overloaded or rate-limiting one's 503 and 429, a gateway's
+    502 in front of a service it cannot reach) but serves no index is a way on to be told, not a broken archive."""
     tree, before = locked_tree(tmp_path)
     service = RawIndex({}, refuse_all=code)
     try:
